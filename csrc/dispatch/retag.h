@@ -1,0 +1,62 @@
+// Zero-copy re-tagging between flagos tensors and vendor tensors.
+//
+// A flagos tensor is viewed as a tensor of the vendor device (CPU under
+// emulation, CUDA on NVIDIA and DCU) by a fresh TensorImpl over a non-owning
+// storage on the same bytes. The caller's TensorImpl is never modified, so a
+// tensor shared with another thread is never seen half re-tagged.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/util/SmallVector.h>
+
+namespace torch_fl {
+
+// A vendor view of one flagos tensor, for bookkeeping kernels (copies).
+at::Tensor vendor_alias(const at::Tensor& flagos);
+
+// Re-tags the arguments of one operator call and maps its results back.
+class Retagger {
+ public:
+  explicit Retagger(const c10::OperatorHandle& op) : op_(op) {}
+
+  // Replace flagos tensors, devices and generators among the operator's
+  // arguments (the top `num_args` entries of the stack) with vendor ones.
+  void arguments_to_vendor(torch::jit::Stack* stack);
+  // After the vendor kernel ran: push back what it did to written arguments
+  // (resizes, restrides) and turn its returns into flagos tensors.
+  void returns_from_vendor(torch::jit::Stack* stack);
+
+  // The flagos device the call runs on, or -1 when nothing names one.
+  c10::DeviceIndex device() const { return device_; }
+
+ private:
+  struct StorageAlias {
+    c10::StorageImpl* original;
+    c10::Storage alias;
+    void* original_data;
+  };
+  struct TensorAlias {
+    c10::TensorImpl* alias;
+    at::Tensor original;
+    bool written;
+  };
+
+  at::Tensor to_vendor(const at::Tensor& t, bool written);
+  c10::IValue value_to_vendor(c10::IValue value, bool written);
+  at::Tensor from_vendor(const at::Tensor& t);
+  c10::IValue value_from_vendor(c10::IValue value);
+  void note_device(c10::DeviceIndex index);
+  void sync_written();
+  c10::Storage adopt_storage(const c10::Storage& vendor);
+
+  const c10::OperatorHandle& op_;
+  c10::DeviceIndex device_ = -1;
+  c10::SmallVector<StorageAlias, 4> storages_;
+  c10::SmallVector<TensorAlias, 4> tensors_;
+  c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 2> adopted_;
+  c10::SmallVector<size_t, 1> unset_generators_;
+};
+
+} // namespace torch_fl

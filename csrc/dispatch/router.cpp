@@ -1,0 +1,389 @@
+// The boxed fallback that routes every aten operator on the flagos device, and
+// the re-tagging it relies on (dispatch/retag.h).
+#include "dispatch/router.h"
+#include "dispatch/retag.h"
+#include "runtime/runtime.h"
+
+#include <ATen/core/Generator.h>
+#include <ATen/native/CPUFallback.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/TensorImpl.h>
+#include <torch/library.h>
+
+#include <cstdio>
+#include <mutex>
+#include <unordered_set>
+
+namespace torch_fl {
+
+at::Generator vendor_generator_of(const at::Generator& gen); // runtime/device.cpp
+
+namespace {
+
+std::atomic<const RouteTable*> g_table{nullptr};
+std::atomic<bool> g_log_dispatch{false};
+std::atomic<ProviderHook> g_provider_hook{nullptr};
+
+const RouteTable& empty_table() {
+  static const RouteTable table;
+  return table;
+}
+
+bool is_flagos(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+bool is_generator_argument(const c10::Argument& arg) {
+  const auto& type = arg.type();
+  if (type->kind() == c10::TypeKind::GeneratorType) return true;
+  if (auto opt = type->castRaw<c10::OptionalType>()) {
+    return opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
+  }
+  return false;
+}
+
+bool is_written(const c10::Argument& arg) {
+  return arg.alias_info() != nullptr && arg.alias_info()->isWrite();
+}
+
+// Keeps a vendor storage alive for as long as the flagos storage that adopted
+// its bytes (native-route outputs are allocated by the vendor's kernels).
+void release_vendor_storage(void* ctx) {
+  c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(ctx));
+}
+
+at::Tensor make_tensor_on(const c10::Storage& storage, c10::DispatchKeySet keys, const at::Tensor& like) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage), keys, like.dtype());
+  impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  if (like.is_conj()) impl->_set_conj(true);
+  if (like.is_neg()) impl->_set_neg(true);
+  return at::Tensor(std::move(impl));
+}
+
+c10::Storage alias_storage_of(const at::Tensor& t) {
+  Runtime& rt = runtime();
+  c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
+  // Resizable through the vendor allocator, so an out= argument that a vendor
+  // kernel resizes gets vendor memory, adopted afterwards (sync_written).
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
+      c10::DataPtr(impl->mutable_data(), rt.vendor_device(t.device().index())),
+      c10::GetAllocator(rt.vendor_type()), /*resizable=*/true));
+}
+
+void log_route(const c10::OperatorHandle& op, const std::string& route) {
+  const std::string line = "[flagos dispatch] " + short_op_name(op.operator_name()) + " -> " + route + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr); // one write: lines from threads never interleave
+}
+
+} // namespace
+
+// ---- re-tagging --------------------------------------------------------------
+
+at::Tensor vendor_alias(const at::Tensor& flagos) {
+  if (!is_flagos(flagos)) return flagos;
+  return make_tensor_on(alias_storage_of(flagos), c10::DispatchKeySet(runtime().vendor_key()), flagos);
+}
+
+void Retagger::note_device(c10::DeviceIndex index) {
+  if (index < 0) index = runtime().current_device();
+  if (device_ < 0) {
+    device_ = index;
+  } else {
+    TORCH_CHECK(device_ == index,
+        "Expected all tensors to be on the same device, but found at least two devices, flagos:",
+        int(device_), " and flagos:", int(index), "! (when running ", short_op_name(op_.operator_name()),
+        " on the flagos device; move one of them with .to())");
+  }
+}
+
+at::Tensor Retagger::to_vendor(const at::Tensor& t, bool written) {
+  if (!is_flagos(t)) return t;
+  note_device(t.device().index());
+  c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
+  const c10::Storage* alias = nullptr;
+  for (const auto& s : storages_) {
+    if (s.original == original) alias = &s.alias; // shared storage -> one alias, so overlap checks still see it
+  }
+  if (alias == nullptr) {
+    storages_.push_back({original, alias_storage_of(t), original->mutable_data()});
+    alias = &storages_.back().alias;
+  }
+  at::Tensor v = make_tensor_on(*alias, c10::DispatchKeySet(runtime().vendor_key()), t);
+  tensors_.push_back({v.unsafeGetTensorImpl(), t, written});
+  return v;
+}
+
+c10::IValue Retagger::value_to_vendor(c10::IValue value, bool written) {
+  if (value.isTensor()) return to_vendor(value.toTensor(), written);
+  if (value.isTensorList()) {
+    auto list = value.toTensorList();
+    c10::List<at::Tensor> out;
+    out.reserve(list.size());
+    for (const at::Tensor& t : list) out.push_back(to_vendor(t, written));
+    return out;
+  }
+  if (value.isList()) { // List[Optional[Tensor]] (index, index_put)
+    auto list = value.toList();
+    bool any = false;
+    for (const c10::IValue& item : list) any = any || (item.isTensor() && is_flagos(item.toTensor()));
+    if (!any) return value;
+    c10::List<std::optional<at::Tensor>> out;
+    out.reserve(list.size());
+    for (const c10::IValue& item : list) {
+      out.push_back(item.isTensor() ? std::optional<at::Tensor>(to_vendor(item.toTensor(), written)) : std::nullopt);
+    }
+    return out;
+  }
+  if (value.isDevice()) {
+    const c10::Device d = value.toDevice();
+    if (d.type() != c10::DeviceType::PrivateUse1) return value;
+    note_device(d.index());
+    return runtime().vendor_device(device_);
+  }
+  if (value.isGenerator()) return vendor_generator_of(value.toGenerator());
+  return value;
+}
+
+void Retagger::arguments_to_vendor(torch::jit::Stack* stack) {
+  const auto& args = op_.schema().arguments();
+  const size_t first = stack->size() - args.size();
+  for (size_t i = 0; i < args.size(); ++i) {
+    c10::IValue& slot = (*stack)[first + i];
+    if (slot.isNone()) {
+      if (is_generator_argument(args[i])) unset_generators_.push_back(first + i);
+      continue;
+    }
+    if (slot.isTensor() && !is_flagos(slot.toTensor())) continue; // fast path: host scalars
+    slot = value_to_vendor(std::move(slot), is_written(args[i]));
+  }
+  // A kernel given no generator draws from the vendor default; give it this
+  // flagos device's own so seeding torch.flagos reproduces results.
+  for (size_t slot : unset_generators_) {
+    (*stack)[slot] = runtime().vendor_generator(device_ < 0 ? runtime().current_device() : device_);
+  }
+}
+
+c10::Storage Retagger::adopt_storage(const c10::Storage& vendor) {
+  c10::StorageImpl* impl = vendor.unsafeGetStorageImpl();
+  for (const auto& [seen, flagos] : adopted_) {
+    if (seen == impl) return flagos; // outputs sharing one buffer keep sharing it
+  }
+  const c10::DeviceIndex index = device_ < 0 ? runtime().current_device() : device_;
+  c10::raw::intrusive_ptr::incref(impl);
+  c10::DataPtr keep(impl->mutable_data(), impl, &release_vendor_storage, runtime().vendor_device(index));
+  c10::Storage flagos(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
+      runtime().adopt(std::move(keep), impl->nbytes(), index),
+      c10::GetAllocator(c10::DeviceType::PrivateUse1), /*resizable=*/true));
+  adopted_.emplace_back(impl, flagos);
+  return flagos;
+}
+
+at::Tensor Retagger::from_vendor(const at::Tensor& t) {
+  if (!t.defined() || t.device().type() != runtime().vendor_type() || t.unsafeGetTensorImpl()->is_wrapped_number()) return t;
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  for (const auto& a : tensors_) {
+    if (a.alias == impl) return a.original; // in-place and out=: the caller's own tensor
+  }
+  const c10::DispatchKeySet flagos_keys(c10::DispatchKey::PrivateUse1);
+  c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  for (const auto& s : storages_) {
+    if (s.alias.unsafeGetStorageImpl() == storage && storage->data() == s.original_data) {
+      // A view of an argument: same bytes, seen through the caller's storage.
+      return make_tensor_on(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(s.original)),
+                            flagos_keys, t);
+    }
+  }
+  return make_tensor_on(adopt_storage(t.storage()), flagos_keys, t);
+}
+
+c10::IValue Retagger::value_from_vendor(c10::IValue value) {
+  if (value.isTensor()) return from_vendor(value.toTensor());
+  if (value.isTensorList()) {
+    auto list = value.toTensorList();
+    c10::List<at::Tensor> out;
+    out.reserve(list.size());
+    for (const at::Tensor& t : list) out.push_back(from_vendor(t));
+    return out;
+  }
+  return value;
+}
+
+void Retagger::sync_written() {
+  for (const auto& a : tensors_) {
+    if (!a.written) continue;
+    c10::TensorImpl* alias = a.alias;
+    c10::TensorImpl* original = a.original.unsafeGetTensorImpl();
+    c10::StorageImpl* alias_storage = alias->storage().unsafeGetStorageImpl();
+    for (auto& s : storages_) {
+      if (s.alias.unsafeGetStorageImpl() != alias_storage || alias_storage->data() == s.original_data) continue;
+      // The vendor kernel resized this argument into vendor memory: the
+      // caller's storage takes those bytes over, so every view of it sees them.
+      const size_t nbytes = alias_storage->nbytes();
+      c10::DataPtr taken = alias_storage->set_data_ptr(c10::DataPtr(nullptr, alias_storage->device()));
+      c10::DataPtr adopted = runtime().adopt(std::move(taken), nbytes, original->device().index());
+      s.original->set_data_ptr_noswap(std::move(adopted));
+      s.original->set_nbytes(nbytes);
+      s.original_data = s.original->mutable_data();
+      // the alias now points nowhere; keep later checks consistent
+      alias_storage->set_data_ptr_noswap(c10::DataPtr(s.original_data, alias_storage->device()));
+    }
+    if (alias->sizes() != original->sizes() || alias->strides() != original->strides() ||
+        alias->storage_offset() != original->storage_offset()) {
+      original->set_sizes_and_strides(alias->sizes(), alias->strides(), alias->storage_offset());
+    }
+  }
+}
+
+void Retagger::returns_from_vendor(torch::jit::Stack* stack) {
+  sync_written();
+  const size_t n = op_.schema().returns().size();
+  for (size_t i = stack->size() - n; i < stack->size(); ++i) {
+    (*stack)[i] = value_from_vendor(std::move((*stack)[i]));
+  }
+}
+
+// ---- routes ------------------------------------------------------------------------
+
+std::string short_op_name(const c10::OperatorName& name) {
+  std::string s = name.name;
+  if (s.rfind("aten::", 0) == 0) s.erase(0, 6);
+  if (!name.overload_name.empty()) s += "." + name.overload_name;
+  return s;
+}
+
+void publish_routes(std::unique_ptr<RouteTable> table) {
+  // Tables are small and reloads rare: the old one is kept (not freed) so a
+  // call racing with a reload never reads freed memory and needs no lock.
+  g_table.store(table.release(), std::memory_order_release);
+}
+
+const RouteTable& current_routes() {
+  const RouteTable* t = g_table.load(std::memory_order_acquire);
+  return t ? *t : empty_table();
+}
+
+std::string route_name(const RouteTable& table, Route route) {
+  switch (route.kind) {
+    case RouteKind::Native: return "native";
+    case RouteKind::Cpu: return "cpu";
+    case RouteKind::Provider:
+      if (route.provider >= 0 && static_cast<size_t>(route.provider) < table.providers.size()) {
+        return table.providers[route.provider];
+      }
+      return "provider#" + std::to_string(route.provider);
+  }
+  return "?";
+}
+
+void set_log_dispatch(bool on) { g_log_dispatch.store(on, std::memory_order_relaxed); }
+bool log_dispatch() { return g_log_dispatch.load(std::memory_order_relaxed); }
+void set_provider_hook(ProviderHook hook) { g_provider_hook.store(hook); }
+
+namespace {
+
+void run_on_vendor(const c10::OperatorHandle& op, torch::jit::Stack* stack, const Route* provider) {
+  Retagger retag(op);
+  retag.arguments_to_vendor(stack);
+  {
+    c10::OptionalDeviceGuard guard;
+    if (retag.device() >= 0) guard.reset_device(flagos_device(retag.device()));
+    if (provider == nullptr) {
+      op.redispatchBoxed(c10::DispatchKeySet(runtime().vendor_key()), stack);
+    } else {
+      ProviderHook hook = g_provider_hook.load();
+      TORCH_CHECK(hook != nullptr, "no provider hook installed for ", short_op_name(op.operator_name()));
+      hook(provider->provider, op, stack);
+    }
+  }
+  retag.returns_from_vendor(stack);
+}
+
+void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  // Factory calls name the device only through a Device argument; the host
+  // kernel must allocate on the host and the results come back afterwards.
+  const auto& args = op.schema().arguments();
+  const size_t first = stack->size() - args.size();
+  std::optional<c10::Device> target;
+  bool has_flagos_tensor = false;
+  for (size_t i = first; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      target = v.toDevice();
+      v = c10::Device(c10::DeviceType::CPU);
+    } else if (v.isTensor() && is_flagos(v.toTensor())) {
+      has_flagos_tensor = true;
+    }
+  }
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+  if (target && !has_flagos_tensor) {
+    const size_t n = op.schema().returns().size();
+    for (size_t i = stack->size() - n; i < stack->size(); ++i) {
+      if ((*stack)[i].isTensor()) (*stack)[i] = (*stack)[i].toTensor().to(*target);
+    }
+  }
+}
+
+void route_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  const RouteTable& table = current_routes();
+  Route route = table.fallback;
+  if (!table.per_op.empty()) {
+    auto it = table.per_op.find(op.operator_name());
+    if (it != table.per_op.end()) route = it->second;
+  }
+  if (g_log_dispatch.load(std::memory_order_relaxed)) log_route(op, route_name(table, route));
+  switch (route.kind) {
+    case RouteKind::Native: run_on_vendor(op, stack, nullptr); break;
+    case RouteKind::Cpu: run_on_host(op, stack); break;
+    case RouteKind::Provider: run_on_vendor(op, stack, &route); break;
+  }
+}
+
+std::mutex g_intercept_mutex;
+std::unordered_set<c10::OperatorName> g_intercepted;
+
+torch::Library& intercept_library() {
+  static auto* lib = new torch::Library(
+      torch::Library::IMPL, "aten", std::make_optional(c10::DispatchKey::PrivateUse1), __FILE__, __LINE__);
+  return *lib; // leaked on purpose: registrations must outlive every tensor
+}
+
+} // namespace
+
+// The fallback only sees ops with no kernel usable for PrivateUse1. Ops torch
+// implements once for all backends (structured functional variants such as
+// add.Tensor, composites such as zeros) would otherwise run their generic
+// body and reach the router only as their parts (add.out, fill_), so the
+// route named for them would never apply. The router's one boxed function is
+// registered for those names too: the same mechanism, no per-op code.
+std::vector<std::string> intercept_ops(const std::vector<std::string>& ops) {
+  std::lock_guard<std::mutex> lock(g_intercept_mutex);
+  std::vector<std::string> added;
+  for (const std::string& op : ops) {
+    const auto dot = op.find('.');
+    c10::OperatorName name = dot == std::string::npos
+        ? c10::OperatorName("aten::" + op, "")
+        : c10::OperatorName("aten::" + op.substr(0, dot), op.substr(dot + 1));
+    if (g_intercepted.count(name)) continue;
+    auto handle = c10::Dispatcher::singleton().findOp(name);
+    if (!handle || handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+    intercept_library().impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&route_fallback>());
+    g_intercepted.insert(std::move(name));
+    added.push_back(op);
+  }
+  return added;
+}
+
+std::vector<std::string> intercepted_ops() {
+  std::lock_guard<std::mutex> lock(g_intercept_mutex);
+  std::vector<std::string> out;
+  for (const auto& name : g_intercepted) out.push_back(short_op_name(name));
+  return out;
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&route_fallback>());
+}
+
+} // namespace torch_fl

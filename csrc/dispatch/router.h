@@ -1,0 +1,53 @@
+// The per-operator router: one boxed fallback on the PrivateUse1 key that sends
+// every aten operator reaching the flagos device to the route its table names.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace torch_fl {
+
+enum class RouteKind : uint8_t { Native, Cpu, Provider };
+
+struct Route {
+  RouteKind kind = RouteKind::Native;
+  int16_t provider = -1; // index into RouteTable::providers when kind == Provider
+};
+
+// Built once in Python from the confs and environment, then published whole:
+// the router never sees a half-applied table.
+struct RouteTable {
+  Route fallback;
+  std::unordered_map<c10::OperatorName, Route> per_op;
+  std::vector<std::string> providers;
+};
+
+void publish_routes(std::unique_ptr<RouteTable> table);
+const RouteTable& current_routes();
+std::string route_name(const RouteTable& table, Route route);
+
+void set_log_dispatch(bool on);
+bool log_dispatch();
+
+// The provider route calls into Python; the binding module installs the hook.
+// It receives the operator's arguments (already vendor tensors) on the stack and
+// must leave the operator's returns there, as a boxed kernel does.
+using ProviderHook = void (*)(int provider, const c10::OperatorHandle& op, torch::jit::Stack* stack);
+void set_provider_hook(ProviderHook hook);
+
+// Register the router for these ops by name too (see router.cpp); returns the
+// ones newly registered. Ops with a flagos kernel of their own are skipped.
+std::vector<std::string> intercept_ops(const std::vector<std::string>& ops);
+std::vector<std::string> intercepted_ops();
+
+// The short name used in confs and logs: "add.Tensor", "relu".
+std::string short_op_name(const c10::OperatorName& name);
+
+} // namespace torch_fl

@@ -1,0 +1,147 @@
+// torch_fl._C: the Python face of the runtime and the router. Python parses the
+// confs and environment; this module only receives finished decisions.
+#include "dispatch/router.h"
+#include "runtime/runtime.h"
+
+#include <ATen/core/Generator.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <memory>
+
+namespace py = pybind11;
+
+namespace torch_fl {
+namespace {
+
+py::object& provider_dispatcher() {
+  static py::object* fn = new py::object(); // leaked: must outlive interpreter teardown order
+  return *fn;
+}
+
+c10::DeviceIndex index_or_current(int index) {
+  return index < 0 ? runtime().current_device() : static_cast<c10::DeviceIndex>(index);
+}
+
+// Calls dispatcher(provider, op, args, kwargs) with the vendor tensors and puts
+// its result back on the stack in the operator's return types.
+void call_python_provider(int provider, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  py::gil_scoped_acquire gil;
+  const auto& schema = op.schema();
+  const auto& args = schema.arguments();
+  const size_t first = stack->size() - args.size();
+  py::list positional;
+  py::dict keywords;
+  for (size_t i = 0; i < args.size(); ++i) {
+    py::object value = torch::jit::toPyObject((*stack)[first + i]);
+    if (args[i].kwarg_only()) {
+      keywords[py::str(args[i].name())] = value;
+    } else {
+      positional.append(value);
+    }
+  }
+  torch::jit::drop(*stack, args.size());
+  py::object fn = provider_dispatcher();
+  TORCH_CHECK(fn && !fn.is_none(), "torch_fl: no provider dispatcher registered");
+  py::object result = fn(provider, short_op_name(schema.operator_name()), py::tuple(positional), keywords);
+  const auto& returns = schema.returns();
+  if (returns.size() == 1) {
+    stack->push_back(torch::jit::toIValue(result, returns[0].type()));
+  } else if (!returns.empty()) {
+    auto items = result.cast<py::sequence>();
+    TORCH_CHECK(items.size() == returns.size(), "provider for ", short_op_name(schema.operator_name()),
+        " returned ", items.size(), " values; the schema has ", returns.size());
+    for (size_t i = 0; i < returns.size(); ++i) {
+      stack->push_back(torch::jit::toIValue(items[i], returns[i].type()));
+    }
+  }
+}
+
+Route to_route(const py::tuple& t) {
+  Route r;
+  r.kind = static_cast<RouteKind>(t[0].cast<int>());
+  r.provider = static_cast<int16_t>(t[1].cast<int>());
+  return r;
+}
+
+c10::OperatorName parse_op(const std::string& op) {
+  const auto dot = op.find('.');
+  return dot == std::string::npos ? c10::OperatorName("aten::" + op, "")
+                                  : c10::OperatorName("aten::" + op.substr(0, dot), op.substr(dot + 1));
+}
+
+const at::Generator& default_generator(int index) {
+  return at::detail::getPrivateUse1Hooks().getDefaultGenerator(index_or_current(index));
+}
+
+} // namespace
+} // namespace torch_fl
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torch_fl;
+  m.doc() = "torch_fl native core: the flagos runtime and per-operator router";
+
+  m.def("built_runtimes", &built_runtimes, "Accelerators this build can run, best first.");
+  m.def("init", &init_runtime, py::arg("accelerator"), py::arg("emulated_devices"));
+  m.def("accelerator", []() -> py::object {
+    return runtime_ready() ? py::object(py::str(runtime().name())) : py::object(py::none());
+  });
+  m.def("device_count", []() { return runtime_ready() ? int(runtime().device_count()) : 0; });
+  m.def("current_device", []() { return int(runtime().current_device()); });
+  m.def("set_device", [](int index) { runtime().set_device(static_cast<c10::DeviceIndex>(index)); });
+  m.def("synchronize", [](int index) {
+    py::gil_scoped_release no_gil;
+    runtime().synchronize(index_or_current(index));
+  });
+  m.def("memory_stats", [](int index) {
+    const MemoryStats s = runtime().memory_stats(index_or_current(index));
+    py::dict d;
+    d["allocated_bytes"] = s.allocated;
+    d["peak_allocated_bytes"] = s.peak_allocated;
+    d["reserved_bytes"] = s.reserved;
+    return d;
+  });
+  m.def("reset_peak_memory_stats", [](int index) { runtime().reset_peak_memory_stats(index_or_current(index)); });
+
+  m.def("manual_seed", [](int index, uint64_t seed) {
+    auto gen = default_generator(index);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_current_seed(seed);
+  });
+  m.def("initial_seed", [](int index) { return default_generator(index).current_seed(); });
+  m.def("seed", [](int index) {
+    auto gen = default_generator(index);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    return gen.seed();
+  });
+  m.def("get_rng_state", [](int index) { return at::Tensor(default_generator(index).get_state()); });
+  m.def("set_rng_state", [](int index, const at::Tensor& state) {
+    auto gen = default_generator(index);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(state);
+  });
+
+  m.def("set_routes", [](const py::tuple& fallback, const py::dict& per_op, const std::vector<std::string>& providers) {
+    auto table = std::make_unique<RouteTable>();
+    table->fallback = to_route(fallback);
+    table->providers = providers;
+    for (const auto& item : per_op) {
+      table->per_op.emplace(parse_op(item.first.cast<std::string>()), to_route(item.second.cast<py::tuple>()));
+    }
+    publish_routes(std::move(table));
+  }, "Publish a complete route table (kind: 0 native, 1 cpu, 2 provider).");
+  m.def("route_of", [](const std::string& op) {
+    const RouteTable& table = current_routes();
+    auto it = table.per_op.find(parse_op(op));
+    return route_name(table, it == table.per_op.end() ? table.fallback : it->second);
+  }, "The route the router would take for an operator now.");
+  m.def("intercept_ops", &intercept_ops, "Route these ops by name even where torch has a generic kernel.");
+  m.def("intercepted_ops", &intercepted_ops);
+  m.def("set_log_dispatch", &set_log_dispatch);
+  m.def("log_dispatch", &log_dispatch);
+  m.def("set_provider_dispatcher", [](py::object fn) {
+    provider_dispatcher() = std::move(fn);
+    set_provider_hook(&call_python_provider);
+  });
+}

@@ -1,0 +1,172 @@
+// CPU emulation runtime: N flagos devices backed by host memory.
+//
+// Kernels run synchronously on the host, so streams and events are trivial,
+// but device indices, per-device memory accounting and per-device generators
+// are real: multi-device code paths (guards, cross-device copies) behave as
+// they do on an accelerator.
+#include "runtime/runtime.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/impl/alloc_cpu.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+
+namespace torch_fl {
+namespace {
+
+thread_local c10::DeviceIndex tls_current_device = 0;
+
+struct DeviceCounters {
+  std::atomic<int64_t> allocated{0};
+  std::atomic<int64_t> peak{0};
+
+  void add(int64_t n) {
+    const int64_t now = allocated.fetch_add(n) + n;
+    int64_t seen = peak.load();
+    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+    }
+  }
+  void sub(int64_t n) { allocated.fetch_sub(n); }
+};
+
+class EmulationRuntime;
+
+// What the deleter needs to undo an allocation: the block and who to credit.
+struct HostBlock {
+  DeviceCounters* counters;
+  size_t nbytes;
+  void* data;
+};
+
+struct AdoptedBlock {
+  DeviceCounters* counters;
+  size_t nbytes;
+  c10::DataPtr inner;
+};
+
+void free_host_block(void* ctx) {
+  auto* block = static_cast<HostBlock*>(ctx);
+  block->counters->sub(static_cast<int64_t>(block->nbytes));
+  c10::free_cpu(block->data);
+  delete block;
+}
+
+void free_adopted_block(void* ctx) {
+  auto* block = static_cast<AdoptedBlock*>(ctx);
+  block->counters->sub(static_cast<int64_t>(block->nbytes));
+  delete block; // releases the vendor allocation through its own deleter
+}
+
+class HostAllocator final : public c10::Allocator {
+ public:
+  explicit HostAllocator(std::vector<std::unique_ptr<DeviceCounters>>* counters)
+      : counters_(counters) {}
+
+  c10::DataPtr allocate(size_t nbytes) override {
+    const c10::DeviceIndex index = tls_current_device;
+    auto* counters = (*counters_)[index].get();
+    void* data = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
+    counters->add(static_cast<int64_t>(nbytes));
+    auto* block = new HostBlock{counters, nbytes, data};
+    return {data, block, &free_host_block, flagos_device(index)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    if (count) std::memcpy(dest, src, count);
+  }
+
+ private:
+  std::vector<std::unique_ptr<DeviceCounters>>* counters_;
+};
+
+class EmulationRuntime final : public Runtime {
+ public:
+  explicit EmulationRuntime(int device_count) : allocator_(&counters_) {
+    TORCH_CHECK(device_count >= 1 && device_count <= 16,
+        "FLAGOS_EMU_DEVICES must be between 1 and 16, got ", device_count);
+    for (int i = 0; i < device_count; ++i) {
+      counters_.push_back(std::make_unique<DeviceCounters>());
+      generators_.push_back(at::detail::createCPUGenerator());
+    }
+  }
+
+  const char* name() const override { return "cpu"; }
+  c10::DeviceType vendor_type() const override { return c10::DeviceType::CPU; }
+  c10::DispatchKey vendor_key() const override { return c10::DispatchKey::CPU; }
+
+  c10::DeviceIndex device_count() const override {
+    return static_cast<c10::DeviceIndex>(counters_.size());
+  }
+  c10::DeviceIndex current_device() const override { return tls_current_device; }
+  void set_device(c10::DeviceIndex index) const override {
+    check_index(index);
+    tls_current_device = index;
+  }
+
+  c10::Allocator* allocator() override { return &allocator_; }
+
+  c10::DataPtr adopt(c10::DataPtr vendor_ptr, size_t nbytes, c10::DeviceIndex index) override {
+    check_index(index);
+    auto* counters = counters_[index].get();
+    counters->add(static_cast<int64_t>(nbytes));
+    void* data = vendor_ptr.get();
+    auto* block = new AdoptedBlock{counters, nbytes, std::move(vendor_ptr)};
+    return {data, block, &free_adopted_block, flagos_device(index)};
+  }
+
+  MemoryStats memory_stats(c10::DeviceIndex index) const override {
+    check_index(index);
+    MemoryStats stats;
+    stats.allocated = counters_[index]->allocated.load();
+    stats.peak_allocated = counters_[index]->peak.load();
+    stats.reserved = stats.allocated; // no caching: every byte is in use
+    return stats;
+  }
+  void reset_peak_memory_stats(c10::DeviceIndex index) override {
+    check_index(index);
+    counters_[index]->peak.store(counters_[index]->allocated.load());
+  }
+
+  c10::Stream current_stream(c10::DeviceIndex index) const override {
+    return c10::Stream(c10::Stream::DEFAULT, flagos_device(index));
+  }
+  c10::Stream exchange_stream(c10::Stream stream) const override {
+    return c10::Stream(c10::Stream::DEFAULT, stream.device());
+  }
+  void synchronize(c10::DeviceIndex index) const override {
+    check_index(index); // host kernels have already finished when they return
+  }
+
+  const at::Generator& vendor_generator(c10::DeviceIndex index) const override {
+    check_index(index);
+    return generators_[index];
+  }
+  at::Generator new_vendor_generator(c10::DeviceIndex index) const override {
+    check_index(index);
+    return at::detail::createCPUGenerator();
+  }
+
+ private:
+  void check_index(c10::DeviceIndex index) const {
+    TORCH_CHECK(index >= 0 && index < device_count(), "flagos device index ", int(index),
+        " is out of range: this process has ", int(device_count()),
+        " emulated devices (set FLAGOS_EMU_DEVICES to change)");
+  }
+
+  std::vector<std::unique_ptr<DeviceCounters>> counters_;
+  std::vector<at::Generator> generators_;
+  HostAllocator allocator_;
+};
+
+} // namespace
+
+Runtime* make_emulation_runtime(int device_count) {
+  return new EmulationRuntime(device_count);
+}
+
+} // namespace torch_fl

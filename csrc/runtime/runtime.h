@@ -1,0 +1,86 @@
+// The vendor runtime behind the flagos device.
+//
+// Every flagos tensor lives in memory owned by one vendor runtime: host memory
+// under CPU emulation, CUDA memory on NVIDIA, HIP memory (seen by torch as CUDA)
+// on DCU. The device-level registrations (allocator, guard, hooks, generator)
+// and the router only talk to this interface, so adding a vendor means adding a
+// Runtime, not touching the router.
+#pragma once
+
+#include <c10/core/Allocator.h>
+#include <c10/core/Device.h>
+#include <c10/core/DispatchKey.h>
+#include <c10/core/Stream.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace at {
+class Generator;
+}
+
+namespace torch_fl {
+
+struct MemoryStats {
+  int64_t allocated = 0;      // bytes held by live flagos tensors
+  int64_t peak_allocated = 0; // high-water mark since start or last reset
+  int64_t reserved = 0;       // bytes the runtime holds (>= allocated)
+};
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+
+  // "cpu" (emulation), "cuda" or "dcu": the FLAGOS_ACCELERATOR value.
+  virtual const char* name() const = 0;
+  // The torch device type/key whose kernels the native route runs.
+  virtual c10::DeviceType vendor_type() const = 0;
+  virtual c10::DispatchKey vendor_key() const = 0;
+  c10::Device vendor_device(c10::DeviceIndex index) const {
+    return vendor_type() == c10::DeviceType::CPU
+        ? c10::Device(c10::DeviceType::CPU)
+        : c10::Device(vendor_type(), index);
+  }
+
+  virtual c10::DeviceIndex device_count() const = 0;
+  virtual c10::DeviceIndex current_device() const = 0;
+  virtual void set_device(c10::DeviceIndex index) const = 0;
+
+  // Memory for flagos storages; the DataPtr is tagged with the flagos device.
+  virtual c10::Allocator* allocator() = 0;
+  // Account for memory the vendor's own kernels allocated (native-route outputs)
+  // and that a flagos tensor now owns; the returned DataPtr releases it.
+  virtual c10::DataPtr adopt(c10::DataPtr vendor_ptr, size_t nbytes, c10::DeviceIndex index) = 0;
+  virtual MemoryStats memory_stats(c10::DeviceIndex index) const = 0;
+  virtual void reset_peak_memory_stats(c10::DeviceIndex index) = 0;
+
+  // Streams are the vendor's streams re-labelled with the flagos device.
+  virtual c10::Stream current_stream(c10::DeviceIndex index) const = 0;
+  virtual c10::Stream exchange_stream(c10::Stream stream) const = 0;
+  virtual void synchronize(c10::DeviceIndex index) const = 0;
+
+  // The generator the vendor's kernels draw from for this device.
+  virtual const at::Generator& vendor_generator(c10::DeviceIndex index) const = 0;
+  virtual at::Generator new_vendor_generator(c10::DeviceIndex index) const = 0;
+};
+
+// The runtime chosen at start-up (torch_fl._C.init). Throws if none is active.
+Runtime& runtime();
+bool runtime_ready();
+// Names of the runtimes compiled into this build, best first.
+std::vector<std::string> built_runtimes();
+// Select the runtime; only once per process. Throws with the valid names.
+void init_runtime(const std::string& name, int emulated_devices);
+
+// Factories, one per vendor translation unit.
+Runtime* make_emulation_runtime(int device_count);
+#ifdef TORCH_FL_WITH_CUDA
+Runtime* make_cuda_runtime(const char* name);
+#endif
+
+inline c10::Device flagos_device(c10::DeviceIndex index) {
+  return c10::Device(c10::DeviceType::PrivateUse1, index);
+}
+
+} // namespace torch_fl

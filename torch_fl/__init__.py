@@ -1,0 +1,317 @@
+"""torch_fl: the ``flagos`` PyTorch device and its per-operator router.
+
+``import torch_fl`` selects the vendor runtime (``FLAGOS_ACCELERATOR``), renames
+PrivateUse1 to ``flagos``, reads the route conf and the ``FLAGOS_OP_*``
+overrides, and publishes one complete route table to the C++ router. Any
+problem in the configuration stops the import with one error that lists every
+problem found, so a process never runs with a partial table.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from . import _C, _conf, _env, _routing
+from . import flagos as flagos
+from ._conf import ConfError
+from ._env import EnvError
+from ._routing import Resolved, RouteError, RouteTable
+from .providers import Provider, load_entry_points, providers, register_provider, unregister_provider
+from .providers.flaggems import FlagGemsProvider
+
+__all__ = [
+    "ConfError",
+    "EnvError",
+    "Provider",
+    "Resolved",
+    "RouteError",
+    "accelerator",
+    "conf_path",
+    "flagos",
+    "register_provider",
+    "reload_routes",
+    "route",
+    "routes",
+    "set_dispatch_log",
+    "unregister_provider",
+]
+
+try:
+    __version__ = metadata.version("torch-fl")
+except metadata.PackageNotFoundError:  # running from a source tree without an install
+    __version__ = "0+unknown"
+
+CONF_DIR = Path(__file__).with_name("configs")
+_KIND_CODES = {"native": 0, "cpu": 1}
+
+
+@dataclass(frozen=True)
+class _State:
+    settings: _env.Settings
+    conf_path: str
+    table: RouteTable
+
+
+_state: _State | None = None
+
+
+# ---- operator facts from torch's own registry ----------------------------------
+
+
+@cache
+def _aten_schemas() -> tuple[frozenset[str], frozenset[str]]:
+    """(every aten op the dispatcher has, as written in confs; those returning views)."""
+    names = frozenset(n[6:] for n in torch._C._dispatch_get_all_op_names() if n.startswith("aten::"))
+    views: set[str] = set()
+    for schema in torch._C._jit_get_all_schemas():  # also lists TorchScript-only ops: filter by names
+        if not schema.name.startswith("aten::"):
+            continue
+        name = schema.name[6:] + (f".{schema.overload_name}" if schema.overload_name else "")
+        if name in names and any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):
+            views.add(name)
+    return names, frozenset(views)
+
+
+def known_ops() -> frozenset[str]:
+    return _aten_schemas()[0]
+
+
+class _DeviceKernels(Mapping[str, str]):
+    """Ops with a flagos kernel of their own (csrc/dispatch/kernels.cpp): the
+    router never sees them, so they can only be native. Asked of the
+    dispatcher, so this list cannot drift from the C++ registrations."""
+
+    REASON = "bookkeeping kernel of the flagos device (allocation, copy, resize or view); always native"
+
+    @staticmethod
+    def _has_kernel(op: str) -> bool:
+        return _has_kernel(op, "PrivateUse1") and op not in _intercepted()
+
+    def __getitem__(self, op: str) -> str:
+        if op in known_ops() and self._has_kernel(op):
+            return self.REASON
+        raise KeyError(op)
+
+    def __contains__(self, op: object) -> bool:
+        return isinstance(op, str) and op in known_ops() and self._has_kernel(op)
+
+    def __iter__(self) -> Iterator[str]:
+        return (op for op in sorted(known_ops()) if self._has_kernel(op))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def _has_kernel(op: str, key: str) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", key)
+
+
+def _intercepted() -> frozenset[str]:
+    return _INTERCEPTED
+
+
+_INTERCEPTED: frozenset[str] = frozenset()
+
+
+def _intercept(ops: set[str] | frozenset[str]) -> None:
+    """Have the router take these ops by name (csrc/dispatch/router.cpp says why)."""
+    global _INTERCEPTED
+    wanted = {op for op in ops if not _has_kernel(op, "CompositeImplicitAutograd")}
+    if wanted - _INTERCEPTED:
+        _C.intercept_ops(sorted(wanted - _INTERCEPTED))
+        _INTERCEPTED = frozenset(_C.intercepted_ops())
+
+
+def reaches_router(op: str) -> bool:
+    """Whether calls of ``op`` on flagos tensors reach the router: not for the
+    device's own bookkeeping kernels, nor for ops torch decomposes above the
+    device (CompositeImplicitAutograd); the router then sees their parts."""
+    if op in _INTERCEPTED:
+        return True
+    return not any(
+        _has_kernel(op, key) for key in ("PrivateUse1", "CompositeImplicitAutograd", "CompositeExplicitAutograd")
+    )
+
+
+@cache
+def _structured_functional_ops() -> frozenset[str]:
+    """Ops torch implements for every backend through their out= variant."""
+    return frozenset(op for op in known_ops() if _has_kernel(op, "CompositeExplicitAutogradNonFunctional"))
+
+
+# ---- start-up ----------------------------------------------------------------------
+
+
+def _choose_accelerator(requested: str | None) -> str:
+    built = list(_C.built_runtimes())
+    if requested is not None:
+        if requested not in built:
+            raise EnvError(
+                f"{_env.ACCELERATOR_VAR}={requested} is not supported by this build of torch_fl "
+                f"(variant {__version__}); it supports: {', '.join(built)}. Install the wheel for that "
+                f"accelerator or unset {_env.ACCELERATOR_VAR}."
+            )
+        if requested in ("cuda", "dcu") and not torch.cuda.is_available():
+            raise EnvError(
+                f"{_env.ACCELERATOR_VAR}={requested} but torch sees no GPU (torch.cuda.is_available() is False); "
+                f"check the driver and device visibility, or use {_env.ACCELERATOR_VAR}=cpu for emulation."
+            )
+        return requested
+    for name in built:  # best first; emulation always works
+        if name == "cpu" or torch.cuda.is_available():
+            return name
+    return "cpu"
+
+
+def _builtin_providers(accel: str) -> None:
+    if "flaggems" not in providers():
+        register_provider("flaggems", FlagGemsProvider(accel))
+
+
+def conf_path(settings: _env.Settings | None = None, accel: str | None = None) -> str:
+    settings = settings or _env.read_settings(os.environ)
+    accel = accel or _C.accelerator() or "cpu"
+    return settings.backend_config or str(CONF_DIR / f"backends_{accel}.conf")
+
+
+def _resolve(settings: _env.Settings, path: str) -> RouteTable:
+    conf = _conf.parse_conf(path)
+    known, views = _aten_schemas()
+    routes_by_name = providers()
+    chain_names = {r for e in conf.entries.values() for r in e.routes}
+    chain_names |= set(conf.default.routes if conf.default else ())
+    chain_names |= {r for o in settings.overrides for r in o.routes}
+    if chain_names - set(routes_by_name) - set(_routing.BUILTIN_ROUTES) - set(_routing.ROUTE_ALIASES):
+        load_entry_points()  # an unknown route may be a provider an installed package declares
+        routes_by_name = providers()
+    return _routing.resolve(
+        conf,
+        settings.overrides,
+        known_ops=known,
+        providers=routes_by_name,
+        pinned_native=_DeviceKernels(),
+        view_ops=views,
+        decode=_env.decode_op,
+    )
+
+
+def _publish(table: RouteTable) -> None:
+    order = sorted({r.route for r in table.entries.values()} - set(_KIND_CODES))
+    index = {name: i for i, name in enumerate(order)}
+
+    def code(route: str) -> tuple[int, int]:
+        return (_KIND_CODES[route], -1) if route in _KIND_CODES else (2, index[route])
+
+    per_op = {op: code(r.route) for op, r in table.entries.items() if r.route != table.default.route}
+    _PROVIDER_ORDER[:] = [providers()[name] for name in order]
+    _C.set_routes(code(table.default.route), per_op, order)
+
+
+_PROVIDER_ORDER: list[Provider] = []
+
+
+def _call_provider(index: int, op: str, args: tuple, kwargs: dict) -> object:
+    return _PROVIDER_ORDER[index].kernel(op)(*args, **kwargs)
+
+
+def _log_config(state: _State) -> None:
+    counts: dict[str, int] = {}
+    for r in state.table.entries.values():
+        counts[r.route] = counts.get(r.route, 0) + 1
+    summary = ", ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "none"
+    print(
+        f"[flagos config] accelerator={_C.accelerator()} conf={state.conf_path} "
+        f"default={state.table.default.route} per-op routes: {summary}; "
+        f"overrides: {', '.join(o.var for o in state.settings.overrides) or 'none'}",
+        file=sys.stderr,
+    )
+
+
+def _log_fallbacks(table: RouteTable) -> None:
+    for r in sorted(table.entries.values(), key=lambda r: r.op):
+        for route_name, reason in r.skipped:
+            print(f"[flagos fallback] {r.op}: skipped {route_name} ({reason}) -> {r.route}", file=sys.stderr)
+
+
+def _apply(settings: _env.Settings) -> _State:
+    global _state
+    path = conf_path(settings, _C.accelerator())
+    table = _resolve(settings, path)  # raises before anything is published
+    _intercept(_structured_functional_ops() | set(table.entries))
+    _publish(table)
+    _C.set_log_dispatch("dispatch" in settings.log)
+    _state = _State(settings, path, table)
+    if "config" in settings.log:
+        _log_config(_state)
+    if "fallback" in settings.log:
+        _log_fallbacks(table)
+    return _state
+
+
+def reload_routes() -> RouteTable:
+    """Re-read the conf and FLAGOS_OP_*/FLAGOS_LOG from the environment and
+    publish a new table whole (e.g. after registering a provider)."""
+    settings = _env.read_settings(os.environ)
+    if _state is not None and settings.accelerator not in (None, _C.accelerator()):
+        raise EnvError(
+            f"{_env.ACCELERATOR_VAR} changed to {settings.accelerator} after start-up; "
+            f"the runtime ({_C.accelerator()}) is chosen once per process"
+        )
+    return _apply(settings).table
+
+
+def routes() -> dict[str, Resolved]:
+    """op -> Resolved (route and where it came from), for every op with an
+    explicit route, plus ``"default"`` for all others."""
+    assert _state is not None
+    return {"default": _state.table.default, **_state.table.entries}
+
+
+def route(op: str) -> Resolved:
+    """The route ``op`` (e.g. ``"add.Tensor"``) takes, and where that was decided."""
+    assert _state is not None
+    if op not in known_ops():
+        raise KeyError(f"unknown operator {op!r}; names are aten schema names such as 'add.Tensor'")
+    return _state.table.route_for(op)
+
+
+def accelerator() -> str:
+    return _C.accelerator()
+
+
+def set_dispatch_log(on: bool) -> None:
+    """Switch the per-call dispatch log at run time (FLAGOS_LOG=dispatch at start)."""
+    _C.set_log_dispatch(bool(on))
+
+
+def _register_device() -> None:
+    torch.utils.rename_privateuse1_backend("flagos")
+    torch._register_device_module("flagos", flagos)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+
+
+def _init() -> None:
+    settings = _env.read_settings(os.environ)
+    accel = _choose_accelerator(settings.accelerator)
+    _C.init(accel, settings.emu_devices)
+    _register_device()
+    _builtin_providers(accel)
+    _C.set_provider_dispatcher(_call_provider)
+    _apply(settings)
+
+
+def _autoload() -> None:
+    """Entry point for torch's device autoload (``torch.backends`` group)."""
+
+
+_init()

@@ -1,0 +1,40 @@
+"""The ``flaggems`` route: FlagGems' Triton kernels on the vendor tensors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from . import Kernel, Provider
+
+
+class FlagGemsProvider(Provider):
+    def __init__(self, accelerator: str) -> None:
+        super().__init__("flaggems")
+        self.accelerator = accelerator
+
+    def check(self) -> str | None:
+        if self.accelerator not in ("cuda", "dcu"):
+            return (
+                f"FlagGems needs a GPU; this process runs FLAGOS_ACCELERATOR={self.accelerator} "
+                "(CPU emulation), where chains fall through to their next route"
+            )
+        try:
+            import flag_gems  # noqa: F401  (device detection happens at import)
+        except Exception as exc:
+            return f"flag_gems is not importable ({type(exc).__name__}: {exc}); pip install flag_gems"
+        return None
+
+    def load(self) -> Mapping[str, Kernel]:
+        import flag_gems
+
+        # FlagGems lists (aten op name, implementation) pairs for its own
+        # registration; the router calls the implementations directly.
+        table = getattr(flag_gems, "_FULL_CONFIG", None)
+        if table is None:
+            raise RuntimeError("this flag_gems has no _FULL_CONFIG op table; torch_fl supports flag_gems 5.x")
+        kernels: dict[str, Kernel] = {}
+        for item in table:
+            name, fn = item[0], item[1]
+            if callable(fn):
+                kernels[name] = fn
+        return kernels
