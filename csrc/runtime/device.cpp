@@ -121,14 +121,41 @@ class FlagosGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     runtime().synchronize(checked_index(index));
   }
   void synchronizeStream(const c10::Stream& stream) const override {
+    if (auto* g = runtime().vendor_guard()) return g->synchronizeStream(runtime().to_vendor(stream));
     runtime().synchronize(stream.device_index());
   }
-  bool queryStream(const c10::Stream&) const override { return true; }
-  // Events: host execution is synchronous, so an event is complete once recorded.
-  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
-  void block(void*, const c10::Stream&) const override {}
-  bool queryEvent(void*) const override { return true; }
-  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+  bool queryStream(const c10::Stream& stream) const override {
+    if (auto* g = runtime().vendor_guard()) return g->queryStream(runtime().to_vendor(stream));
+    return true;
+  }
+  // Events are the vendor's; under emulation work is synchronous, so an event
+  // is complete as soon as it is recorded.
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex index,
+      const c10::EventFlag flag) const override {
+    if (auto* g = runtime().vendor_guard()) g->record(event, runtime().to_vendor(stream), index, flag);
+  }
+  void block(void* event, const c10::Stream& stream) const override {
+    if (auto* g = runtime().vendor_guard()) g->block(event, runtime().to_vendor(stream));
+  }
+  bool queryEvent(void* event) const override {
+    if (auto* g = runtime().vendor_guard()) return g->queryEvent(event);
+    return true;
+  }
+  void destroyEvent(void* event, const c10::DeviceIndex index) const noexcept override {
+    if (runtime_ready()) {
+      if (auto* g = runtime().vendor_guard()) g->destroyEvent(event, index);
+    }
+  }
+  void synchronizeEvent(void* event) const override {
+    if (auto* g = runtime().vendor_guard()) g->synchronizeEvent(event);
+  }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex index) const override {
+    if (auto* g = runtime().vendor_guard()) return g->elapsedTime(start, end, index);
+    TORCH_CHECK(false, "timing events need an accelerator; under emulation time with time.perf_counter()");
+  }
+  void recordDataPtrOnStream(const c10::DataPtr& ptr, const c10::Stream& stream) const override {
+    if (auto* g = runtime().vendor_guard()) g->recordDataPtrOnStream(ptr, runtime().to_vendor(stream));
+  }
 };
 
 // ---- hooks -----------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/DispatchKey.h>
 #include <c10/core/Stream.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <cstdint>
 #include <string>
@@ -59,6 +60,13 @@ class Runtime {
   virtual c10::Stream current_stream(c10::DeviceIndex index) const = 0;
   virtual c10::Stream exchange_stream(c10::Stream stream) const = 0;
   virtual void synchronize(c10::DeviceIndex index) const = 0;
+
+  // The vendor's own guard, for events and stream queries; null when kernels
+  // run synchronously on the host (emulation).
+  virtual const c10::impl::DeviceGuardImplInterface* vendor_guard() const { return nullptr; }
+  c10::Stream to_vendor(c10::Stream s) const {
+    return c10::Stream(c10::Stream::UNSAFE, vendor_device(s.device_index()), s.id());
+  }
 
   // The generator the vendor's kernels draw from for this device.
   virtual const at::Generator& vendor_generator(c10::DeviceIndex index) const = 0;

@@ -34,7 +34,9 @@ class FlagGemsProvider(Provider):
             raise RuntimeError("this flag_gems has no _FULL_CONFIG op table; torch_fl supports flag_gems 5.x")
         kernels: dict[str, Kernel] = {}
         for item in table:
-            name, fn = item[0], item[1]
-            if callable(fn):
-                kernels[name] = fn
+            if len(item) < 2 or not callable(item[1]):
+                continue
+            if len(item) > 2 and callable(item[2]) and not item[2]():
+                continue  # FlagGems' own condition (e.g. a torch version) says no
+            kernels[item[0]] = item[1]
         return kernels

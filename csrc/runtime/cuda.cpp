@@ -1,0 +1,95 @@
+// CUDA runtime (also DCU: DTK's torch exposes HIP devices through the CUDA
+// key). Flagos memory, streams, events and generators are CUDA's own, so the
+// native route costs no copy and no synchronisation.
+#include "runtime/runtime.h"
+
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <string>
+
+namespace torch_fl {
+namespace {
+
+namespace cca = c10::cuda::CUDACachingAllocator;
+
+// CUDA's caching allocator, with the blocks labelled as flagos memory.
+class CudaBackedAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    c10::DataPtr ptr = cca::get()->allocate(nbytes);
+    ptr.unsafe_set_device(flagos_device(ptr.device().index()));
+    return ptr;
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return cca::get()->raw_deleter(); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    cca::get()->copy_data(dest, src, count);
+  }
+};
+
+class CudaRuntime final : public Runtime {
+ public:
+  explicit CudaRuntime(const char* name) : name_(name), guard_(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)) {}
+
+  const char* name() const override { return name_.c_str(); }
+  c10::DeviceType vendor_type() const override { return c10::DeviceType::CUDA; }
+  c10::DispatchKey vendor_key() const override { return c10::DispatchKey::CUDA; }
+  const c10::impl::DeviceGuardImplInterface* vendor_guard() const override { return guard_; }
+
+  c10::DeviceIndex device_count() const override { return c10::cuda::device_count(); }
+  c10::DeviceIndex current_device() const override { return c10::cuda::current_device(); }
+  void set_device(c10::DeviceIndex index) const override { c10::cuda::set_device(index); }
+
+  c10::Allocator* allocator() override { return &allocator_; }
+  c10::DataPtr adopt(c10::DataPtr vendor_ptr, size_t, c10::DeviceIndex index) override {
+    // Already counted by the caching allocator's own statistics.
+    vendor_ptr.unsafe_set_device(flagos_device(index));
+    return vendor_ptr;
+  }
+  MemoryStats memory_stats(c10::DeviceIndex index) const override {
+    const auto stats = cca::getDeviceStats(index);
+    const auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    MemoryStats out;
+    out.allocated = stats.allocated_bytes[all].current;
+    out.peak_allocated = stats.allocated_bytes[all].peak;
+    out.reserved = stats.reserved_bytes[all].current;
+    return out;
+  }
+  void reset_peak_memory_stats(c10::DeviceIndex index) override { cca::resetPeakStats(index); }
+
+  c10::Stream current_stream(c10::DeviceIndex index) const override {
+    const c10::Stream s = c10::cuda::getCurrentCUDAStream(index).unwrap();
+    return c10::Stream(c10::Stream::UNSAFE, flagos_device(s.device_index()), s.id());
+  }
+  c10::Stream exchange_stream(c10::Stream stream) const override {
+    const c10::Stream old = guard_->exchangeStream(to_vendor(stream));
+    return c10::Stream(c10::Stream::UNSAFE, flagos_device(old.device_index()), old.id());
+  }
+  void synchronize(c10::DeviceIndex index) const override {
+    c10::cuda::CUDAGuard guard(index);
+    c10::cuda::device_synchronize();
+  }
+
+  const at::Generator& vendor_generator(c10::DeviceIndex index) const override {
+    return at::cuda::detail::getDefaultCUDAGenerator(index);
+  }
+  at::Generator new_vendor_generator(c10::DeviceIndex index) const override {
+    return at::cuda::detail::createCUDAGenerator(index);
+  }
+
+ private:
+  const std::string name_;
+  const c10::impl::DeviceGuardImplInterface* guard_;
+  CudaBackedAllocator allocator_;
+};
+
+} // namespace
+
+Runtime* make_cuda_runtime(const char* name) {
+  return new CudaRuntime(name);
+}
+
+} // namespace torch_fl
