@@ -310,8 +310,4 @@ def _init() -> None:
     _apply(settings)
 
 
-def _autoload() -> None:
-    """Entry point for torch's device autoload (``torch.backends`` group)."""
-
-
 _init()

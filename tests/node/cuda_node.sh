@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Build and verify torch_fl natively on a CUDA node that has torch but no
+# Docker (e.g. a lent GPU machine): build the wheel against the node's torch,
+# install it, run the routing and correctness suites with FlagGems present,
+# then the route A/B benchmark. Everything lands under $OUT (default reports/cuda-node).
+#   bash tests/node/cuda_node.sh [smoke|full]
+set -euo pipefail
+mode=${1:-full}
+OUT=${OUT:-reports/cuda-node}
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
+PY=${PYTHON:-python3}
+repo=$(pwd)
+site=/tmp/torch-fl-site
+export PYTHONUNBUFFERED=1
+
+# Extra wheels the node lacks (flag_gems and its deps, a current scikit-build-core) travel in .whl/.
+if compgen -G ".whl/*.whl" >/dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl
+fi
+export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+
+start=$(date +%s)
+rm -rf /tmp/torch-fl-wheel
+"$PY" -m pip wheel --no-build-isolation --no-deps -w /tmp/torch-fl-wheel . >"$OUT/build.log" 2>&1 \
+  || { tail -40 "$OUT/build.log"; echo "build failed: full log in $OUT/build.log"; exit 1; }
+echo "build: $(( $(date +%s) - start )) s: $(ls /tmp/torch-fl-wheel)"
+"$PY" -m pip install -q --no-deps --no-compile --target "$site" /tmp/torch-fl-wheel/*.whl
+
+cd /tmp  # import the installed package, never the checkout
+export FLAGOS_ACCELERATOR=cuda
+"$PY" -m torch_fl info | tee "$OUT/info.txt"
+"$PY" - <<'PY'
+import torch, torch_fl
+x = torch.randn(1000, 1000).to("flagos")
+y = (x @ x.T).relu().sum()
+ref = (x.cpu() @ x.cpu().T).relu().sum()
+print("smoke: device", x.device, "result", float(y), "reference", float(ref))
+assert torch.allclose(y.cpu(), ref, rtol=1e-3), (y, ref)
+print("memory_allocated", torch.flagos.memory_allocated())
+PY
+for route in native flaggems; do
+  FLAGOS_OP_add__Tensor=$route FLAGOS_LOG=dispatch "$PY" -c "
+import torch, torch_fl
+a = torch.randn(101, 3, 320); b = torch.randn(101, 3, 320)
+out = a.to('flagos') + b.to('flagos')
+torch.flagos.synchronize()
+assert torch.equal(out.cpu(), a + b) or torch.allclose(out.cpu(), a + b), 'mismatch'
+print('add ok on route $route')" 2>&1 | grep -E "add.Tensor|add ok|Error|error" | tee -a "$OUT/routes.txt"
+done
+cd "$repo"
+[ "$mode" = smoke ] && exit 0
+
+tests_copy=/tmp/torch-fl-tests
+rm -rf "$tests_copy" && cp -r tests "$tests_copy" && cp pyproject.toml "$tests_copy/"
+status=0
+(cd "$tests_copy" && "$PY" -m pytest -c pyproject.toml routing correctness -q -p no:cacheprovider -rs \
+   --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest.txt"; exit "${PIPESTATUS[0]}") || status=$?
+if [ -f tests/bench/run.py ]; then
+  (cd /tmp && "$PY" "$tests_copy/bench/run.py" --vendor cuda --out "$OUT/bench" 2>&1 | tee "$OUT/bench.txt")
+fi
+exit "$status"

@@ -1,0 +1,258 @@
+"""The FLAGOS_* environment variables, read once at start-up.
+
+Pure Python (no torch import) so it can be unit tested without the extension. Every bad
+value is an error rather than a silent default: a misspelt variable that is ignored makes
+an A/B comparison measure the same route twice without anyone noticing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+__all__ = [
+    "ACCELERATORS",
+    "EMU_DEVICES_DEFAULT",
+    "EMU_DEVICES_MAX",
+    "KNOWN_VARIABLES",
+    "LOG_CATEGORIES",
+    "OP_PREFIX",
+    "EnvError",
+    "Override",
+    "Settings",
+    "decode_op",
+    "encode_op",
+    "read_settings",
+]
+
+ACCELERATORS = ("cpu", "cuda", "dcu")
+LOG_CATEGORIES = ("dispatch", "fallback", "config")
+LOG_ALL = "all"
+EMU_DEVICES_DEFAULT = 2
+EMU_DEVICES_MAX = 16
+
+ACCELERATOR_VAR = "FLAGOS_ACCELERATOR"
+BACKEND_CONFIG_VAR = "FLAGOS_BACKEND_CONFIG"
+LOG_VAR = "FLAGOS_LOG"
+EMU_DEVICES_VAR = "FLAGOS_EMU_DEVICES"
+OP_PREFIX = "FLAGOS_OP_"
+KNOWN_VARIABLES = (ACCELERATOR_VAR, BACKEND_CONFIG_VAR, LOG_VAR, EMU_DEVICES_VAR)
+
+# Variables from older builds that no longer do anything: say what replaced them.
+RETIRED_VARIABLES = {
+    "FLAGOS_USE_FLAGGEMS": "it no longer selects anything; route operators with FLAGOS_OP_<op>=flaggems "
+    "(dots doubled, e.g. FLAGOS_OP_add__Tensor=flaggems) or with 'default = flaggems, native' in a conf "
+    "named by FLAGOS_BACKEND_CONFIG",
+}
+
+ENCODING_RULE = (
+    "the variable is FLAGOS_OP_ followed by the aten name with its dot doubled: "
+    "add.Tensor -> FLAGOS_OP_add__Tensor, relu -> FLAGOS_OP_relu"
+)
+_ROUTE_RE = re.compile(r"[a-z][a-z0-9_]*")
+T = TypeVar("T")
+
+
+class EnvError(ValueError):
+    """A bad FLAGOS_* variable; the message names it, its value, and what is accepted."""
+
+
+@dataclass(frozen=True)
+class Override:
+    var: str  # "FLAGOS_OP_add__Tensor"
+    encoded: str  # "add__Tensor"; decode with decode_op once the operator set is known
+    routes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Settings:
+    accelerator: str | None
+    backend_config: str | None
+    overrides: tuple[Override, ...]
+    log: frozenset[str]
+    emu_devices: int
+
+
+def read_settings(environ: Mapping[str, str]) -> Settings:
+    """Parse the FLAGOS_* variables of ``environ``; every problem found is reported at once."""
+    problems = _misspelt_variables(environ)
+    accelerator = _attempt(problems, _accelerator, environ.get(ACCELERATOR_VAR))
+    backend_config = _attempt(problems, _backend_config, environ.get(BACKEND_CONFIG_VAR))
+    log = _attempt(problems, _log_categories, environ.get(LOG_VAR))
+    emu_devices = _attempt(problems, _emu_devices, environ.get(EMU_DEVICES_VAR))
+    overrides = []
+    for var in sorted(name for name in environ if name.startswith(OP_PREFIX)):
+        override = _attempt(problems, _override, var, environ[var])
+        if override is not None:
+            overrides.append(override)
+    if problems:
+        raise EnvError("\n".join(problems))
+    return Settings(
+        accelerator=accelerator,
+        backend_config=backend_config,
+        overrides=tuple(overrides),
+        log=log,
+        emu_devices=emu_devices,
+    )
+
+
+def encode_op(op: str) -> str:
+    """``add.Tensor`` -> ``add__Tensor`` (the part after FLAGOS_OP_)."""
+    return op.replace(".", "__")
+
+
+def decode_op(encoded: str, known_ops: Collection[str]) -> str:
+    """Find the operator that FLAGOS_OP_<encoded> names.
+
+    Op names contain ``_`` and ``__`` themselves (``add_.Tensor`` -> ``add___Tensor``), so
+    each ``__`` is tried as the doubled dot and only candidates that are real ops count.
+    """
+    var = OP_PREFIX + encoded
+    found = sorted(op for op in _decode_candidates(encoded) if op in known_ops)
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise EnvError(f"{var} is ambiguous: it can name {', '.join(found)}; set the operator in a conf file "
+                       f"named by {BACKEND_CONFIG_VAR} instead, where the dot is written as a dot")
+    raise EnvError(f"{var} names no operator; {_nearest_ops(encoded, known_ops)}; {ENCODING_RULE}")
+
+
+# --- one function per variable ---------------------------------------------------------
+
+
+def _attempt(problems: list[str], parse: Callable[..., T], *args: str | None) -> T | None:
+    # Keep going after a bad variable so that one run reports all of them.
+    try:
+        return parse(*args)
+    except EnvError as exc:
+        problems.append(str(exc))
+        return None
+
+
+def _accelerator(value: str | None) -> str | None:
+    if value is None or not value.strip():
+        return None
+    choice = value.strip().lower()
+    if choice not in ACCELERATORS:
+        raise EnvError(f"{ACCELERATOR_VAR}={value!r} is not an accelerator; choose one of "
+                       f"{', '.join(ACCELERATORS)}, or unset it to use the best one available")
+    return choice
+
+
+def _backend_config(value: str | None) -> str | None:
+    if value is None or not value.strip():
+        return None
+    if not os.path.isfile(value):
+        what = "is a directory" if os.path.isdir(value) else "does not exist"
+        raise EnvError(f"{BACKEND_CONFIG_VAR}={value!r} {what}; set it to the path of a route conf file "
+                       "(e.g. a copy of backends_<vendor>.conf), or unset it to use the shipped one")
+    return value
+
+
+def _log_categories(value: str | None) -> frozenset[str]:
+    words = [word.strip().lower() for word in (value or "").split(",") if word.strip()]
+    if LOG_ALL in words:
+        return frozenset(LOG_CATEGORIES)
+    unknown = [word for word in words if word not in LOG_CATEGORIES]
+    if unknown:
+        raise EnvError(f"{LOG_VAR}={value!r} has unknown categor{'y' if len(unknown) == 1 else 'ies'} "
+                       f"{', '.join(unknown)}; use a comma separated list of "
+                       f"{', '.join(LOG_CATEGORIES)} (or {LOG_ALL})")
+    return frozenset(words)
+
+
+def _emu_devices(value: str | None) -> int:
+    if value is None or not value.strip():
+        return EMU_DEVICES_DEFAULT
+    choices = f"an integer from 1 to {EMU_DEVICES_MAX} (default {EMU_DEVICES_DEFAULT})"
+    try:
+        count = int(value.strip())
+    except ValueError:
+        raise EnvError(f"{EMU_DEVICES_VAR}={value!r} is not an integer; use {choices}") from None
+    if not 1 <= count <= EMU_DEVICES_MAX:
+        raise EnvError(f"{EMU_DEVICES_VAR}={value!r} is out of range; use {choices}")
+    return count
+
+
+def _override(var: str, value: str) -> Override | None:
+    encoded = var[len(OP_PREFIX):]
+    if not value.strip():
+        return None  # empty means unset, as for every other FLAGOS_ variable
+    if not encoded:
+        raise EnvError(f"{var}={value!r} names no operator; {ENCODING_RULE}")
+    routes = [part.strip() for part in value.split(",")]
+    bad = [part for part in routes if not _ROUTE_RE.fullmatch(part)]
+    if bad:
+        shown = ", ".join(repr(part) for part in bad)
+        raise EnvError(f"{var}={value!r} has bad route name {shown}; give a route or a chain of routes, "
+                       "lowercase and comma separated, e.g. 'flaggems, native'")
+    if len(set(routes)) != len(routes):
+        raise EnvError(f"{var}={value!r} repeats a route; list each route of the chain once")
+    return Override(var=var, encoded=encoded, routes=tuple(routes))
+
+
+# --- typo detection ----------------------------------------------------------------------
+
+
+def _misspelt_variables(environ: Mapping[str, str]) -> list[str]:
+    problems = []
+    for name in sorted(environ):
+        if not name.upper().startswith("FLAGOS") or name in KNOWN_VARIABLES or name.startswith(OP_PREFIX):
+            continue
+        if name in RETIRED_VARIABLES:
+            problems.append(f"{name}={environ[name]!r} is set but {RETIRED_VARIABLES[name]}")
+            continue
+        suggestion = _suggest_name(name)
+        if suggestion is not None:
+            problems.append(f"{name} is not a flagos variable; did you mean {suggestion}? "
+                            f"Known: {', '.join(KNOWN_VARIABLES)} and {OP_PREFIX}<op>")
+    return problems
+
+
+def _suggest_name(name: str) -> str | None:
+    """The variable ``name`` was probably meant to be, or None when it is not close to any."""
+    upper = name.upper()
+    if upper in KNOWN_VARIABLES:
+        return upper
+    if upper.startswith(OP_PREFIX):
+        return OP_PREFIX + name[len(OP_PREFIX):]
+    close = difflib.get_close_matches(upper, KNOWN_VARIABLES, n=1, cutoff=0.8)
+    if close:
+        return close[0]
+    return _suggest_op_prefix(name)
+
+
+def _suggest_op_prefix(name: str) -> str | None:
+    # A mistyped FLAGOS_OP_ prefix: FLAGOS_OPS_add__Tensor, FLAGOS_OPadd__Tensor.
+    match = re.fullmatch(r"FLAGOS_?([A-Za-z0-9]+)_(.+)", name)
+    if match and difflib.SequenceMatcher(None, match[1].upper(), "OP").ratio() >= 0.8:
+        return OP_PREFIX + match[2]
+    match = re.fullmatch(r"FLAGOS_OP([a-z].*)", name)  # op names start lowercase or with "_"
+    return OP_PREFIX + match[1] if match else None
+
+
+# --- op name decoding ---------------------------------------------------------------------
+
+
+def _decode_candidates(encoded: str) -> set[str]:
+    candidates = {encoded}
+    start = encoded.find("__")
+    while start != -1:
+        candidates.add(encoded[:start] + "." + encoded[start + 2:])
+        start = encoded.find("__", start + 1)  # overlapping: "____" has three positions
+    return candidates
+
+
+def _nearest_ops(encoded: str, known_ops: Collection[str]) -> str:
+    # Compare in the encoded form, the one the user typed, and show both spellings.
+    by_encoding: dict[str, str] = {}
+    for op in sorted(known_ops):
+        by_encoding.setdefault(encode_op(op), op)
+    near = difflib.get_close_matches(encoded, list(by_encoding), n=5, cutoff=0.6)
+    if not near:
+        return "no operator has a similar name"
+    return "nearest: " + ", ".join(f"{by_encoding[key]} ({OP_PREFIX}{key})" for key in near)

@@ -1,0 +1,337 @@
+"""Turn a parsed conf plus FLAGOS_OP_* overrides into the route table the router uses.
+
+Pure Python (no torch import): the caller passes the operator names, the providers and the
+operator policies in, which keeps this testable with fakes. ``resolve`` either returns a
+complete new table or raises one ``RouteError`` listing every problem it found, so a bad
+conf never leaves the router half configured and the user fixes all mistakes in one go.
+
+The conf and override objects are duck-typed (see ``_conf.Conf`` and ``_env.Override``):
+this module is also loaded by file path in unit tests, where package imports do not work.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = [
+    "BUILTIN_DEFAULT_ORIGIN",
+    "BUILTIN_ROUTES",
+    "ROUTE_ALIASES",
+    "Provider",
+    "Resolved",
+    "RouteError",
+    "RouteTable",
+    "resolve",
+]
+
+NATIVE = "native"
+CPU = "cpu"
+BUILTIN_ROUTES = (NATIVE, CPU)
+ROUTE_ALIASES = {"cuda": NATIVE}  # older confs say `add.Tensor = cuda`
+BUILTIN_DEFAULT_ORIGIN = "built-in default"
+NAME_RULE = "names are aten schema names as in torch.ops.aten.<name>.<overload>"
+
+
+class RouteError(ValueError):
+    """Every problem found while resolving routes; ``problems`` holds them one by one."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = tuple(problems)
+        count = len(self.problems)
+        heading = f"{count} problem{'s' if count != 1 else ''} in the flagos route configuration:"
+        super().__init__("\n".join([heading, *(f"  {problem}" for problem in self.problems)]))
+
+
+class Provider(Protocol):
+    """What ``resolve`` needs from a kernel provider such as FlagGems."""
+
+    def unavailable_reason(self) -> str | None: ...  # None: usable on this machine
+
+    def supports(self, op: str) -> bool: ...
+
+    def ops(self) -> Iterable[str]: ...
+
+
+@dataclass(frozen=True)
+class Resolved:
+    op: str
+    route: str
+    origin: str  # "path:line", "env FLAGOS_OP_add__Tensor" or "default (path:line)"
+    chain: tuple[str, ...]  # as written, aliases normalised
+    skipped: tuple[tuple[str, str], ...] = ()  # (route, why it was passed over)
+
+
+@dataclass(frozen=True)
+class RouteTable:
+    default: Resolved
+    entries: dict[str, Resolved] = field(default_factory=dict)
+
+    def route_for(self, op: str) -> Resolved:
+        return self.entries.get(op, self.default)
+
+
+def resolve(
+    conf: Any,
+    overrides: Sequence[Any],
+    *,
+    known_ops: Collection[str],
+    providers: Mapping[str, Provider],
+    pinned_native: Mapping[str, str],
+    view_ops: Collection[str],
+    decode: Callable[[str, Collection[str]], str] | None = None,
+) -> RouteTable:
+    """Resolve ``conf`` (``.default``, ``.entries``) and env ``overrides`` into a RouteTable.
+
+    ``decode`` maps an override's encoded name to an op (``_env.decode_op``) and raises
+    ValueError when it cannot.
+    """
+    ctx = _Context(
+        known_ops=frozenset(known_ops),
+        providers=providers,
+        pinned=pinned_native,
+        views=frozenset(view_ops),
+    )
+    requests = _conf_requests(conf, ctx)
+    requests.update(_override_requests(overrides, ctx, decode or _sibling_decode()))
+    entries: dict[str, Resolved] = {}
+    for request in requests.values():
+        resolved = _resolve_chain(request, ctx)
+        if resolved is not None:
+            entries[request.op] = resolved
+    default, provided = _resolve_default(conf.default, ctx, explicit=set(requests))
+    entries.update(provided)
+    if ctx.problems:
+        raise RouteError(ctx.problems)
+    return RouteTable(default=default, entries=entries)
+
+
+# --- internals -------------------------------------------------------------------------
+
+
+@dataclass
+class _Context:
+    known_ops: frozenset[str]
+    providers: Mapping[str, Provider]
+    pinned: Mapping[str, str]
+    views: frozenset[str]
+    problems: list[str] = field(default_factory=list)
+    _reasons: dict[str, str | None] = field(default_factory=dict)
+
+    def unavailable(self, route: str) -> str | None:
+        # Ask each provider once, and only if a chain names it (asking may import a library).
+        if route not in self._reasons:
+            self._reasons[route] = self.providers[route].unavailable_reason()
+        return self._reasons[route]
+
+    def valid_routes(self) -> list[str]:
+        return sorted({*BUILTIN_ROUTES, *ROUTE_ALIASES, *self.providers})
+
+
+@dataclass(frozen=True)
+class _Request:
+    op: str
+    chain: tuple[str, ...]  # normalised
+    written: tuple[str, ...]  # as the user wrote it, for messages
+    origin: str
+
+
+def _conf_requests(conf: Any, ctx: _Context) -> dict[str, _Request]:
+    requests: dict[str, _Request] = {}
+    for op, entry in conf.entries.items():
+        where = str(entry.origin)
+        if op not in ctx.known_ops:
+            ctx.problems.append(f"{where}: unknown operator '{op}'; {_nearest_ops(op, ctx.known_ops)}; {NAME_RULE}")
+            continue
+        request = _make_request(op, tuple(entry.routes), where, ctx)
+        if request is not None:
+            requests[op] = request
+    return requests
+
+
+def _override_requests(
+    overrides: Sequence[Any], ctx: _Context, decode: Callable[[str, Collection[str]], str]
+) -> dict[str, _Request]:
+    requests: dict[str, _Request] = {}
+    for override in overrides:
+        try:
+            op = decode(override.encoded, ctx.known_ops)
+        except ValueError as exc:
+            ctx.problems.append(str(exc))
+            continue
+        where = f"env {override.var}"
+        if op in requests:
+            ctx.problems.append(f"{where}: {op} is already set by {requests[op].origin}; unset one of the two")
+            continue
+        request = _make_request(op, tuple(override.routes), where, ctx)
+        if request is not None:
+            requests[op] = request
+    return requests
+
+
+def _make_request(op: str, written: tuple[str, ...], where: str, ctx: _Context) -> _Request | None:
+    chain = _normalise_chain(written, where, f"for {op}", ctx)
+    if chain is None or not _policy_allows(op, chain, written, where, ctx):
+        return None
+    return _Request(op=op, chain=chain, written=written, origin=where)
+
+
+def _normalise_chain(written: tuple[str, ...], where: str, what: str, ctx: _Context) -> tuple[str, ...] | None:
+    """Map aliases; report unknown names and routes that can never be reached."""
+    valid = set(ctx.valid_routes())
+    unknown = [route for route in written if route not in valid]
+    for route in unknown:
+        ctx.problems.append(f"{where}: unknown route '{route}' {what}; valid routes: {', '.join(ctx.valid_routes())}")
+    if unknown:
+        return None
+    chain = tuple(ROUTE_ALIASES.get(route, route) for route in written)
+    first_builtin = next((i for i, route in enumerate(chain) if route in BUILTIN_ROUTES), None)
+    if first_builtin is not None and first_builtin + 1 < len(chain):
+        dead = ", ".join(written[first_builtin + 1:])
+        ctx.problems.append(
+            f"{where}: '{', '.join(written)}' {what}: {dead} after '{written[first_builtin]}' is never used, "
+            "a builtin route always works; end the chain at the builtin route"
+        )
+        return None
+    return chain
+
+
+def _policy_allows(op: str, chain: tuple[str, ...], written: tuple[str, ...], where: str, ctx: _Context) -> bool:
+    shown = ", ".join(written)
+    if op in ctx.pinned and chain != (NATIVE,):
+        ctx.problems.append(
+            f"{where}: {op} = {shown}: {op} is device bookkeeping that flagos implements itself "
+            f"({ctx.pinned[op]}), so it always runs native; remove this line"
+        )
+        return False
+    if op in ctx.views and CPU in chain:
+        ctx.problems.append(
+            f"{where}: {op} = {shown}: {op} returns a view of its input, and the cpu route computes on a "
+            "host copy, so it cannot return a view; route it to native or a provider"
+        )
+        return False
+    return True
+
+
+def _walk(op: str, chain: tuple[str, ...], ctx: _Context) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+    """First route in ``chain`` that can run ``op`` here, and why earlier ones were passed over."""
+    skipped: list[tuple[str, str]] = []
+    for route in chain:
+        if route in BUILTIN_ROUTES:
+            return route, tuple(skipped)
+        reason = ctx.unavailable(route)
+        if reason is not None:
+            skipped.append((route, f"{route}: not available: {reason}"))
+        elif not ctx.providers[route].supports(op):
+            skipped.append((route, f"{route}: has no kernel for {op}"))
+        else:
+            return route, tuple(skipped)
+    return None, tuple(skipped)
+
+
+def _resolve_chain(request: _Request, ctx: _Context) -> Resolved | None:
+    route, skipped = _walk(request.op, request.chain, ctx)
+    if route is None:
+        reasons = "; ".join(reason for _, reason in skipped)
+        ctx.problems.append(
+            f"{request.origin}: no usable route for {request.op} in '{', '.join(request.written)}' ({reasons}); "
+            "end the chain with native or cpu so the operator always has a route"
+        )
+        return None
+    return Resolved(op=request.op, route=route, origin=request.origin, chain=request.chain, skipped=skipped)
+
+
+def _resolve_default(entry: Any, ctx: _Context, explicit: set[str]) -> tuple[Resolved, dict[str, Resolved]]:
+    """The default route, plus an entry for every op that a provider in the default chain takes."""
+    fallback = Resolved(op="default", route=NATIVE, origin=BUILTIN_DEFAULT_ORIGIN, chain=(NATIVE,))
+    if entry is None:
+        return fallback, {}
+    where = str(entry.origin)
+    chain = _normalise_chain(tuple(entry.routes), where, "in the default chain", ctx)
+    if chain is None:
+        return fallback, {}
+    if not any(route in BUILTIN_ROUTES for route in chain):
+        ctx.problems.append(
+            f"{where}: default = {', '.join(entry.routes)}: the default chain must end in a builtin route "
+            "(native or cpu) so every operator has a route"
+        )
+        return fallback, {}
+    origin = f"default ({where})"
+    builtin_at = next(i for i, route in enumerate(chain) if route in BUILTIN_ROUTES)
+    provided: dict[str, Resolved] = {}
+    for position, route in enumerate(chain[:builtin_at]):
+        if ctx.unavailable(route) is not None:
+            continue
+        for op in _provider_ops(route, ctx, exclude=explicit | set(provided)):
+            skipped = _passed_over(op, chain[:position], ctx)
+            provided[op] = Resolved(op=op, route=route, origin=origin, chain=chain, skipped=skipped)
+    unusable = tuple(
+        (route, f"{route}: not available: {ctx.unavailable(route)}")
+        for route in chain[:builtin_at]
+        if ctx.unavailable(route) is not None
+    )
+    default = Resolved(op="default", route=chain[builtin_at], origin=origin, chain=chain, skipped=unusable)
+    provided.update(_kept_native(default, ctx, exclude=explicit | set(provided)))
+    return default, provided
+
+
+def _passed_over(op: str, earlier: tuple[str, ...], ctx: _Context) -> tuple[tuple[str, str], ...]:
+    # An op reaching a later provider was not taken by the earlier ones: unavailable or no kernel.
+    skipped = []
+    for route in earlier:
+        reason = ctx.unavailable(route)
+        skipped.append((route, f"{route}: not available: {reason}" if reason is not None else f"{route}: has no kernel for {op}"))
+    return tuple(skipped)
+
+
+def _provider_ops(route: str, ctx: _Context, exclude: set[str]) -> list[str]:
+    provider = ctx.providers[route]
+    # Ops the provider knows but this torch lacks are ignored: providers track other versions.
+    return sorted(
+        op
+        for op in set(provider.ops())
+        if op in ctx.known_ops and op not in exclude and op not in ctx.pinned and provider.supports(op)
+    )
+
+
+def _kept_native(default: Resolved, ctx: _Context, exclude: set[str]) -> dict[str, Resolved]:
+    """With a cpu default, pinned and view ops still run native: say so in the table."""
+    if default.route == NATIVE:
+        return {}
+    kept: dict[str, Resolved] = {}
+    for op in sorted(ctx.pinned):
+        if op in ctx.known_ops and op not in exclude:
+            kept[op] = Resolved(op, NATIVE, f"pinned native ({ctx.pinned[op]})", (NATIVE,))
+    for op in sorted(ctx.views):
+        if op in ctx.known_ops and op not in exclude and op not in kept:
+            kept[op] = Resolved(op, NATIVE, "view op kept native (the cpu route cannot return a view)", (NATIVE,))
+    return kept
+
+
+def _nearest_ops(op: str, known_ops: Collection[str]) -> str:
+    base, _, overload = op.partition(".")
+    if overload == "default" and base in known_ops:
+        return f"the default overload is written without a suffix: '{base}'"
+    near = difflib.get_close_matches(op, list(known_ops), n=5, cutoff=0.6)
+    return f"nearest: {', '.join(near)}" if near else "no operator has a similar name"
+
+
+def _sibling_decode() -> Callable[[str, Collection[str]], str]:
+    # _env sits next to this file; load it the same way this module was loaded.
+    if __package__:
+        from . import _env
+
+        return _env.decode_op
+    name = "_flagos_env_beside_routing"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(__file__), "_env.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while the class is built
+        spec.loader.exec_module(module)
+    return sys.modules[name].decode_op
