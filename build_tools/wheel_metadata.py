@@ -26,6 +26,7 @@ def torch_variant(torch_version: str) -> str:
         return f"dtk{dtk.group(1)}"
     if re.fullmatch(r"cu\d+|rocm[\d.]+|cpu", local):
         return local.replace(".", "")
+    os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # never import an installed torch_fl mid-build
     import torch  # no local tag (PyPI's default build): ask torch itself
 
     cuda = torch.version.cuda

@@ -19,7 +19,16 @@ from pathlib import Path
 
 import torch
 
-from . import _C, _conf, _env, _routing
+try:
+    from . import _C
+except ImportError as _exc:  # typically: importing the source tree instead of the installed wheel
+    raise ImportError(
+        f"torch_fl's compiled extension is missing from {Path(__file__).parent} ({_exc}). If that is a source "
+        "checkout, run Python from another directory so the installed wheel is imported, or build it first "
+        "(pip install --no-build-isolation .). Set TORCH_DEVICE_BACKEND_AUTOLOAD=0 to stop `import torch` "
+        "from loading torch_fl."
+    ) from _exc
+from . import _conf, _env, _routing
 from . import flagos as flagos
 from ._conf import ConfError
 from ._env import EnvError

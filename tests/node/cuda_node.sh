@@ -11,6 +11,7 @@ mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 PY=${PYTHON:-python3}
 repo=$(pwd)
 site=/tmp/torch-fl-site
+rm -rf "$site"
 export PYTHONUNBUFFERED=1
 
 # Extra wheels the node lacks (flag_gems and its deps, a current scikit-build-core) travel in .whl/.
