@@ -138,7 +138,9 @@ def _read_text(path: str, include_site: Origin | None) -> str:
         raise ConfError(where_path, where_line, f"cannot read {_q(path)}: no such file; {hint}") from None
     except (OSError, ValueError) as exc:  # ValueError: NUL byte in the path
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfError(where_path, where_line, f"cannot read {_q(path)}: {reason}; name a readable .conf file") from None
+        raise ConfError(
+            where_path, where_line, f"cannot read {_q(path)}: {reason}; name a readable .conf file"
+        ) from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -177,8 +179,12 @@ def _parse_lines(text: str, path: str, base_dir: str, state: _State, stack: tupl
             continue
         entry = _parse_assignment(statement, Origin(path, number))
         if entry.op in seen:
-            raise ConfError(path, number, f"{_q(entry.op)} is already set at {path}:{seen[entry.op]} in this file; "
-                            "delete one of the two lines (only an including file may override a line)")
+            raise ConfError(
+                path,
+                number,
+                f"{_q(entry.op)} is already set at {path}:{seen[entry.op]} in this file; "
+                "delete one of the two lines (only an including file may override a line)",
+            )
         seen[entry.op] = number
         state.set(entry)
 
@@ -203,8 +209,9 @@ def _parse_assignment(statement: str, origin: Origin) -> ConfEntry:
     if not op:
         raise ConfError(*where, f"empty operator name before '=' in {_q(statement)}; {SYNTAX_HINT}")
     if not _OP_RE.fullmatch(op):
-        raise ConfError(*where, f"bad operator name {_q(op)}; write the aten name as name.overload, "
-                        "e.g. 'add.Tensor' or 'relu'")
+        raise ConfError(
+            *where, f"bad operator name {_q(op)}; write the aten name as name.overload, e.g. 'add.Tensor' or 'relu'"
+        )
     return ConfEntry(op=op, routes=_parse_chain(right, statement, where), origin=origin)
 
 
@@ -219,8 +226,11 @@ def _parse_chain(text: str, statement: str, where: tuple[str, int]) -> tuple[str
         if not part:
             raise ConfError(*where, f"empty route between commas in {_q(statement)}; remove the extra comma")
         if not _ROUTE_RE.fullmatch(part):
-            raise ConfError(*where, f"bad route name {_q(part)}; route names are lowercase identifiers "
-                            "([a-z][a-z0-9_]*) separated by commas, e.g. 'flaggems, native'")
+            raise ConfError(
+                *where,
+                f"bad route name {_q(part)}; route names are lowercase identifiers "
+                "([a-z][a-z0-9_]*) separated by commas, e.g. 'flaggems, native'",
+            )
         if part in routes:
             raise ConfError(*where, f"route {_q(part)} appears twice in {_q(statement)}; list each route once")
         routes.append(part)

@@ -116,8 +116,10 @@ def decode_op(encoded: str, known_ops: Collection[str]) -> str:
     if len(found) == 1:
         return found[0]
     if found:
-        raise EnvError(f"{var} is ambiguous: it can name {', '.join(found)}; set the operator in a conf file "
-                       f"named by {BACKEND_CONFIG_VAR} instead, where the dot is written as a dot")
+        raise EnvError(
+            f"{var} is ambiguous: it can name {', '.join(found)}; set the operator in a conf file "
+            f"named by {BACKEND_CONFIG_VAR} instead, where the dot is written as a dot"
+        )
     raise EnvError(f"{var} names no operator; {_nearest_ops(encoded, known_ops)}; {ENCODING_RULE}")
 
 
@@ -138,8 +140,10 @@ def _accelerator(value: str | None) -> str | None:
         return None
     choice = value.strip().lower()
     if choice not in ACCELERATORS:
-        raise EnvError(f"{ACCELERATOR_VAR}={value!r} is not an accelerator; choose one of "
-                       f"{', '.join(ACCELERATORS)}, or unset it to use the best one available")
+        raise EnvError(
+            f"{ACCELERATOR_VAR}={value!r} is not an accelerator; choose one of "
+            f"{', '.join(ACCELERATORS)}, or unset it to use the best one available"
+        )
     return choice
 
 
@@ -148,8 +152,10 @@ def _backend_config(value: str | None) -> str | None:
         return None
     if not os.path.isfile(value):
         what = "is a directory" if os.path.isdir(value) else "does not exist"
-        raise EnvError(f"{BACKEND_CONFIG_VAR}={value!r} {what}; set it to the path of a route conf file "
-                       "(e.g. a copy of backends_<vendor>.conf), or unset it to use the shipped one")
+        raise EnvError(
+            f"{BACKEND_CONFIG_VAR}={value!r} {what}; set it to the path of a route conf file "
+            "(e.g. a copy of backends_<vendor>.conf), or unset it to use the shipped one"
+        )
     return value
 
 
@@ -159,9 +165,11 @@ def _log_categories(value: str | None) -> frozenset[str]:
         return frozenset(LOG_CATEGORIES)
     unknown = [word for word in words if word not in LOG_CATEGORIES]
     if unknown:
-        raise EnvError(f"{LOG_VAR}={value!r} has unknown categor{'y' if len(unknown) == 1 else 'ies'} "
-                       f"{', '.join(unknown)}; use a comma separated list of "
-                       f"{', '.join(LOG_CATEGORIES)} (or {LOG_ALL})")
+        raise EnvError(
+            f"{LOG_VAR}={value!r} has unknown categor{'y' if len(unknown) == 1 else 'ies'} "
+            f"{', '.join(unknown)}; use a comma separated list of "
+            f"{', '.join(LOG_CATEGORIES)} (or {LOG_ALL})"
+        )
     return frozenset(words)
 
 
@@ -179,7 +187,7 @@ def _emu_devices(value: str | None) -> int:
 
 
 def _override(var: str, value: str) -> Override | None:
-    encoded = var[len(OP_PREFIX):]
+    encoded = var[len(OP_PREFIX) :]
     if not value.strip():
         return None  # empty means unset, as for every other FLAGOS_ variable
     if not encoded:
@@ -188,8 +196,10 @@ def _override(var: str, value: str) -> Override | None:
     bad = [part for part in routes if not _ROUTE_RE.fullmatch(part)]
     if bad:
         shown = ", ".join(repr(part) for part in bad)
-        raise EnvError(f"{var}={value!r} has bad route name {shown}; give a route or a chain of routes, "
-                       "lowercase and comma separated, e.g. 'flaggems, native'")
+        raise EnvError(
+            f"{var}={value!r} has bad route name {shown}; give a route or a chain of routes, "
+            "lowercase and comma separated, e.g. 'flaggems, native'"
+        )
     if len(set(routes)) != len(routes):
         raise EnvError(f"{var}={value!r} repeats a route; list each route of the chain once")
     return Override(var=var, encoded=encoded, routes=tuple(routes))
@@ -208,8 +218,10 @@ def _misspelt_variables(environ: Mapping[str, str]) -> list[str]:
             continue
         suggestion = _suggest_name(name)
         if suggestion is not None:
-            problems.append(f"{name} is not a flagos variable; did you mean {suggestion}? "
-                            f"Known: {', '.join(KNOWN_VARIABLES)} and {OP_PREFIX}<op>")
+            problems.append(
+                f"{name} is not a flagos variable; did you mean {suggestion}? "
+                f"Known: {', '.join(KNOWN_VARIABLES)} and {OP_PREFIX}<op>"
+            )
     return problems
 
 
@@ -219,7 +231,7 @@ def _suggest_name(name: str) -> str | None:
     if upper in KNOWN_VARIABLES:
         return upper
     if upper.startswith(OP_PREFIX):
-        return OP_PREFIX + name[len(OP_PREFIX):]
+        return OP_PREFIX + name[len(OP_PREFIX) :]
     close = difflib.get_close_matches(upper, KNOWN_VARIABLES, n=1, cutoff=0.8)
     if close:
         return close[0]
@@ -242,7 +254,7 @@ def _decode_candidates(encoded: str) -> set[str]:
     candidates = {encoded}
     start = encoded.find("__")
     while start != -1:
-        candidates.add(encoded[:start] + "." + encoded[start + 2:])
+        candidates.add(encoded[:start] + "." + encoded[start + 2 :])
         start = encoded.find("__", start + 1)  # overlapping: "____" has three positions
     return candidates
 

@@ -35,6 +35,7 @@ CPU = "cpu"
 BUILTIN_ROUTES = (NATIVE, CPU)
 ROUTE_ALIASES = {"cuda": NATIVE}  # older confs say `add.Tensor = cuda`
 BUILTIN_DEFAULT_ORIGIN = "built-in default"
+VIEW_KEPT_NATIVE = "view op kept native (the cpu route cannot return a view)"
 NAME_RULE = "names are aten schema names as in torch.ops.aten.<name>.<overload>"
 
 
@@ -192,7 +193,7 @@ def _normalise_chain(written: tuple[str, ...], where: str, what: str, ctx: _Cont
     chain = tuple(ROUTE_ALIASES.get(route, route) for route in written)
     first_builtin = next((i for i, route in enumerate(chain) if route in BUILTIN_ROUTES), None)
     if first_builtin is not None and first_builtin + 1 < len(chain):
-        dead = ", ".join(written[first_builtin + 1:])
+        dead = ", ".join(written[first_builtin + 1 :])
         ctx.problems.append(
             f"{where}: '{', '.join(written)}' {what}: {dead} after '{written[first_builtin]}' is never used, "
             "a builtin route always works; end the chain at the builtin route"
@@ -285,7 +286,8 @@ def _passed_over(op: str, earlier: tuple[str, ...], ctx: _Context) -> tuple[tupl
     skipped = []
     for route in earlier:
         reason = ctx.unavailable(route)
-        skipped.append((route, f"{route}: not available: {reason}" if reason is not None else f"{route}: has no kernel for {op}"))
+        why = f"not available: {reason}" if reason is not None else f"has no kernel for {op}"
+        skipped.append((route, f"{route}: {why}"))
     return tuple(skipped)
 
 
@@ -300,17 +302,17 @@ def _provider_ops(route: str, ctx: _Context, exclude: set[str]) -> list[str]:
 
 
 def _kept_native(default: Resolved, ctx: _Context, exclude: set[str]) -> dict[str, Resolved]:
-    """With a cpu default, pinned and view ops still run native: say so in the table."""
-    if default.route == NATIVE:
+    """With a cpu default, view ops still need native: the cpu route copies, so it cannot return a view.
+
+    Pinned ops get no entry: the device runs them itself and the router never sees them.
+    """
+    if default.route != CPU:
         return {}
-    kept: dict[str, Resolved] = {}
-    for op in sorted(ctx.pinned):
-        if op in ctx.known_ops and op not in exclude:
-            kept[op] = Resolved(op, NATIVE, f"pinned native ({ctx.pinned[op]})", (NATIVE,))
-    for op in sorted(ctx.views):
-        if op in ctx.known_ops and op not in exclude and op not in kept:
-            kept[op] = Resolved(op, NATIVE, "view op kept native (the cpu route cannot return a view)", (NATIVE,))
-    return kept
+    return {
+        op: Resolved(op, NATIVE, VIEW_KEPT_NATIVE, (NATIVE,))
+        for op in sorted(ctx.views)
+        if op in ctx.known_ops and op not in exclude and op not in ctx.pinned
+    }
 
 
 def _nearest_ops(op: str, known_ops: Collection[str]) -> str:
