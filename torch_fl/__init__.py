@@ -289,6 +289,8 @@ def route(op: str) -> Resolved:
     assert _state is not None
     if op not in known_ops():
         raise KeyError(f"unknown operator {op!r}; names are aten schema names such as 'add.Tensor'")
+    if op in _DeviceKernels():
+        return Resolved(op, "native", "flagos device kernel (csrc/dispatch/kernels.cpp)", ("native",), ())
     return _state.table.route_for(op)
 
 
