@@ -33,7 +33,8 @@ from . import flagos as flagos
 from ._conf import ConfError
 from ._env import EnvError
 from ._routing import Resolved, RouteError, RouteTable
-from .providers import Provider, load_entry_points, providers, register_provider, unregister_provider
+from . import providers
+from .providers import Provider, load_entry_points, register_provider, unregister_provider
 from .providers.flaggems import FlagGemsProvider
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "accelerator",
     "conf_path",
     "flagos",
+    "providers",
     "register_provider",
     "reload_routes",
     "route",
@@ -181,7 +183,7 @@ def _choose_accelerator(requested: str | None) -> str:
 
 
 def _builtin_providers(accel: str) -> None:
-    if "flaggems" not in providers():
+    if "flaggems" not in providers.providers():
         register_provider("flaggems", FlagGemsProvider(accel))
 
 
@@ -194,13 +196,13 @@ def conf_path(settings: _env.Settings | None = None, accel: str | None = None) -
 def _resolve(settings: _env.Settings, path: str) -> RouteTable:
     conf = _conf.parse_conf(path)
     known, views = _aten_schemas()
-    routes_by_name = providers()
+    routes_by_name = providers.providers()
     chain_names = {r for e in conf.entries.values() for r in e.routes}
     chain_names |= set(conf.default.routes if conf.default else ())
     chain_names |= {r for o in settings.overrides for r in o.routes}
     if chain_names - set(routes_by_name) - set(_routing.BUILTIN_ROUTES) - set(_routing.ROUTE_ALIASES):
         load_entry_points()  # an unknown route may be a provider an installed package declares
-        routes_by_name = providers()
+        routes_by_name = providers.providers()
     return _routing.resolve(
         conf,
         settings.overrides,
@@ -220,7 +222,7 @@ def _publish(table: RouteTable) -> None:
         return (_KIND_CODES[route], -1) if route in _KIND_CODES else (2, index[route])
 
     per_op = {op: code(r.route) for op, r in table.entries.items() if r.route != table.default.route}
-    _PROVIDER_ORDER[:] = [providers()[name] for name in order]
+    _PROVIDER_ORDER[:] = [providers.providers()[name] for name in order]
     _C.set_routes(code(table.default.route), per_op, order)
 
 

@@ -43,7 +43,7 @@ class Retagger {
     bool written;
   };
 
-  at::Tensor to_vendor(const at::Tensor& t, bool written);
+  at::Tensor to_vendor(at::Tensor t, bool written);
   c10::IValue value_to_vendor(c10::IValue value, bool written);
   at::Tensor from_vendor(const at::Tensor& t);
   c10::IValue value_from_vendor(c10::IValue value);

@@ -97,7 +97,9 @@ void Retagger::note_device(c10::DeviceIndex index) {
   }
 }
 
-at::Tensor Retagger::to_vendor(const at::Tensor& t, bool written) {
+// Takes the caller's tensor by value: the stack's reference moves into the
+// alias record, so no extra refcount traffic on a Python-owned tensor.
+at::Tensor Retagger::to_vendor(at::Tensor t, bool written) {
   if (!is_flagos(t)) return t;
   note_device(t.device().index());
   c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
@@ -110,12 +112,12 @@ at::Tensor Retagger::to_vendor(const at::Tensor& t, bool written) {
     alias = &storages_.back().alias;
   }
   at::Tensor v = make_tensor_on(*alias, c10::DispatchKeySet(runtime().vendor_key()), t);
-  tensors_.push_back({v.unsafeGetTensorImpl(), t, written});
+  tensors_.push_back({v.unsafeGetTensorImpl(), std::move(t), written});
   return v;
 }
 
 c10::IValue Retagger::value_to_vendor(c10::IValue value, bool written) {
-  if (value.isTensor()) return to_vendor(value.toTensor(), written);
+  if (value.isTensor()) return to_vendor(std::move(value).toTensor(), written);
   if (value.isTensorList()) {
     auto list = value.toTensorList();
     c10::List<at::Tensor> out;

@@ -1,0 +1,144 @@
+"""What the benchmark measures, as data: the route A/B cases, the arms, the overhead ops.
+
+Adding a case, an op or a route is adding a row here; run.py and child.py hold no per-case code.
+torch is imported inside the builders only, so the parent process (run.py) reads these tables
+without loading torch.
+
+Inputs are built on the host and then moved to the device under test: a device-side
+``torch.randn`` would itself go through the route table, and so be a different measurement
+under each arm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+Args = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+# ---- route A/B ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One A/B case: ``op`` (an aten schema name) called on the arguments ``build`` returns."""
+
+    name: str
+    op: str
+    build: Callable[[torch.device], Args]
+    note: str
+
+
+def _host_then(device: torch.device, *shape: int) -> torch.Tensor:
+    import torch
+
+    return torch.randn(*shape).to(device)
+
+
+def _residual(device: torch.device) -> Args:
+    return (_host_then(device, 3, 101, 320).transpose(0, 1), _host_then(device, 101, 3, 320)), {"alpha": 1}
+
+
+def _attention(device: torch.device) -> Args:
+    return (_host_then(device, 101, 60, 16).transpose(0, 1), _host_then(device, 60, 101, 16)), {"alpha": 1}
+
+
+def _ffn(device: torch.device) -> Args:
+    return (_host_then(device, 101, 3, 1280), 1.0), {"alpha": 1}
+
+
+def _bias(device: torch.device) -> Args:
+    return (_host_then(device, 3, 101, 33), _host_then(device, 33)), {"alpha": 1}
+
+
+CASES: tuple[Case, ...] = (
+    Case("residual_101x3x320_noncontig", "add.Tensor", _residual, "(3,101,320).transpose(0,1) + (101,3,320)"),
+    Case("attention_60x101x16_noncontig", "add.Tensor", _attention, "(101,60,16).transpose(0,1) + (60,101,16)"),
+    Case("ffn_101x3x1280_scalar", "add.Tensor", _ffn, "(101,3,1280) + Python float 1.0"),
+    Case("bias_3x101x33", "add.Tensor", _bias, "(3,101,33) + broadcast (33,)"),
+)
+
+
+# ---- arms --------------------------------------------------------------------------------------
+
+PLAIN = "plain"  # the vendor device itself, plain torch tensors, no torch_fl in the process
+DEFAULT_ROUTES = ("native", "flaggems", "cpu")  # flagos routes; a later fast path is one more name
+BUILTIN_ROUTES = ("native", "cpu")  # always available; any other name is a provider
+PLAIN_DEVICE = {"cpu": "cpu", "cuda": "cuda", "dcu": "cuda"}  # DCU runs HIP behind torch's cuda device
+FLAGOS_DEVICE = "flagos:0"
+
+
+def arm_label(arm: str, vendor: str) -> str:
+    """How an arm is shown to people: ``plain cpu`` vs ``flagos cpu`` are different things."""
+    return f"plain {PLAIN_DEVICE[vendor]}" if arm == PLAIN else f"flagos {arm}"
+
+
+def override_var(op: str) -> str:
+    """The FLAGOS_OP_ variable that forces ``op``'s route (the dot doubled)."""
+    return "FLAGOS_OP_" + op.replace(".", "__")
+
+
+# ---- dispatch overhead -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OverheadOp:
+    """One small-input op: ``setup`` makes the state on the device, ``call`` runs the op once."""
+
+    name: str
+    setup: Callable[[torch.device], dict[str, Any]]
+    call: Callable[[dict[str, Any]], Any]
+    note: str
+
+
+SMALL = (16, 16)
+
+
+def _pair(device: torch.device) -> dict[str, Any]:
+    return {"x": _host_then(device, *SMALL), "y": _host_then(device, *SMALL), "device": device}
+
+
+def _host(device: torch.device) -> dict[str, Any]:
+    import torch
+
+    return {"h": torch.randn(*SMALL), "device": device}
+
+
+def _empty(s: dict[str, Any]) -> Any:
+    import torch
+
+    return torch.empty(SMALL, device=s["device"])
+
+
+OVERHEAD_OPS: tuple[OverheadOp, ...] = (
+    OverheadOp("view", _pair, lambda s: s["x"].view(-1), "x.view(-1), 16x16 float32"),
+    OverheadOp("transpose", _pair, lambda s: s["x"].t(), "x.t()"),
+    OverheadOp("select", _pair, lambda s: s["x"].select(0, 0), "x.select(0, 0)"),
+    OverheadOp("add", _pair, lambda s: s["x"] + s["y"], "x + y"),
+    OverheadOp("mul", _pair, lambda s: s["x"] * s["y"], "x * y"),
+    OverheadOp("sum", _pair, lambda s: s["x"].sum(), "x.sum() (full reduction)"),
+    OverheadOp("mm", _pair, lambda s: s["x"] @ s["y"], "x @ y, 16x16 by 16x16"),
+    OverheadOp("empty", _pair, _empty, "torch.empty(16, 16, device=dev)"),
+    OverheadOp("clone", _pair, lambda s: s["x"].clone(), "x.clone()"),
+    # copy=True: on the plain cpu arm a move to the host would otherwise return x itself and copy nothing
+    OverheadOp("to_host", _pair, lambda s: s["x"].to("cpu", copy=True), "x.to('cpu', copy=True)"),
+    OverheadOp("from_host", _host, lambda s: s["h"].to(s["device"], copy=True), "h.to(dev, copy=True)"),
+)
+OVERHEAD_ARMS = (PLAIN, "native")
+OVERHEAD_BATCHES = 5  # median of this many synchronized batches: single calls are ~1 µs, one stall would show
+OVERHEAD_CONF = "# torch_fl bench: every routed op takes the native route\ndefault = native\n"
+
+
+def find_cases(names: list[str] | None) -> tuple[Case, ...]:
+    if not names:
+        return CASES
+    by_name = {c.name: c for c in CASES}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise ValueError(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
+    return tuple(by_name[n] for n in names)

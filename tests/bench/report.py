@@ -1,0 +1,261 @@
+"""Turn raw per-run timings into bench.json's summary, bench.md, a comparison and the printed table.
+
+Pure Python (no torch, no matplotlib): everything here works on the plain dicts bench.json holds,
+so a saved report can be re-rendered or compared without measuring again.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+SCHEMA = 1
+GOAL_RATIO = 1.5  # the device issue's acceptance: flagos native per call <= 1.5x the plain vendor device
+
+
+# ---- atomic output --------------------------------------------------------------------------------
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write through a temporary file in the same directory and ``os.replace`` it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ---- statistics -----------------------------------------------------------------------------------
+
+
+def spread_pct(values: Sequence[float]) -> float:
+    """(max - min) / mean across runs, in percent (0 for a single run)."""
+    mean = statistics.fmean(values)
+    return 0.0 if len(values) < 2 or mean == 0 else (max(values) - min(values)) / mean * 100
+
+
+def summarize(values: Sequence[float]) -> dict[str, float]:
+    return {
+        "mean_us": statistics.fmean(values),
+        "min_us": min(values),
+        "max_us": max(values),
+        "spread_pct": spread_pct(values),
+    }
+
+
+def ratios(num: Sequence[float] | None, den: Sequence[float] | None) -> list[float] | None:
+    """Per-run ratios, run i against run i (both arms of one run share the machine's state)."""
+    if not num or not den:
+        return None
+    return [a / b for a, b in zip(num, den, strict=True)]
+
+
+def _mean(values: Sequence[float] | None) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+# ---- building the summary ---------------------------------------------------------------------------
+
+
+def arm_entry(label: str, us: list[float] | None, reason: str | None, route: str | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"label": label, "available": reason is None, "reason": reason, "route": route, "us": us}
+    if us:
+        entry.update(summarize(us))
+    return entry
+
+
+def add_ratios(arms: dict[str, dict[str, Any]], plain: str, native: str) -> None:
+    """Give every measured arm its per-run ratios against ``native`` and against ``plain``."""
+    for entry in arms.values():
+        for key, ref in (("vs_native", native), ("vs_plain", plain)):
+            per_run = ratios(entry.get("us"), arms.get(ref, {}).get("us"))
+            entry[key] = per_run
+            entry[f"{key}_mean"] = _mean(per_run)
+
+
+def acceptance(ab: list[dict[str, Any]], goal: float = GOAL_RATIO) -> dict[str, Any]:
+    """The device issue's check, run by run: every case's flagos native / plain ratio within ``goal``."""
+    per_case = {c["case"]: c["arms"]["native"]["vs_plain"] for c in ab if c["arms"].get("native", {}).get("vs_plain")}
+    per_run = []
+    for run in range(min((len(r) for r in per_case.values()), default=0)):
+        worst_case = max(per_case, key=lambda name: per_case[name][run])
+        worst = per_case[worst_case][run]
+        per_run.append({"run": run + 1, "worst": worst, "worst_case": worst_case, "met": worst <= goal})
+    return {"goal": goal, "what": "flagos native / plain vendor device, µs per call, in each run",
+            "per_case": per_case, "per_run": per_run,
+            "worst": max((r["worst"] for r in per_run), default=None),
+            "met": bool(per_run) and all(r["met"] for r in per_run)}
+
+
+def _acceptance_runs(acc: dict[str, Any]) -> str:
+    return "; ".join(f"run {r['run']} {'met' if r['met'] else 'NOT met'} (worst {r['worst']:.2f}x, {r['worst_case']})"
+                     for r in acc["per_run"])
+
+
+# ---- markdown ------------------------------------------------------------------------------------------
+
+
+def _runs(values: Sequence[float] | None, fmt: str, suffix: str = "") -> str:
+    return " / ".join(format(v, fmt) + suffix for v in values) if values else "—"
+
+
+def _us_cell(entry: dict[str, Any]) -> str:
+    if not entry["available"]:
+        return "unavailable"
+    cell = _runs(entry["us"], ".2f")
+    return f"{cell} ({entry['spread_pct']:.1f}%)" if len(entry["us"]) > 1 else cell
+
+
+def _ratio_cell(entry: dict[str, Any], key: str) -> str:
+    if not entry["available"]:
+        return "unavailable"
+    return _runs(entry.get(key), ".2f", "x")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def _environment_md(report: dict[str, Any]) -> list[str]:
+    env = report["environment"]
+    keys = ("device", "vendor", "torch", "triton", "flag_gems", "torch_fl", "commit", "conf", "host", "date",
+            "python", "cpu", "cpu_count", "torch_threads", "load_average")
+    rows = [(k, "not installed" if env[k] is None else f"`{env[k]}`") for k in keys if k in env]
+    s = report["settings"]
+    rows.append(("settings", f"warm-up {s['warmup']}, repeat {s['repeat']}, runs {s['runs']}, "
+                             f"threads {s['threads'] or 'torch default'}{', short' if s['short'] else ''}"))
+    return _table(("environment", ""), rows)
+
+
+def _ab_md(report: dict[str, Any]) -> list[str]:
+    ab = report["ab"]
+    if not ab:
+        return []
+    arm_names = list(ab[0]["arms"])
+    labels = [ab[0]["arms"][a]["label"] for a in arm_names]
+    out = ["## Route A/B", "", report["method"]["ab"], "",
+           "µs per call, runs separated by `/`, spread across runs in brackets:", ""]
+    out += _table(["case", *labels], [[c["case"], *(_us_cell(c["arms"][a]) for a in arm_names)] for c in ab])
+    titles = (("vs_plain", "Ratio against the plain vendor device"), ("vs_native", "Ratio against flagos native"))
+    for key, title in titles:
+        out += ["", f"{title} (per run):", ""]
+        out += _table(["case", *labels],
+                      [[c["case"], *(_ratio_cell(c["arms"][a], key) for a in arm_names)] for c in ab])
+    unavailable = {a["label"]: a["reason"] for c in ab for a in c["arms"].values() if not a["available"]}
+    if unavailable:
+        out += ["", "Arms not measured here:", ""] + [f"- **{k}**: {v}" for k, v in unavailable.items()]
+    return out
+
+
+def _acceptance_md(report: dict[str, Any]) -> list[str]:
+    acc = report.get("acceptance") or {}
+    if not acc.get("per_run"):
+        return []
+    verdict = "met" if acc["met"] else "**not met**"
+    return ["", f"Goal: flagos native ≤ {acc['goal']}x the plain vendor device per call, in every case and run: "
+                f"{verdict}. {_acceptance_runs(acc)}."]
+
+
+def _overhead_md(report: dict[str, Any]) -> list[str]:
+    oh = report.get("overhead")
+    if not oh or not oh["ops"]:
+        return []
+    rows = []
+    for item in oh["ops"]:
+        plain, native = item["arms"]["plain"], item["arms"]["native"]
+        routes = ", ".join(native.get("routes") or []) or "device kernel (not routed)"
+        rows.append([item["op"], item["note"], _us_cell(plain), _us_cell(native),
+                     _runs(item["ratio"], ".2f", "x"), routes])
+    header = ["op", "call", f"plain {report['environment']['plain_device']} µs", "flagos native µs",
+              "native/plain", "flagos route logged"]
+    return ["", "## Dispatch overhead", "", oh["method"], "", *_table(header, rows)]
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    env = report["environment"]
+    lines = [f"# torch_fl benchmark: {env['vendor']}", "", *_environment_md(report), "", *_ab_md(report),
+             *_acceptance_md(report), *_overhead_md(report), ""]
+    return "\n".join(lines)
+
+
+# ---- the printed table ------------------------------------------------------------------------------------
+
+
+def short_table(report: dict[str, Any]) -> str:
+    ab = report["ab"]
+    if not ab:
+        return "(no A/B cases)"
+    others = [a for a in ab[0]["arms"] if a not in ("plain", "native")]
+    header = f"{'case':32s} {'plain µs':>18s} {'native µs':>18s} {'native/plain':>16s}"
+    header += "".join(f" {a + '/native':>16s}" for a in others)
+    lines = [header]
+    for c in ab:
+        arms = c["arms"]
+        plain, native = arms.get("plain", {}), arms.get("native", {})
+        row = (f"{c['case']:32s} {_runs(plain.get('us'), '.2f'):>18s} {_runs(native.get('us'), '.2f'):>18s}"
+               f" {_runs(native.get('vs_plain'), '.2f', 'x'):>16s}")
+        for a in others:
+            cell = _runs(arms[a].get("vs_native"), ".2f", "x") if arms[a]["available"] else "unavailable"
+            row += f" {cell:>16s}"
+        lines.append(row)
+    acc = report.get("acceptance") or {}
+    if acc.get("per_run"):
+        lines.append(f"goal native/plain <= {acc['goal']}x: {_acceptance_runs(acc)}")
+    return "\n".join(lines)
+
+
+# ---- comparison and gate ------------------------------------------------------------------------------------
+
+
+def _change(old: float | None, new: float | None) -> str:
+    if old is None or new is None:
+        return "—"
+    return f"{old:10.2f} -> {new:10.2f}  ({(new - old) / old * 100:+6.1f}%)"
+
+
+def compare(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """The change of each case's mean µs per arm, and of its native/plain ratio, from ``old`` to ``new``."""
+    old_cases = {c["case"]: c for c in old.get("ab", [])}
+    lines = [f"change against {old.get('environment', {}).get('commit', '?')} "
+             f"({old.get('environment', {}).get('date', '?')}), mean µs per call:"]
+    for case in new["ab"]:
+        before = old_cases.get(case["case"])
+        if before is None:
+            lines.append(f"{case['case']}: new case")
+            continue
+        for arm, entry in case["arms"].items():
+            was = before["arms"].get(arm, {})
+            lines.append(f"{case['case']:32s} {entry['label']:16s} {_change(was.get('mean_us'), entry.get('mean_us'))}")
+        ratio_was = before["arms"].get("native", {}).get("vs_plain_mean")
+        ratio_now = case["arms"].get("native", {}).get("vs_plain_mean")
+        lines.append(f"{case['case']:32s} {'native/plain':16s} {_change(ratio_was, ratio_now)}")
+    old_ops = {o["op"]: o for o in (old.get("overhead") or {}).get("ops", [])}
+    for item in (new.get("overhead") or {}).get("ops", []):
+        was = old_ops.get(item["op"])
+        if was is not None:
+            lines.append(f"overhead {item['op']:23s} {'native/plain':16s} "
+                         f"{_change(was.get('ratio_mean'), item.get('ratio_mean'))}")
+    return "\n".join(lines)
+
+
+def gate(report: dict[str, Any], max_ratio: float) -> list[str]:
+    """Cases whose mean flagos native / plain ratio exceeds ``max_ratio`` (empty: the gate passes)."""
+    failed = []
+    for case in report["ab"]:
+        ratio = case["arms"].get("native", {}).get("vs_plain_mean")
+        if ratio is not None and ratio > max_ratio:
+            failed.append(f"{case['case']}: native/plain {ratio:.2f}x > {max_ratio}x")
+    return failed

@@ -1,0 +1,346 @@
+"""torch_fl benchmark: route A/B per case and dispatch overhead per op, with reports people can read.
+
+    python tests/bench/run.py                       # full: 2 runs, warm-up 30, repeat 200
+    python tests/bench/run.py --short --out /tmp/b  # CI: 1 run, few repeats
+    python tests/bench/run.py --compare reports/cpu/bench/bench.json --max-ratio 1.5
+
+Each measurement runs in a process of its own (child.py): one per (case, arm, run) for the A/B, one per
+(arm, run) for the overhead ops. This file only plans, collects, checks routes and writes reports; it
+never imports torch. See README.md beside it for every option and the report format.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import cases  # noqa: E402  (sibling modules, found through the line above)
+import plot  # noqa: E402
+import report  # noqa: E402
+
+CHILD = HERE / "child.py"
+FULL = {"runs": 2, "warmup": 30, "repeat": 200}
+SHORT = {"runs": 1, "warmup": 5, "repeat": 50}
+ROUTE_ALIASES = {"cuda": "native"}  # as the router logs them
+
+
+class BenchError(RuntimeError):
+    """A measurement that cannot be trusted (a child failed, or took another route than its arm)."""
+
+
+@dataclass(frozen=True)
+class Options:
+    vendor: str | None
+    out: Path | None
+    runs: int
+    warmup: int
+    repeat: int
+    batches: int
+    threads: int
+    routes: tuple[str, ...]
+    cases: tuple[cases.Case, ...]
+    overhead: bool
+    timeout: float
+    short: bool
+
+
+AB_METHOD = (
+    "One process per (case, arm, run). The plain arm runs the op on plain torch tensors of the vendor device "
+    "in a process without torch_fl; a flagos arm forces the op's route with FLAGOS_OP_<op>=<route> and confirms "
+    "it from the dispatch log on one call made before the timed loop (log off while timing). Inputs are built "
+    "on the host and moved to the device. After the warm-up, a synchronized batch of `repeat` calls: µs per "
+    "call = batch time / repeat ({batches}). Ratios are taken run against run. Only ratios carry over between "
+    "machines."
+)
+OVERHEAD_METHOD = (
+    "One process per (device arm, run), every op measured in turn inside it, 16x16 float32 inputs. The flagos "
+    "arm uses a conf that routes every op to native; ops served by the device's own bookkeeping kernels (views, "
+    "allocation, copies) never reach the router and log nothing. µs per call is the median of "
+    f"{cases.OVERHEAD_BATCHES} synchronized batches of `repeat` calls, after the warm-up."
+)
+
+
+# ---- command line --------------------------------------------------------------------------------------
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def _csv(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="run.py", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, help="report directory (default reports/<vendor>/bench)")
+    p.add_argument("--vendor", choices=tuple(cases.PLAIN_DEVICE), help="default: torch_fl.accelerator()")
+    p.add_argument("--short", action="store_true", help="CI mode: 1 run, warm-up 5, repeat 50 unless given")
+    p.add_argument("--runs", type=_positive, help="independent runs, all reported (default 2)")
+    p.add_argument("--warmup", type=int, help="calls before the timed batch (default 30)")
+    p.add_argument("--repeat", type=_positive, help="calls in the timed batch (default 200)")
+    p.add_argument("--batches", type=_positive, default=1,
+                   help="A/B: timed batches per process, the median is kept (default 1: the seed's one batch)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch intra-op threads in every child, 0 = torch's default (default 1)")
+    p.add_argument("--routes", type=_csv, default=list(cases.DEFAULT_ROUTES),
+                   help=f"flagos arms, comma separated (default {','.join(cases.DEFAULT_ROUTES)})")
+    p.add_argument("--cases", type=_csv, help="A/B cases to run, comma separated (default all)")
+    p.add_argument("--no-overhead", action="store_true", help="skip the dispatch-overhead part")
+    p.add_argument("--timeout", type=float, default=600, help="seconds allowed per child process")
+    p.add_argument("--compare", type=Path, metavar="OLD.json", help="print the change per case against OLD.json")
+    p.add_argument("--max-ratio", type=float, metavar="R",
+                   help="exit 3 when a case's mean flagos native / plain ratio exceeds R")
+    p.add_argument("--render", type=Path, metavar="BENCH.json",
+                   help="measure nothing: rewrite the reports from an existing bench.json")
+    return p
+
+
+def options_from(args: argparse.Namespace) -> Options:
+    defaults = SHORT if args.short else FULL
+    return Options(
+        vendor=args.vendor,
+        out=args.out,
+        runs=args.runs or defaults["runs"],
+        warmup=defaults["warmup"] if args.warmup is None else args.warmup,
+        repeat=args.repeat or defaults["repeat"],
+        batches=args.batches,
+        threads=args.threads,
+        routes=tuple(dict.fromkeys(args.routes)),
+        cases=cases.find_cases(args.cases),
+        overhead=not args.no_overhead,
+        timeout=args.timeout,
+        short=args.short,
+    )
+
+
+# ---- child processes -------------------------------------------------------------------------------------
+
+
+def _log(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def child_env(vendor: str | None, arm: str | None, overrides: dict[str, str] | None = None) -> dict[str, str]:
+    """The parent's environment without FLAGOS_OP_*/FLAGOS_LOG (they would change or slow every arm)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGOS_OP_") and k != "FLAGOS_LOG"}
+    if arm == cases.PLAIN:
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # an installed torch_fl would load with torch otherwise
+    elif vendor is not None:
+        env["FLAGOS_ACCELERATOR"] = vendor
+    env.update(overrides or {})
+    return env
+
+
+def run_child(spec: dict[str, Any], env: dict[str, str], timeout: float) -> dict[str, Any]:
+    what = " ".join(str(spec[k]) for k in ("mode", "case", "arm") if k in spec)
+    try:
+        proc = subprocess.run([sys.executable, str(CHILD), json.dumps(spec)], capture_output=True, text=True,
+                              env=env, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise BenchError(f"{what}: no result within {timeout:.0f} s") from exc
+    for line in proc.stdout.splitlines():
+        if line.startswith("BENCH-RESULT "):
+            return json.loads(line[len("BENCH-RESULT "):])
+    tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-25:])
+    raise BenchError(f"{what}: no result (exit {proc.returncode}):\n{tail}")
+
+
+def confirm_route(what: str, logged: list[list[str]], op: str | None, arm: str) -> str:
+    """The route the dispatch log shows for ``op`` (every routed op when None); it must be ``arm``."""
+    routes = {ROUTE_ALIASES.get(r, r) for o, r in logged if op is None or o == op}
+    expected = ROUTE_ALIASES.get(arm, arm)
+    if op is not None and not routes:
+        raise BenchError(f"{what}: the dispatch log shows no '{op} -> <route>' line; the route is unconfirmed")
+    if routes - {expected}:
+        raise BenchError(f"{what}: arm {arm!r} but the dispatch log shows {sorted(routes)}; "
+                         "the measurement would be of another route")
+    return expected
+
+
+# ---- the two parts ------------------------------------------------------------------------------------------
+
+
+def probe(opts: Options) -> dict[str, Any]:
+    spec = {"mode": "probe", "routes": list(opts.routes), "threads": opts.threads}
+    return run_child(spec, child_env(opts.vendor, None), opts.timeout)
+
+
+def device_of(arm: str, vendor: str) -> str:
+    return cases.PLAIN_DEVICE[vendor] if arm == cases.PLAIN else cases.FLAGOS_DEVICE
+
+
+def measure_case(opts: Options, vendor: str, case: cases.Case, arm: str, run: int) -> dict[str, Any]:
+    spec = {"mode": "case", "case": case.name, "arm": arm, "device": device_of(arm, vendor),
+            "warmup": opts.warmup, "repeat": opts.repeat, "batches": opts.batches, "threads": opts.threads}
+    overrides = {} if arm == cases.PLAIN else {cases.override_var(case.op): arm}
+    result = run_child(spec, child_env(vendor, arm, overrides), opts.timeout)
+    what = f"run {run + 1} {case.name} {arm}"
+    result["route"] = None if arm == cases.PLAIN else confirm_route(what, result["logged"], case.op, arm)
+    confirmed = f" (route {result['route']} confirmed)" if result["route"] else ""
+    _log(f"{what}: {result['us']:.2f} µs/call{confirmed}")
+    return result
+
+
+def _arm_summary(results: list[dict[str, Any]], label: str, reason: str | None) -> dict[str, Any]:
+    route = results[0]["route"] if results else None
+    entry = report.arm_entry(label, [r["us"] for r in results] or None, reason, route)
+    if results and len(results[0]["batches"]) > 1:
+        entry["batches_us"] = [r["batches"] for r in results]
+    return entry
+
+
+def measure_ab(opts: Options, vendor: str, unavailable: dict[str, dict[str, str | None]]) -> list[dict[str, Any]]:
+    arms = (cases.PLAIN, *opts.routes)
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for run in range(opts.runs):
+        for case in opts.cases:
+            for arm in arms:
+                if unavailable[arm][case.op] is None:
+                    runs.setdefault((case.name, arm), []).append(measure_case(opts, vendor, case, arm, run))
+    summary = []
+    for case in opts.cases:
+        entries = {arm: _arm_summary(runs.get((case.name, arm), []), cases.arm_label(arm, vendor),
+                                     unavailable[arm][case.op]) for arm in arms}
+        report.add_ratios(entries, cases.PLAIN, "native")
+        summary.append({"case": case.name, "op": case.op, "note": case.note, "arms": entries})
+    return summary
+
+
+def measure_overhead(opts: Options, vendor: str) -> dict[str, Any]:
+    per_arm: dict[str, list[dict[str, Any]]] = {arm: [] for arm in cases.OVERHEAD_ARMS}
+    with tempfile.TemporaryDirectory(prefix="torch_fl_bench_") as tmp:
+        conf = Path(tmp, "all_native.conf")
+        conf.write_text(cases.OVERHEAD_CONF)
+        for run in range(opts.runs):
+            for arm in cases.OVERHEAD_ARMS:
+                spec = {"mode": "overhead", "arm": arm, "device": device_of(arm, vendor),
+                        "warmup": opts.warmup, "repeat": opts.repeat, "threads": opts.threads}
+                overrides = {} if arm == cases.PLAIN else {"FLAGOS_BACKEND_CONFIG": str(conf)}
+                per_arm[arm].append(run_child(spec, child_env(vendor, arm, overrides), opts.timeout)["ops"])
+                _log(f"run {run + 1} overhead {arm}: done")
+    ops = []
+    for item in cases.OVERHEAD_OPS:
+        entries = {}
+        for arm in cases.OVERHEAD_ARMS:
+            runs = [r[item.name] for r in per_arm[arm]]
+            logged = sorted({f"{o} -> {r}" for run in runs for o, r in run["logged"]})
+            if arm != cases.PLAIN:
+                for run in runs:
+                    confirm_route(f"overhead {item.name}", run["logged"], None, arm)
+            entries[arm] = report.arm_entry(cases.arm_label(arm, vendor), [r["us"] for r in runs], None,
+                                            "native" if arm != cases.PLAIN else None)
+            entries[arm]["routes"] = logged
+        per_run = report.ratios(entries["native"]["us"], entries[cases.PLAIN]["us"])
+        ops.append({"op": item.name, "note": item.note, "arms": entries, "ratio": per_run,
+                    "ratio_mean": sum(per_run) / len(per_run) if per_run else None})
+    return {"method": OVERHEAD_METHOD, "ops": ops}
+
+
+# ---- environment and assembly ---------------------------------------------------------------------------------
+
+
+def git_commit(package_dir: str) -> str:
+    """TORCH_FL_COMMIT, else HEAD of the checkout torch_fl was imported from, else "unknown"."""
+    if os.environ.get("TORCH_FL_COMMIT"):
+        return os.environ["TORCH_FL_COMMIT"]
+    try:
+        # Only when torch_fl's own files are tracked there: a venv inside some checkout is not a source tree.
+        tracked = subprocess.run(["git", "-C", package_dir, "ls-files", "--error-unmatch", "__init__.py"],
+                                 capture_output=True, check=False, timeout=10)
+        if tracked.returncode != 0:
+            return "unknown"
+        head = subprocess.run(["git", "-C", package_dir, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=False, timeout=10)
+        return head.stdout.strip() if head.returncode == 0 else "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def _batches_text(batches: int) -> str:
+    return "one batch per process" if batches == 1 else f"median of {batches} batches per process"
+
+
+def measure(opts: Options) -> dict[str, Any]:
+    facts = probe(opts)
+    env = facts["environment"]
+    vendor = env["vendor"]
+    env["commit"] = git_commit(env["torch_fl_path"])
+    for arm, reasons in facts["unavailable"].items():
+        for op, reason in reasons.items():
+            if reason is not None:
+                _log(f"{cases.arm_label(arm, vendor)} unavailable for {op}: {reason}")
+    _log(f"vendor {vendor}, device {env['device']}, {opts.runs} run(s), warm-up {opts.warmup}, repeat {opts.repeat}")
+    ab = measure_ab(opts, vendor, facts["unavailable"])
+    result: dict[str, Any] = {
+        "schema": report.SCHEMA,
+        "environment": env,
+        "settings": {"runs": opts.runs, "warmup": opts.warmup, "repeat": opts.repeat, "batches": opts.batches,
+                     "threads": opts.threads,
+                     "short": opts.short, "routes": list(opts.routes), "cases": [c.name for c in opts.cases],
+                     "overhead_batches": cases.OVERHEAD_BATCHES},
+        "method": {"ab": AB_METHOD.format(batches=_batches_text(opts.batches)), "overhead": OVERHEAD_METHOD},
+        "ab": ab,
+        "acceptance": report.acceptance(ab),
+    }
+    result["overhead"] = measure_overhead(opts, vendor) if opts.overhead else None
+    return result
+
+
+def load_saved(path: Path) -> dict[str, Any]:
+    result = json.loads(path.read_text())
+    result["acceptance"] = report.acceptance(result["ab"])  # derived data follows this version's rules
+    return result
+
+
+def write_reports(result: dict[str, Any], out: Path) -> list[Path]:
+    files = {
+        "bench.json": (json.dumps(result, indent=2) + "\n").encode(),
+        "bench.md": report.to_markdown(result).encode(),
+        "bench.png": plot.render_png(result),
+    }
+    for name, data in files.items():
+        report.write_atomic(out / name, data)
+    return [out / name for name in files]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    plot.require_matplotlib()
+    opts = options_from(args)
+    try:
+        result = load_saved(args.render) if args.render else measure(opts)
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    out = opts.out or Path("reports") / result["environment"]["vendor"] / "bench"
+    for path in write_reports(result, out):
+        print(f"wrote {path}")
+    if args.compare:
+        print(report.compare(json.loads(args.compare.read_text()), result))
+    print(report.short_table(result))
+    if args.max_ratio is not None:
+        failed = report.gate(result, args.max_ratio)
+        for line in failed:
+            print(f"gate failed: {line}", file=sys.stderr)
+        if failed:
+            return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""The benchmark CLI produces complete reports (what is in them, never how fast anything was).
+
+One ``--short`` run into a temporary directory (about 30-45 s on two cores), then checks of the files.
+Runs against whichever torch_fl the interpreter imports: the installed wheel in the test image, or the
+checkout with PYTHONPATH. Needs no file outside this directory.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+RUN = Path(__file__).resolve().with_name("run.py")
+CASES = ("residual_101x3x320_noncontig", "attention_60x101x16_noncontig", "ffn_101x3x1280_scalar", "bias_3x101x33")
+ENV_KEYS = ("device", "vendor", "torch", "triton", "flag_gems", "torch_fl", "commit", "conf", "host", "date")
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch_fl") is None, reason="torch_fl is not importable")
+
+
+def cli(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, str(RUN), *map(str, args)], capture_output=True, text=True,
+                          timeout=600, check=False)
+    if check and proc.returncode != 0:
+        pytest.fail(f"run.py {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    out = tmp_path_factory.mktemp("bench")
+    return out, cli("--short", "--out", out)
+
+
+@pytest.fixture(scope="module")
+def bench(short_run: tuple[Path, subprocess.CompletedProcess[str]]) -> dict[str, Any]:
+    return json.loads((short_run[0] / "bench.json").read_text())
+
+
+def test_files_are_written(short_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    out, proc = short_run
+    for name in ("bench.json", "bench.md", "bench.png"):
+        assert (out / name).stat().st_size > 0, name
+    assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")], "temporary files left behind"
+    assert proc.stdout.splitlines()[-1].startswith("goal native/plain")  # the short table comes last
+
+
+def test_environment_block(bench: dict[str, Any]) -> None:
+    env = bench["environment"]
+    for key in ENV_KEYS:
+        assert key in env, key
+    assert env["vendor"] in ("cpu", "cuda", "dcu")
+    assert env["commit"]
+    assert bench["settings"]["short"] is True and bench["settings"]["runs"] == 1
+
+
+def test_ab_cases_arms_and_routes(bench: dict[str, Any]) -> None:
+    assert [c["case"] for c in bench["ab"]] == list(CASES)
+    for case in bench["ab"]:
+        assert list(case["arms"]) == ["plain", "native", "flaggems", "cpu"]
+        for arm, entry in case["arms"].items():
+            if not entry["available"]:
+                assert entry["reason"], f"{case['case']} {arm}: unavailable without a reason"
+                continue
+            assert len(entry["us"]) == 1 and entry["us"][0] > 0
+            assert entry["route"] == (None if arm == "plain" else arm), "route not confirmed from the log"
+            for key in ("mean_us", "min_us", "max_us", "spread_pct", "vs_native", "vs_plain"):
+                assert key in entry, (case["case"], arm, key)
+    if bench["environment"]["vendor"] == "cpu":
+        assert not bench["ab"][0]["arms"]["flaggems"]["available"]
+
+
+def test_acceptance_and_overhead(bench: dict[str, Any]) -> None:
+    acc = bench["acceptance"]
+    assert set(acc["per_case"]) == set(CASES) and acc["goal"] == 1.5 and len(acc["per_run"]) == 1
+    ops = {o["op"]: o for o in bench["overhead"]["ops"]}
+    for name in ("view", "add", "mul", "sum", "mm", "empty", "clone", "to_host", "from_host"):
+        assert ops[name]["ratio"] and ops[name]["arms"]["native"]["us"][0] > 0, name
+    assert "add.Tensor -> native" in ops["add"]["arms"]["native"]["routes"]
+
+
+def test_markdown_tables(short_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    md = (short_run[0] / "bench.md").read_text()
+    for text in ("## Route A/B", "## Dispatch overhead", "| case |", *CASES, "Ratio against flagos native"):
+        assert text in md, text
+
+
+def test_render_compare_and_gate(short_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path) -> None:
+    old = short_run[0] / "bench.json"
+    proc = cli("--render", old, "--out", tmp_path, "--compare", old, "--max-ratio", "1e9")
+    assert (tmp_path / "bench.md").is_file() and "+0.0%" in proc.stdout
+    failed = cli("--render", old, "--out", tmp_path, "--max-ratio", "0.0001", check=False)
+    assert failed.returncode == 3 and "gate failed" in failed.stderr
+
+
+def _load_run() -> Any:
+    spec = importlib.util.spec_from_file_location("torch_fl_bench_run", RUN)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # before exec: dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_route_other_than_the_arm_fails_the_run() -> None:
+    run = _load_run()
+    assert run.confirm_route("x", [["add.Tensor", "native"]], "add.Tensor", "native") == "native"
+    assert run.confirm_route("x", [["add.Tensor", "native"]], "add.Tensor", "cuda") == "native"  # the alias
+    with pytest.raises(run.BenchError, match="shows \\['cpu'\\]"):
+        run.confirm_route("x", [["add.Tensor", "cpu"]], "add.Tensor", "native")
+    with pytest.raises(run.BenchError, match="unconfirmed"):
+        run.confirm_route("x", [["mul.Tensor", "native"]], "add.Tensor", "native")
