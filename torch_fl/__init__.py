@@ -152,6 +152,10 @@ def reaches_router(op: str) -> bool:
     )
 
 
+# torch's entry points for out-of-tree convolution (csrc/dispatch/router.cpp)
+_OVERRIDEABLE_HOOKS = frozenset({"convolution_overrideable", "convolution_backward_overrideable"})
+
+
 @cache
 def _structured_functional_ops() -> frozenset[str]:
     """Ops torch implements for every backend through their out= variant."""
@@ -256,7 +260,7 @@ def _apply(settings: _env.Settings) -> _State:
     global _state
     path = conf_path(settings, _C.accelerator())
     table = _resolve(settings, path)  # raises before anything is published
-    _intercept(_structured_functional_ops() | set(table.entries))
+    _intercept(_structured_functional_ops() | _OVERRIDEABLE_HOOKS | set(table.entries))
     _publish(table)
     _C.set_log_dispatch("dispatch" in settings.log)
     _state = _State(settings, path, table)
@@ -316,6 +320,8 @@ def _register_device() -> None:
 def _init() -> None:
     settings = _env.read_settings(os.environ)
     accel = _choose_accelerator(settings.accelerator)
+    if accel in ("cuda", "dcu"):
+        torch.cuda.init()  # flagos memory comes from CUDA's caching allocator, created here
     _C.init(accel, settings.emu_devices)
     _register_device()
     _builtin_providers(accel)

@@ -8,6 +8,7 @@ from . import _C
 
 __all__ = [
     "current_device",
+    "device",
     "device_count",
     "get_rng_state",
     "initial_seed",
@@ -38,6 +39,24 @@ def _index(device: _Device) -> int:
     if device.type != "flagos":
         raise ValueError(f"expected a flagos device, got {device}")
     return _C.current_device() if device.index is None else device.index
+
+
+class device:
+    """Context manager that makes ``device`` current (like ``torch.cuda.device``);
+    torch's serialization uses it to restore tensors onto flagos."""
+
+    def __init__(self, device: _Device) -> None:
+        self.index = _index(device) if device is not None else -1
+        self.previous = -1
+
+    def __enter__(self) -> None:
+        if self.index >= 0:
+            self.previous = _C.current_device()
+            _C.set_device(self.index)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.index >= 0:
+            _C.set_device(self.previous)
 
 
 def is_available() -> bool:

@@ -71,6 +71,28 @@ c10::Storage alias_storage_of(const at::Tensor& t) {
       c10::GetAllocator(rt.vendor_type()), /*resizable=*/true));
 }
 
+// Flagos tensors of one call must share a device, as CUDA tensors must.
+void check_same_device(c10::DeviceIndex& seen, c10::DeviceIndex index, const c10::OperatorHandle& op) {
+  if (index < 0) index = runtime().current_device();
+  if (seen < 0) {
+    seen = index;
+    return;
+  }
+  TORCH_CHECK(seen == index,
+      "Expected all tensors to be on the same device, but found at least two devices, flagos:", int(seen),
+      " and flagos:", int(index), "! (when running ", short_op_name(op.operator_name()),
+      " on the flagos device; move one of them with .to())");
+}
+
+// Under emulation the vendor kernels are CPU kernels and would happily take a
+// host tensor beside flagos ones; an accelerator would refuse, so we do too.
+// 0-dim host tensors (scalars) are allowed, as CUDA allows them.
+[[noreturn]] void reject_host_tensor(const at::Tensor& t, c10::DeviceIndex flagos_index, const c10::OperatorHandle& op) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, flagos:",
+      int(flagos_index), " and cpu! (when running ", short_op_name(op.operator_name()),
+      " on the flagos device; move the host tensor of shape ", t.sizes(), " with .to('flagos'))");
+}
+
 void log_route(const c10::OperatorHandle& op, const std::string& route) {
   const std::string line = "[flagos dispatch] " + short_op_name(op.operator_name()) + " -> " + route + "\n";
   std::fwrite(line.data(), 1, line.size(), stderr); // one write: lines from threads never interleave
@@ -86,15 +108,7 @@ at::Tensor vendor_alias(const at::Tensor& flagos) {
 }
 
 void Retagger::note_device(c10::DeviceIndex index) {
-  if (index < 0) index = runtime().current_device();
-  if (device_ < 0) {
-    device_ = index;
-  } else {
-    TORCH_CHECK(device_ == index,
-        "Expected all tensors to be on the same device, but found at least two devices, flagos:",
-        int(device_), " and flagos:", int(index), "! (when running ", short_op_name(op_.operator_name()),
-        " on the flagos device; move one of them with .to())");
-  }
+  check_same_device(device_, index, op_);
 }
 
 // Takes the caller's tensor by value: the stack's reference moves into the
@@ -150,14 +164,22 @@ c10::IValue Retagger::value_to_vendor(c10::IValue value, bool written) {
 void Retagger::arguments_to_vendor(torch::jit::Stack* stack) {
   const auto& args = op_.schema().arguments();
   const size_t first = stack->size() - args.size();
+  const at::Tensor* host_tensor = nullptr;
   for (size_t i = 0; i < args.size(); ++i) {
     c10::IValue& slot = (*stack)[first + i];
     if (slot.isNone()) {
       if (is_generator_argument(args[i])) unset_generators_.push_back(first + i);
       continue;
     }
-    if (slot.isTensor() && !is_flagos(slot.toTensor())) continue; // fast path: host scalars
+    if (slot.isTensor() && !is_flagos(slot.toTensor())) { // host scalars, or a mistake
+      const at::Tensor& t = slot.toTensor();
+      if (t.defined() && t.dim() > 0 && t.is_cpu()) host_tensor = &t;
+      continue;
+    }
     slot = value_to_vendor(std::move(slot), is_written(args[i]));
+  }
+  if (host_tensor != nullptr && device_ >= 0 && runtime().vendor_type() == c10::DeviceType::CPU) {
+    reject_host_tensor(*host_tensor, device_, op_);
   }
   // A kernel given no generator draws from the vendor default; give it this
   // flagos device's own so seeding torch.flagos reproduces results.
@@ -303,31 +325,60 @@ void run_on_vendor(const c10::OperatorHandle& op, torch::jit::Stack* stack, cons
 }
 
 void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  // Factory calls name the device only through a Device argument; the host
-  // kernel must allocate on the host and the results come back afterwards.
+  // at::native::cpu_fallback moves tensors to the host and back; around it we
+  // do what it cannot know about flagos: the device rule, Device arguments
+  // (factories), generators, and where results go when the first tensor
+  // argument is a host scalar.
   const auto& args = op.schema().arguments();
   const size_t first = stack->size() - args.size();
-  std::optional<c10::Device> target;
-  bool has_flagos_tensor = false;
-  for (size_t i = first; i < stack->size(); ++i) {
-    c10::IValue& v = (*stack)[i];
-    if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
-      target = v.toDevice();
+  c10::DeviceIndex device = -1;
+  c10::SmallVector<size_t, 1> unset_generators;
+  const bool host_vendor = runtime().vendor_type() == c10::DeviceType::CPU;
+  for (size_t i = 0; i < args.size(); ++i) {
+    c10::IValue& v = (*stack)[first + i];
+    if (v.isTensor()) {
+      if (is_flagos(v.toTensor())) check_same_device(device, v.toTensor().device().index(), op);
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) {
+        if (is_flagos(t)) check_same_device(device, t.device().index(), op);
+      }
+    } else if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      check_same_device(device, v.toDevice().index(), op);
       v = c10::Device(c10::DeviceType::CPU);
-    } else if (v.isTensor() && is_flagos(v.toTensor())) {
-      has_flagos_tensor = true;
+    } else if (v.isGenerator() && v.toGenerator().device().type() == c10::DeviceType::PrivateUse1) {
+      TORCH_CHECK(host_vendor, "the cpu route of ", short_op_name(op.operator_name()),
+          " cannot draw from a flagos generator on ", runtime().name(),
+          " (its state lives on the accelerator); pass a CPU generator or route the op natively");
+      v = vendor_generator_of(v.toGenerator());
+    } else if (v.isNone() && is_generator_argument(args[i])) {
+      unset_generators.push_back(first + i);
+    }
+  }
+  if (host_vendor) { // emulation: the flagos generator is a CPU one, so seeding flagos still applies
+    for (size_t slot : unset_generators) {
+      (*stack)[slot] = runtime().vendor_generator(device < 0 ? runtime().current_device() : device);
     }
   }
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
-  if (target && !has_flagos_tensor) {
-    const size_t n = op.schema().returns().size();
-    for (size_t i = stack->size() - n; i < stack->size(); ++i) {
-      if ((*stack)[i].isTensor()) (*stack)[i] = (*stack)[i].toTensor().to(*target);
+  if (device < 0) return;
+  const c10::Device target = flagos_device(device);
+  const size_t n = op.schema().returns().size();
+  for (size_t i = stack->size() - n; i < stack->size(); ++i) {
+    c10::IValue& r = (*stack)[i];
+    if (r.isTensor() && r.toTensor().defined() && r.toTensor().is_cpu()) {
+      r = r.toTensor().to(target);
+    } else if (r.isTensorList()) {
+      c10::List<at::Tensor> moved;
+      for (const at::Tensor& t : r.toTensorList()) moved.push_back(t.defined() && t.is_cpu() ? t.to(target) : t);
+      r = moved;
     }
   }
 }
 
-void route_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+// Route a call of `op`; native and host routes run `vendor_op`, which is `op`
+// itself except for torch's overrideable hooks (see route_overrideable).
+void dispatch_routed(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+    const c10::OperatorHandle* vendor_op = nullptr, int insert_none_at = -1) {
   const RouteTable& table = current_routes();
   Route route = table.fallback;
   if (!table.per_op.empty()) {
@@ -335,11 +386,41 @@ void route_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::j
     if (it != table.per_op.end()) route = it->second;
   }
   if (g_log_dispatch.load(std::memory_order_relaxed)) log_route(op, route_name(table, route));
-  switch (route.kind) {
-    case RouteKind::Native: run_on_vendor(op, stack, nullptr); break;
-    case RouteKind::Cpu: run_on_host(op, stack); break;
-    case RouteKind::Provider: run_on_vendor(op, stack, &route); break;
+  if (route.kind == RouteKind::Provider) return run_on_vendor(op, stack, &route);
+  if (vendor_op != nullptr && insert_none_at >= 0) {
+    const size_t first = stack->size() - op.schema().arguments().size();
+    stack->insert(stack->begin() + static_cast<std::ptrdiff_t>(first + insert_none_at), c10::IValue());
   }
+  const c10::OperatorHandle& target = vendor_op != nullptr ? *vendor_op : op;
+  if (route.kind == RouteKind::Native) {
+    run_on_vendor(target, stack, nullptr);
+  } else {
+    run_on_host(target, stack);
+  }
+}
+
+void route_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  dispatch_routed(op, stack);
+}
+
+// Torch reaches out-of-tree devices for convolution through "overrideable"
+// hooks whose generic body only raises. The vendor's entry point is the
+// ordinary op: same arguments, except that the backward takes bias_sizes
+// (None here) as its fourth.
+void route_overrideable(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  static const c10::OperatorHandle forward =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+  static const c10::OperatorHandle backward =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
+  if (op.operator_name().name == "aten::convolution_overrideable") {
+    dispatch_routed(op, stack, &forward);
+  } else {
+    dispatch_routed(op, stack, &backward, /*insert_none_at=*/3);
+  }
+}
+
+bool is_overrideable_hook(const c10::OperatorName& name) {
+  return name.name == "aten::convolution_overrideable" || name.name == "aten::convolution_backward_overrideable";
 }
 
 std::mutex g_intercept_mutex;
@@ -370,7 +451,11 @@ std::vector<std::string> intercept_ops(const std::vector<std::string>& ops) {
     if (g_intercepted.count(name)) continue;
     auto handle = c10::Dispatcher::singleton().findOp(name);
     if (!handle || handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
-    intercept_library().impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&route_fallback>());
+    if (is_overrideable_hook(name)) {
+      intercept_library().impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&route_overrideable>());
+    } else {
+      intercept_library().impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&route_fallback>());
+    }
     g_intercepted.insert(std::move(name));
     added.push_back(op);
   }

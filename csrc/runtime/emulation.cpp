@@ -3,7 +3,8 @@
 // Kernels run synchronously on the host, so streams and events are trivial,
 // but device indices, per-device memory accounting and per-device generators
 // are real: multi-device code paths (guards, cross-device copies) behave as
-// they do on an accelerator.
+// they do on an accelerator. Random numbers come from the CPU default
+// generator (see the constructor).
 #include "runtime/runtime.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -91,7 +92,10 @@ class EmulationRuntime final : public Runtime {
         "FLAGOS_EMU_DEVICES must be between 1 and 16, got ", device_count);
     for (int i = 0; i < device_count; ++i) {
       counters_.push_back(std::make_unique<DeviceCounters>());
-      generators_.push_back(at::detail::createCPUGenerator());
+      // Every emulated device draws from torch's CPU default generator: CPU
+      // kernels without a generator argument (dropout, ...) use it anyway, so
+      // one stream is the only way seeding flagos reproduces every op.
+      generators_.push_back(at::detail::getDefaultCPUGenerator());
     }
   }
 
