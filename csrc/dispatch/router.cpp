@@ -314,7 +314,19 @@ void run_on_vendor(const c10::OperatorHandle& op, torch::jit::Stack* stack, cons
     c10::OptionalDeviceGuard guard;
     if (retag.device() >= 0) guard.reset_device(flagos_device(retag.device()));
     if (provider == nullptr) {
-      op.redispatchBoxed(c10::DispatchKeySet(runtime().vendor_key()), stack);
+      try {
+        op.redispatchBoxed(c10::DispatchKeySet(runtime().vendor_key()), stack);
+      } catch (const c10::NotImplementedError&) {
+        // Torch picks some ops only for accelerators (fused RNN cells, ...);
+        // say plainly that the vendor has no kernel instead of torch's table.
+        if (op.hasKernelForDispatchKey(runtime().vendor_key())) throw;
+        const std::string name = short_op_name(op.operator_name());
+        std::string var = name;
+        for (auto pos = var.find('.'); pos != std::string::npos; pos = var.find('.', pos + 2)) var.replace(pos, 1, "__");
+        TORCH_CHECK_NOT_IMPLEMENTED(false, name, " has no ", c10::toString(runtime().vendor_key()),
+            " kernel, so its native route cannot run with FLAGOS_ACCELERATOR=", runtime().name(),
+            ". Route it elsewhere (FLAGOS_OP_", var, "=<route>) or run on an accelerator that has it.");
+      }
     } else {
       ProviderHook hook = g_provider_hook.load();
       TORCH_CHECK(hook != nullptr, "no provider hook installed for ", short_op_name(op.operator_name()));

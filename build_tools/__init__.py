@@ -1,0 +1,20 @@
+"""Host-side machinery of the containerized toolchains (used by noxfile.py).
+
+Modules, one concern each:
+
+- ``matrix``      load and validate ``configs/toolchains.toml`` (errors name the file and key)
+- ``env``         what passes from the host into builds: pip index/find-links/CA bundle, proxies
+- ``context``     stage the docker build context (build inputs, scripts, wheelhouse, tests) and hash inputs
+- ``dockercli``   find a BuildKit-capable docker client, check the daemon, inspect images
+- ``plan``        the docker commands of each step (pure: unit-tested, printed by ``--dry-run``)
+- ``runner``      run a planned command with progress, a full log and a one-line error
+- ``wheelcheck``  read a repaired wheel: tags, version label, grafted libraries (no torch inside)
+- ``outputs``     atomic writes: files and whole report directories (temp + rename)
+- ``baseimage``   make a local base image with debootstrap + ``docker import``
+- ``summary``     run summary (stages, images, wheel, test counts) as a table and as markdown
+- ``flow``        the build/test/base-image/clean flows that the nox sessions call
+
+``wheel_metadata`` belongs to the package build (not to this tooling).
+"""
+
+ROOT_MARKERS = ("noxfile.py", "configs")

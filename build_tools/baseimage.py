@@ -1,0 +1,109 @@
+"""Make a local base image for hosts that cannot pull: ``debootstrap`` + ``docker import``.
+
+The mirror is the one the host's apt already uses (so a host behind an apt proxy or a local mirror works the
+same way its ``apt-get`` does); ``deb.debian.org`` when none is found.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+from pathlib import Path
+
+from .matrix import LocalBase
+from .plan import Command
+
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def _one_line_entries(text: str) -> Iterable[tuple[str, list[str]]]:
+    """(uri, suites) of ``deb [opts] uri suite comp...`` lines."""
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line.startswith("deb "):
+            continue
+        line = re.sub(r"\[[^\]]*\]", " ", line)
+        parts = line.split()
+        if len(parts) >= 3:
+            yield parts[1], [parts[2]]
+
+
+def _deb822_entries(text: str) -> Iterable[tuple[str, list[str]]]:
+    """(uri, suites) of deb822 stanzas (``Types: deb`` / ``URIs:`` / ``Suites:``)."""
+    for stanza in re.split(r"\n\s*\n", text):
+        fields: dict[str, str] = {}
+        for line in stanza.splitlines():
+            if line.startswith("#") or ":" not in line:
+                continue
+            key, value = line.split(":", 1)
+            fields[key.strip().lower()] = value.strip()
+        if "deb" not in fields.get("types", "").split() or fields.get("enabled", "yes").lower() == "no":
+            continue
+        for uri in fields.get("uris", "").split():
+            yield uri, fields.get("suites", "").split()
+
+
+def apt_mirror(sources: dict[str, str], suite: str) -> str | None:
+    """The first Debian mirror serving ``suite`` in apt source files (name -> text); None if there is none."""
+    for name in sorted(sources, key=lambda n: (n != "sources.list", n)):
+        text = sources[name]
+        entries = _deb822_entries(text) if name.endswith(".sources") else _one_line_entries(text)
+        for uri, suites in entries:
+            if suite in suites and uri.startswith(("http://", "https://")) and "security" not in uri:
+                return uri.rstrip("/")
+    return None
+
+
+def host_apt_sources(etc_apt: Path = Path("/etc/apt")) -> dict[str, str]:
+    out: dict[str, str] = {}
+    main = etc_apt / "sources.list"
+    if main.is_file():
+        out["sources.list"] = main.read_text(errors="replace")
+    d = etc_apt / "sources.list.d"
+    if d.is_dir():
+        for f in sorted(d.iterdir()):
+            if f.suffix in (".list", ".sources") and f.is_file():
+                out[f.name] = f.read_text(errors="replace")
+    return out
+
+
+def resolve_mirror(base: LocalBase, etc_apt: Path = Path("/etc/apt")) -> str:
+    if base.mirror != "auto":
+        return base.mirror
+    return apt_mirror(host_apt_sources(etc_apt), base.suite) or DEFAULT_MIRROR
+
+
+def plan(base: LocalBase, mirror: str, rootfs: Path, docker: str) -> list[Command]:
+    """debootstrap into ``rootfs``, trim apt caches, then stream it into ``docker import``."""
+    message = f"torch-fl local base: debootstrap --variant={base.variant} {base.suite} {mirror}"
+    trim = (
+        f"rm -rf {shlex.quote(str(rootfs))}/var/cache/apt/archives/*.deb {shlex.quote(str(rootfs))}/var/lib/apt/lists/*"
+    )
+    import_cmd = shlex.join(
+        [
+            docker,
+            "import",
+            "--change",
+            f"ENV PATH={IMAGE_PATH}",
+            "--change",
+            'CMD ["/bin/bash"]',
+            "--message",
+            message,
+            "-",
+            base.name,
+        ]
+    )
+    return [
+        Command(
+            title=f"base-image: debootstrap {base.suite} ({base.variant}) from {mirror}",
+            argv=("debootstrap", f"--variant={base.variant}", base.suite, str(rootfs), mirror),
+            log_name="debootstrap.log",
+        ),
+        Command(
+            title=f"base-image: docker import as {base.name}",
+            argv=("bash", "-o", "pipefail", "-c", f"{trim} && tar -C {shlex.quote(str(rootfs))} -c . | {import_cmd}"),
+            log_name="docker-import.log",
+        ),
+    ]

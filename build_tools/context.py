@@ -1,0 +1,255 @@
+"""Stage the docker build context and hash what goes into it.
+
+The context of vendor ``v`` is ``build/docker/<v>/context/`` (git-ignored), holding exactly what the Dockerfile
+may see, so ``docker build`` never uploads the repository's build outputs and the cache keys are easy to state::
+
+    src/          the build inputs listed in [build] of the matrix (pyproject.toml, CMakeLists.txt, csrc/, ...)
+    scripts/      docker/scripts/ (shared by every vendor: build, repair, run-tests)
+    vendor/       docker/<v>/ minus the Dockerfile (requirement files)
+    wheelhouse/N/ the N-th local PIP_FIND_LINKS directory (distribution files only; hard links where possible)
+    dist/         the repaired wheel (test image only)
+    tests/        a copy of tests/ minus host-only suites, with a pytest.ini taken from pyproject.toml
+
+Sources are taken as a fresh clone would have them (git-tracked or untracked-but-not-ignored files), so a
+developer's in-tree build products never reach an image. Staging is a sync: unchanged files are left alone
+(BuildKit then transfers nothing), stale files are removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .matrix import BuildSpec, Toolchain
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: nox depends on tomli there
+    import tomli as tomllib
+
+SKIP_DIRS = {"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", ".git", ".nox"}
+SKIP_SUFFIXES = (".pyc", ".pyo", ".so", ".o", ".whl")
+DIST_SUFFIXES = (".whl", ".tar.gz", ".zip", ".tar.bz2")
+# pytest ini options that describe the source tree, not the suites: dropped from the copied configuration.
+_SOURCE_TREE_INI_KEYS = {"testpaths", "pythonpath", "rootdir", "cache_dir"}
+
+
+def _skip(path: Path) -> bool:
+    name = path.name
+    return name in SKIP_DIRS or name.endswith((*SKIP_SUFFIXES, ".egg-info")) or name.startswith(".nfs")
+
+
+def source_files(repo: Path, entry: str) -> list[Path]:
+    """Files of ``repo/entry`` as a fresh clone would have them: tracked or untracked-but-not-ignored (git), minus
+    caches and build outputs. Outside a git checkout, every file under ``entry``."""
+    root = repo / entry
+    if (repo / ".git").exists():
+        res = subprocess.run(
+            ["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", entry],
+            capture_output=True,
+            check=False,
+        )
+        if res.returncode == 0:
+            found = sorted({repo / p for p in res.stdout.decode("utf-8", "surrogateescape").split("\0") if p})
+            return [
+                f for f in found if f.is_file() and not any(_skip(Path(part)) for part in f.relative_to(repo).parts)
+            ]
+    return list(walk_files(root))
+
+
+def walk_files(root: Path) -> Iterator[Path]:
+    """Files under ``root`` (or ``root`` itself), sorted, skipping caches and build outputs."""
+    if root.is_file():
+        yield root
+        return
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not _skip(Path(d)))
+        for name in sorted(filenames):
+            if not _skip(Path(name)):
+                yield Path(dirpath) / name
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def tree_digest(root: Path, *, content: bool = True) -> str:
+    """Hash of the relative paths and contents (or sizes, for large staged wheelhouses) under ``root``."""
+    h = hashlib.sha256()
+    if not root.exists():
+        return h.hexdigest()
+    for f in walk_files(root):
+        rel = f.relative_to(root).as_posix() if f != root else f.name
+        h.update(rel.encode() + b"\0")
+        if content:
+            h.update(file_sha256(f).encode())
+        else:
+            st = f.stat()
+            h.update(f"{st.st_size}:{int(st.st_mtime)}".encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def combine(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode() + b"\n")
+    return h.hexdigest()
+
+
+def _same(src: Path, dst: Path) -> bool:
+    try:
+        a, b = src.stat(), dst.stat()
+    except FileNotFoundError:
+        return False
+    return a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns
+
+
+def _place(src: Path, dst: Path, *, link: bool) -> None:
+    if _same(src, dst):
+        return
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.staging")
+    tmp.unlink(missing_ok=True)
+    if link:
+        try:
+            os.link(src, tmp)
+        except OSError:
+            shutil.copy2(src, tmp)
+    else:
+        shutil.copy2(src, tmp)
+    os.replace(tmp, dst)
+
+
+def sync(pairs: Iterable[tuple[Path, Path]], dest_root: Path, *, link: bool = False) -> int:
+    """Make ``dest_root`` hold exactly the ``(src_file, dst_file)`` pairs; returns the number of files."""
+    wanted: set[Path] = set()
+    for src, dst in pairs:
+        _place(src, dst, link=link)
+        wanted.add(dst)
+    if dest_root.exists():
+        for f in sorted(dest_root.rglob("*"), reverse=True):
+            if f.is_file() or f.is_symlink():
+                if f not in wanted:
+                    f.unlink()
+            elif f.is_dir() and not any(f.iterdir()):
+                f.rmdir()
+    dest_root.mkdir(parents=True, exist_ok=True)
+    return len(wanted)
+
+
+@dataclass(frozen=True)
+class Staged:
+    """The staged context of one vendor and the digests of its parts."""
+
+    root: Path
+    src_digest: str
+    scripts_digest: str
+    wheelhouse_digest: str
+    dockerfile_digest: str
+
+
+def context_dir(repo: Path, vendor: str) -> Path:
+    return repo / "build" / "docker" / vendor / "context"
+
+
+def input_files(repo: Path, spec: BuildSpec) -> list[tuple[Path, Path]]:
+    """(absolute source, path relative to src/) for every build input; a missing required input is an error."""
+    out: list[tuple[Path, Path]] = []
+    for entry, required in [*((e, True) for e in spec.inputs), *((e, False) for e in spec.optional_inputs)]:
+        path = repo / entry
+        if not path.exists():
+            if required:
+                raise FileNotFoundError(
+                    f"build input {entry!r} (configs/toolchains.toml [build].inputs) does not exist in {repo}"
+                )
+            continue
+        for f in source_files(repo, entry):
+            out.append((f, f.relative_to(repo)))
+    return out
+
+
+def stage_build(repo: Path, chain: Toolchain, spec: BuildSpec, wheelhouses: Iterable[Path]) -> Staged:
+    """Stage src/, scripts/, vendor/ and wheelhouse/ for ``chain``."""
+    root = context_dir(repo, chain.vendor)
+    sync(((f, root / "src" / rel) for f, rel in input_files(repo, spec)), root / "src")
+    scripts = repo / "docker" / "scripts"
+    sync(((f, root / "scripts" / f.relative_to(scripts)) for f in walk_files(scripts)), root / "scripts")
+    dockerfile = repo / chain.dockerfile
+    vendor_dir = dockerfile.parent
+    vendor_files = [f for f in walk_files(vendor_dir) if f != dockerfile] if vendor_dir.is_dir() else []
+    sync(((f, root / "vendor" / f.relative_to(vendor_dir)) for f in vendor_files), root / "vendor")
+    pairs = []
+    for i, d in enumerate(wheelhouses):
+        for f in sorted(d.iterdir()):
+            if f.is_file() and f.name.endswith(DIST_SUFFIXES):
+                pairs.append((f, root / "wheelhouse" / str(i) / f.name))
+    sync(pairs, root / "wheelhouse", link=True)
+    return Staged(
+        root=root,
+        src_digest=tree_digest(root / "src"),
+        scripts_digest=combine(tree_digest(root / "scripts"), tree_digest(root / "vendor")),
+        wheelhouse_digest=tree_digest(root / "wheelhouse", content=False),
+        dockerfile_digest=file_sha256(dockerfile) if dockerfile.is_file() else "missing",
+    )
+
+
+def pytest_ini(pyproject: Path, fallback_markers: dict[str, str]) -> str:
+    """A pytest.ini for the copied suites, taken from ``[tool.pytest.ini_options]`` of pyproject.toml.
+
+    Keys that describe the source tree (testpaths, pythonpath, ...) are dropped: the copy must import the
+    installed wheel, never the checkout.
+    """
+    options: dict[str, object] = {}
+    if pyproject.is_file():
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        options = dict(data.get("tool", {}).get("pytest", {}).get("ini_options", {}))
+    if "markers" not in options:
+        options["markers"] = [f"{k}: {v}" for k, v in fallback_markers.items()]
+    lines = ["# generated from pyproject.toml [tool.pytest.ini_options] by build_tools/context.py", "[pytest]"]
+    for key, value in options.items():
+        if key in _SOURCE_TREE_INI_KEYS:
+            continue
+        if isinstance(value, list):
+            lines.append(f"{key} =")
+            lines.extend(f"    {item}" for item in value)
+        elif isinstance(value, bool):
+            lines.append(f"{key} = {'true' if value else 'false'}")
+        else:
+            lines.append(f"{key} = {value}")
+    return "\n".join(lines) + "\n"
+
+
+DEFAULT_MARKERS = {
+    "cuda": "needs a CUDA device",
+    "dcu": "needs a Hygon DCU device",
+    "bench": "benchmark (slow)",
+}
+
+
+def stage_tests(repo: Path, vendor: str, spec: BuildSpec, wheel: Path) -> tuple[str, str]:
+    """Stage dist/<wheel> and tests/ (minus host-only suites); returns (tests digest, dist digest)."""
+    root = context_dir(repo, vendor)
+    sync([(wheel, root / "dist" / wheel.name)], root / "dist", link=True)
+    tests = repo / "tests"
+    excluded = {tests / e for e in spec.test_excludes}
+    pairs = []
+    if tests.is_dir():
+        for f in source_files(repo, "tests"):
+            if any(f.is_relative_to(e) for e in excluded):
+                continue
+            pairs.append((f, root / "tests" / f.relative_to(tests)))
+    ini = root / ".pytest.ini.generated"
+    ini.write_text(pytest_ini(repo / "pyproject.toml", DEFAULT_MARKERS), encoding="utf-8")
+    pairs.append((ini, root / "tests" / "pytest.ini"))
+    sync(pairs, root / "tests")
+    return tree_digest(root / "tests"), tree_digest(root / "dist")

@@ -1,0 +1,191 @@
+"""What passes from the host into docker builds and test runs.
+
+Air-gapped and proxied hosts are first-class:
+
+- ``PIP_INDEX_URL`` / ``PIP_EXTRA_INDEX_URL`` / ``PIP_TRUSTED_HOST`` and the local ``PIP_FIND_LINKS`` directories
+  go into a generated ``pip.conf`` that reaches the build as the BuildKit secret ``pipconf`` (index URLs may carry
+  credentials: they never appear in a build arg, a layer or ``docker history``). Local find-links directories are
+  staged into the build context (``wheelhouse/<n>/``) and bind-mounted where pip runs; URLs pass verbatim.
+- The CA bundle named by ``PIP_CERT`` (else ``REQUESTS_CA_BUNDLE``) becomes the secret ``cacert``; pip.conf points
+  pip at ``/run/secrets/cacert``.
+- Proxies pass as Docker's predefined proxy build args (``--build-arg HTTP_PROXY``, value taken from the
+  environment of the docker client, so never printed) which Docker keeps out of ``docker history``; test
+  containers get them with ``-e NAME``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+# Docker's predefined build args: excluded from `docker history` and from the image config.
+PROXY_VARS = (
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "FTP_PROXY",
+    "ftp_proxy",
+)
+SECRET_CA = "/run/secrets/cacert"
+WHEELHOUSE_IN_CONTAINER = "/wheelhouse"
+
+
+class EnvError(ValueError):
+    """A host setting points at something that does not exist."""
+
+
+@dataclass(frozen=True)
+class HostEnv:
+    index_url: str = ""
+    extra_index_urls: tuple[str, ...] = ()
+    trusted_hosts: tuple[str, ...] = ()
+    find_links_dirs: tuple[Path, ...] = ()
+    find_links_urls: tuple[str, ...] = ()
+    ca_bundle: Path | None = None
+    proxies: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = field(default=())
+
+    def describe(self) -> list[str]:
+        """One line per setting that is in effect, without credentials."""
+        lines = []
+        if self.index_url:
+            lines.append(f"pip index: {redact(self.index_url)}")
+        for url in self.extra_index_urls:
+            lines.append(f"pip extra index: {redact(url)}")
+        for d in self.find_links_dirs:
+            lines.append(f"wheelhouse (staged into the build context): {d}")
+        for url in self.find_links_urls:
+            lines.append(f"find-links URL: {redact(url)}")
+        if self.ca_bundle:
+            lines.append(f"CA bundle (BuildKit secret 'cacert', never in a layer): {self.ca_bundle}")
+        if self.proxies:
+            lines.append("proxy variables passed through: " + " ".join(self.proxies))
+        return lines
+
+
+def redact(url: str) -> str:
+    """``https://user:token@host/simple`` -> ``https://***@host/simple``."""
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        if parts.port:
+            host += f":{parts.port}"
+        return parts._replace(netloc=f"***@{host}").geturl()
+    return url
+
+
+def _split(value: str | None) -> list[str]:
+    return shlex.split(value) if value else []
+
+
+def from_environ(environ: Mapping[str, str]) -> HostEnv:
+    """Read the pass-through settings from an environment mapping (``os.environ``)."""
+    warnings: list[str] = []
+    dirs: list[Path] = []
+    urls: list[str] = []
+    for entry in _split(environ.get("PIP_FIND_LINKS")):
+        if "://" in entry and not entry.startswith("file://"):
+            urls.append(entry)
+            continue
+        path = Path(entry.removeprefix("file://")).expanduser()
+        if path.is_dir():
+            dirs.append(path.resolve())
+        else:
+            warnings.append(f"PIP_FIND_LINKS entry {entry!r} is not a directory; ignored")
+    ca: Path | None = None
+    for name in ("PIP_CERT", "REQUESTS_CA_BUNDLE"):
+        value = environ.get(name)
+        if value:
+            path = Path(value).expanduser()
+            if not path.is_file():
+                raise EnvError(f"{name}={value} does not name a file: point it at your CA bundle or unset it")
+            ca = path.resolve()
+            break
+    return HostEnv(
+        index_url=environ.get("PIP_INDEX_URL", ""),
+        extra_index_urls=tuple(_split(environ.get("PIP_EXTRA_INDEX_URL"))),
+        trusted_hosts=tuple(_split(environ.get("PIP_TRUSTED_HOST"))),
+        find_links_dirs=tuple(dict.fromkeys(dirs)),
+        find_links_urls=tuple(urls),
+        ca_bundle=ca,
+        proxies=tuple(name for name in PROXY_VARS if environ.get(name)),
+        warnings=tuple(warnings),
+    )
+
+
+def staged_wheelhouse_paths(host: HostEnv) -> list[str]:
+    """Container paths of the staged find-links directories, in order."""
+    return [f"{WHEELHOUSE_IN_CONTAINER}/{i}" for i in range(len(host.find_links_dirs))]
+
+
+def pip_conf(host: HostEnv, *, extra_index_urls: Sequence[str] = ()) -> str:
+    """The pip.conf passed to builds as the ``pipconf`` secret (may hold credentials: never write it to a layer)."""
+    lines = ["[global]", "disable-pip-version-check = true", "no-input = true"]
+    if host.index_url:
+        lines.append(f"index-url = {host.index_url}")
+    extra = [*host.extra_index_urls, *extra_index_urls]
+    if extra:
+        lines.append("extra-index-url =\n" + "\n".join(f"    {u}" for u in dict.fromkeys(extra)))
+    links = [*staged_wheelhouse_paths(host), *host.find_links_urls]
+    if links:
+        lines.append("find-links =\n" + "\n".join(f"    {u}" for u in links))
+    if host.trusted_hosts:
+        lines.append("trusted-host = " + " ".join(host.trusted_hosts))
+    if host.ca_bundle:
+        lines.append(f"cert = {SECRET_CA}")
+    return "\n".join(lines) + "\n"
+
+
+def proxy_build_args(host: HostEnv) -> list[str]:
+    """``--build-arg NAME`` (no value: docker reads it from its own environment, so it is never printed)."""
+    out: list[str] = []
+    for name in host.proxies:
+        out += ["--build-arg", name]
+    return out
+
+
+def proxy_run_env(host: HostEnv) -> list[str]:
+    out: list[str] = []
+    for name in host.proxies:
+        out += ["-e", name]
+    return out
+
+
+def current_user() -> str | None:
+    """``uid:gid`` for ``docker run --user`` so reports are owned by the caller (None where not POSIX)."""
+    if hasattr(os, "getuid"):
+        return f"{os.getuid()}:{os.getgid()}"
+    return None
+
+
+def secret_markers(host: HostEnv, environ: Mapping[str, str]) -> dict[str, str]:
+    """Strings that must never appear in an image's history: what a leak would look like -> why it matters."""
+    markers = {"-----BEGIN CERTIFICATE-----": "a CA certificate"}
+    for name in host.proxies:
+        value = environ.get(name, "")
+        parts = urlsplit(value) if "://" in value else None
+        if parts and parts.password:
+            markers[parts.password] = f"the password in {name}"
+        if name.upper() != "NO_PROXY" and value:
+            markers[value] = f"the value of {name}"
+    for url in (host.index_url, *host.extra_index_urls, *host.find_links_urls):
+        parts = urlsplit(url)
+        if parts.password:
+            markers[parts.password] = "a pip index password"
+        if parts.username and parts.password is None:
+            markers[parts.username] = "a pip index token"
+    return markers
+
+
+def history_leaks(history: str, markers: Mapping[str, str]) -> list[str]:
+    """The reasons of every marker found in ``docker history --no-trunc`` output."""
+    return sorted({why for marker, why in markers.items() if marker and marker in history})

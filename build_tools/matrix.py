@@ -1,0 +1,322 @@
+"""Load and validate the toolchain matrix (``configs/toolchains.toml``).
+
+Every error names the file and the dotted key, e.g.::
+
+    configs/toolchains.toml: vendors.cpu.python: expected "X.Y" (e.g. "3.11"), got '3'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: nox depends on tomli there
+    import tomli as tomllib
+
+DEFAULT_PATH = Path("configs") / "toolchains.toml"
+SCHEMA = 1
+_VENDOR_RE = re.compile(r"^[a-z][a-z0-9]*$")
+_VARIANT_RE = re.compile(r"^[a-z0-9]+(\.[a-z0-9]+)*$")
+_PYTHON_RE = re.compile(r"^3\.\d+$")
+_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._:/@-]*$")
+
+
+class MatrixError(ValueError):
+    """The matrix file is missing, malformed or has an invalid value."""
+
+
+@dataclass(frozen=True)
+class TorchSpec:
+    requirement: str
+    index_url: str = ""
+    from_image: bool = False
+
+    @property
+    def name(self) -> str:
+        return re.split(r"[<>=!~ \[;@]", self.requirement, maxsplit=1)[0]
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """One vendor row of the matrix."""
+
+    vendor: str
+    summary: str
+    dockerfile: str
+    builder_image: str
+    test_image: str
+    python: str
+    variant: str
+    torch: TorchSpec
+    auditwheel_exclude: tuple[str, ...]
+    docker_run_flags: tuple[str, ...] = ()
+    build_env: Mapping[str, str] = field(default_factory=dict)
+    test_env: Mapping[str, str] = field(default_factory=dict)
+    pytest_markers: str = ""
+    bench_vendor: str = ""
+
+    @property
+    def python_tag(self) -> str:
+        """The CPython wheel tag of ``python``: "3.11" -> "cp311"."""
+        return "cp" + self.python.replace(".", "")
+
+    def fingerprint(self) -> str:
+        """A stable hash of the row: part of the build and test cache keys."""
+        data = asdict(self)
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=list).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class LocalBase:
+    """How ``nox -s base-image`` makes a local base image (for hosts that cannot pull)."""
+
+    name: str
+    tool: str
+    suite: str
+    variant: str
+    mirror: str
+    stands_for: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    inputs: tuple[str, ...]
+    optional_inputs: tuple[str, ...]
+    test_suites: tuple[str, ...]
+    bench_script: str
+    test_excludes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: Path
+    build: BuildSpec
+    vendors: Mapping[str, Toolchain]
+    local_bases: Mapping[str, LocalBase]
+
+    def vendor(self, name: str) -> Toolchain:
+        try:
+            return self.vendors[name]
+        except KeyError:
+            known = ", ".join(sorted(self.vendors)) or "none"
+            raise MatrixError(f"{self.path}: no [vendors.{name}] table (known vendors: {known})") from None
+
+    def stand_in_for(self, image: str) -> LocalBase | None:
+        """The local base image that stands in for the public ``image``, if one is declared."""
+        for base in self.local_bases.values():
+            if image == base.name or image in base.stands_for:
+                return base
+        return None
+
+
+class _Reader:
+    """Typed access to a TOML table that reports errors as ``file: dotted.key: problem``."""
+
+    def __init__(self, path: Path, table: Mapping[str, Any], prefix: str) -> None:
+        self.path, self.table, self.prefix = path, table, prefix
+        self.used: set[str] = set()
+
+    def error(self, key: str, problem: str) -> MatrixError:
+        dotted = f"{self.prefix}.{key}" if self.prefix else key
+        return MatrixError(f"{self.path}: {dotted}: {problem}")
+
+    def _get(self, key: str, required: bool) -> Any:
+        self.used.add(key)
+        if key not in self.table:
+            if required:
+                raise self.error(key, "missing (required)")
+            return None
+        return self.table[key]
+
+    def str(
+        self,
+        key: str,
+        *,
+        required: bool = True,
+        default: str = "",
+        pattern: re.Pattern[str] | None = None,
+        hint: str = "",
+    ) -> str:
+        value = self._get(key, required)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise self.error(key, f"expected a string, got {value!r}")
+        if pattern is not None and not pattern.match(value):
+            raise self.error(key, f"expected {hint or pattern.pattern}, got {value!r}")
+        return value
+
+    def bool(self, key: str, *, default: bool = False) -> bool:
+        value = self._get(key, False)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.error(key, f"expected true or false, got {value!r}")
+        return value
+
+    def str_list(self, key: str, *, required: bool = True) -> tuple[str, ...]:
+        value = self._get(key, required)
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.error(key, f"expected a list of non-empty strings, got {value!r}")
+        return tuple(value)
+
+    def str_map(self, key: str) -> dict[str, str]:
+        value = self._get(key, False)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(key, f"expected a table of strings, got {value!r}")
+        out: dict[str, str] = {}
+        for k, v in value.items():
+            if not _ENV_KEY_RE.match(k):
+                raise self.error(f"{key}.{k}", "not a valid environment variable name")
+            if not isinstance(v, str):
+                raise self.error(f"{key}.{k}", f"expected a string, got {v!r}")
+            out[k] = v
+        return out
+
+    def sub(self, key: str, *, required: bool = True) -> _Reader:
+        value = self._get(key, required)
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise self.error(key, f"expected a table, got {value!r}")
+        dotted = f"{self.prefix}.{key}" if self.prefix else key
+        return _Reader(self.path, value, dotted)
+
+    def reject_unknown(self) -> None:
+        unknown = sorted(set(self.table) - self.used)
+        if unknown:
+            raise self.error(unknown[0], "unknown key (typo?)")
+
+
+def _image(r: _Reader, key: str) -> str:
+    return r.str(key, pattern=_IMAGE_RE, hint="a docker image reference (lower case, e.g. debian:bookworm-slim)")
+
+
+def _toolchain(path: Path, vendor: str, table: Mapping[str, Any]) -> Toolchain:
+    if not _VENDOR_RE.match(vendor):
+        raise MatrixError(f"{path}: vendors.{vendor}: vendor names are lower-case letters and digits")
+    r = _Reader(path, table, f"vendors.{vendor}")
+    torch = r.sub("torch")
+    spec = TorchSpec(
+        requirement=torch.str("requirement"),
+        index_url=torch.str("index_url", required=False),
+        from_image=torch.bool("from_image"),
+    )
+    torch.reject_unknown()
+    if not spec.name:
+        raise torch.error("requirement", f"not a requirement: {spec.requirement!r}")
+    audit = r.sub("auditwheel")
+    exclude = audit.str_list("exclude")
+    audit.reject_unknown()
+    for pattern in exclude:
+        if "/" in pattern or not pattern.startswith("lib") or ".so" not in pattern:
+            raise audit.error("exclude", f"{pattern!r} is not a soname glob like 'libtorch*.so*'")
+    run = r.sub("docker_run", required=False)
+    flags = run.str_list("flags", required=False)
+    run.reject_unknown()
+    for flag in flags:
+        if not flag.startswith("--"):
+            raise run.error("flags", f"{flag!r}: write flags as one '--name=value' string each")
+        if flag.split("=", 1)[0] in {"--rm", "--network", "--net", "-v", "--volume", "--user", "--entrypoint"}:
+            raise run.error("flags", f"{flag!r} is set by the tooling; remove it")
+    chain = Toolchain(
+        vendor=vendor,
+        summary=r.str("summary"),
+        dockerfile=r.str("dockerfile"),
+        builder_image=_image(r, "builder_image"),
+        test_image=_image(r, "test_image"),
+        python=r.str("python", pattern=_PYTHON_RE, hint='"X.Y" (e.g. "3.11")'),
+        variant=r.str("variant", pattern=_VARIANT_RE, hint="a PEP 440 local label (e.g. cpu, cu130)"),
+        torch=spec,
+        auditwheel_exclude=exclude,
+        docker_run_flags=flags,
+        build_env=r.str_map("build_env"),
+        test_env=r.str_map("test_env"),
+        pytest_markers=r.str("pytest_markers"),
+        bench_vendor=r.str("bench_vendor"),
+    )
+    r.reject_unknown()
+    if "\n" in chain.summary:
+        raise r.error("summary", "must be one line")
+    return chain
+
+
+def _local_base(path: Path, name: str, table: Mapping[str, Any]) -> LocalBase:
+    r = _Reader(path, table, f'local_bases."{name}"')
+    if not _IMAGE_RE.match(name) or ":" not in name:
+        raise MatrixError(f'{path}: local_bases."{name}": expected an image name with a tag (e.g. x/debian:bookworm)')
+    base = LocalBase(
+        name=name,
+        tool=r.str("tool"),
+        suite=r.str("suite"),
+        variant=r.str("variant", required=False, default="minbase"),
+        mirror=r.str("mirror", required=False, default="auto"),
+        stands_for=r.str_list("stands_for", required=False),
+    )
+    r.reject_unknown()
+    if base.tool != "debootstrap":
+        raise r.error("tool", f"only 'debootstrap' is supported, got {base.tool!r}")
+    return base
+
+
+def parse(data: Mapping[str, Any], path: Path) -> Matrix:
+    """Validate an already-parsed TOML document."""
+    top = _Reader(path, data, "")
+    schema = top._get("schema", True)
+    if schema != SCHEMA:
+        raise top.error("schema", f"expected {SCHEMA}, got {schema!r} (this tooling reads schema {SCHEMA})")
+    b = top.sub("build")
+    build = BuildSpec(
+        inputs=b.str_list("inputs"),
+        optional_inputs=b.str_list("optional_inputs", required=False),
+        test_suites=b.str_list("test_suites"),
+        bench_script=b.str("bench_script", required=False),
+        test_excludes=b.str_list("test_excludes", required=False),
+    )
+    b.reject_unknown()
+    for entry in (*build.inputs, *build.optional_inputs):
+        if entry.startswith("/") or ".." in Path(entry).parts:
+            raise b.error("inputs", f"{entry!r} must be a path inside the repository")
+    vendors_table = top.sub("vendors")
+    vendors: dict[str, Toolchain] = {}
+    for name, table in vendors_table.table.items():
+        if not isinstance(table, dict):
+            raise vendors_table.error(name, "expected a table")
+        vendors[name] = _toolchain(path, name, table)
+        vendors_table.used.add(name)
+    if not vendors:
+        raise top.error("vendors", "no vendor tables")
+    bases_table = top.sub("local_bases", required=False)
+    bases: dict[str, LocalBase] = {}
+    for name, table in bases_table.table.items():
+        if not isinstance(table, dict):
+            raise bases_table.error(name, "expected a table")
+        bases[name] = _local_base(path, name, table)
+        bases_table.used.add(name)
+    top.reject_unknown()
+    return Matrix(path=path, build=build, vendors=vendors, local_bases=bases)
+
+
+def load(path: Path | str = DEFAULT_PATH) -> Matrix:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MatrixError(f"{path}: toolchain matrix not found (run nox from the repository root)") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise MatrixError(f"{path}: not valid TOML: {exc}") from None
+    return parse(data, path)

@@ -1,0 +1,106 @@
+"""Atomic outputs: an interrupted run never leaves a half wheel or a half report directory.
+
+Files are written to a temporary name in the destination directory, flushed, then ``os.replace``d into place.
+A report directory is filled under a temporary name beside its final one and swapped in by two renames
+(old out of the way, new in), so readers see the old complete directory or the new complete one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+TMP_MARK = ".tmp-"
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{TMP_MARK}", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_copy(src: Path, dst: Path) -> Path:
+    """Copy ``src`` to ``dst`` through a temporary file in ``dst``'s directory."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}{TMP_MARK}", dir=dst.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dst)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(dst.parent)
+    return dst
+
+
+def temp_dir_beside(final: Path) -> Path:
+    """A new empty directory next to ``final`` (same filesystem, so the swap is a rename)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{final.name}{TMP_MARK}", dir=final.parent))
+
+
+def publish_dir(tmp: Path, final: Path) -> Path:
+    """Swap the filled ``tmp`` directory in as ``final``; the previous ``final`` is removed afterwards."""
+    for f in tmp.rglob("*"):
+        if f.is_dir():
+            os.chmod(f, 0o755)
+    os.chmod(tmp, 0o755)
+    old: Path | None = None
+    if final.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-", dir=final.parent))
+        old.rmdir()
+        os.replace(final, old)
+    os.replace(tmp, final)
+    _fsync_dir(final.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def sweep_temporaries(directory: Path) -> list[Path]:
+    """Remove leftovers of interrupted runs (``.<name>.tmp-*``, ``.<name>.old-*``) in ``directory``."""
+    removed: list[Path] = []
+    if not directory.is_dir():
+        return removed
+    for p in directory.iterdir():
+        if p.name.startswith(".") and (TMP_MARK in p.name or ".old-" in p.name):
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed

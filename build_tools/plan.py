@@ -1,0 +1,304 @@
+"""The docker commands of each step, as data (pure: unit-tested, printed by ``--dry-run``).
+
+Every vendor's Dockerfile receives the same build args (see docker/README.md):
+
+    BUILDER_IMAGE TEST_IMAGE PYTHON_VERSION VARIANT TORCH_REQUIREMENT TORCH_PIP_ARGS TORCH_FROM_IMAGE
+    BUILD_ENV AUDITWHEEL_EXCLUDE
+
+and has the targets ``build`` (compiled + repaired wheel inside), ``wheel`` (scratch stage holding only the
+repaired wheel and its build report, exported with ``--output``) and ``test`` (compiler-free, wheel installed,
+suites copied to /opt/torch-fl-tests).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .dockercli import BUILDKIT_ENV
+from .env import HostEnv, proxy_build_args, proxy_run_env
+from .matrix import Toolchain
+
+LABEL_PREFIX = "org.torch-fl"
+TESTS_IN_IMAGE = "/opt/torch-fl-tests"
+SCRIPTS_IN_IMAGE = "/opt/torch-fl/scripts"
+REPORTS_IN_CONTAINER = "/reports"
+
+
+@dataclass(frozen=True)
+class Command:
+    """One external command: argv, extra environment, a title for progress and the name of its log."""
+
+    title: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    log_name: str = ""
+    kind: str = "plain"  # "build" (BuildKit plain progress is parsed) or "plain"
+
+    def shell(self) -> str:
+        """The command as one copy-pasteable shell line."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        line = shlex.join(self.argv)
+        return f"{env} {line}" if env else line
+
+
+def image_repo(vendor: str, role: str) -> str:
+    return f"torch-fl/{vendor}-{role}"
+
+
+def image_tag(vendor: str, role: str, key: str) -> str:
+    return f"{image_repo(vendor, role)}:{key[:12]}"
+
+
+def requirement_version_matches(requirement: str, wheel_name: str, python_tag: str) -> bool:
+    """Does the distribution file ``wheel_name`` satisfy ``requirement`` for ``python_tag`` on Linux?"""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+    try:
+        req = Requirement(requirement)
+        name, version, _build, tags = parse_wheel_filename(wheel_name)
+    except (InvalidRequirement, InvalidWheelFilename):
+        return False
+    if canonicalize_name(name) != canonicalize_name(req.name):
+        return False
+    if not req.specifier.contains(version, prereleases=True):
+        return False
+    return any(t.interpreter in (python_tag, "py3") and "linux" in t.platform for t in tags)
+
+
+def torch_source(chain: Toolchain, staged_wheels: Sequence[str]) -> tuple[list[str], str]:
+    """(extra pip args for the torch install, a one-line description of where torch comes from).
+
+    A staged wheelhouse wheel that satisfies the requirement wins (the vendor index is then never asked, which
+    keeps air-gapped hosts from waiting on timeouts); else the matrix's vendor index is added.
+    """
+    if chain.torch.from_image:
+        return [], f"torch: preinstalled in {chain.builder_image} (torch.from_image)"
+    hits = [w for w in staged_wheels if requirement_version_matches(chain.torch.requirement, w, chain.python_tag)]
+    if hits:
+        return [], f"torch: {chain.torch.requirement} from the staged wheelhouse ({hits[0]})"
+    if chain.torch.index_url:
+        return (
+            ["--extra-index-url", chain.torch.index_url],
+            f"torch: {chain.torch.requirement} from {chain.torch.index_url} (no staged wheel satisfies it)",
+        )
+    return [], f"torch: {chain.torch.requirement} from the configured pip index (no staged wheel satisfies it)"
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """Everything a build command depends on besides the matrix row."""
+
+    context: Path
+    dockerfile: Path
+    builder_image: str
+    test_image: str
+    torch_pip_args: Sequence[str]
+    pipconf: Path
+    host: HostEnv
+    key: str
+
+
+def build_args(chain: Toolchain, inp: BuildInputs) -> list[str]:
+    args = {
+        "BUILDER_IMAGE": inp.builder_image,
+        "TEST_IMAGE": inp.test_image,
+        "PYTHON_VERSION": chain.python,
+        "VARIANT": chain.variant,
+        "TORCH_REQUIREMENT": chain.torch.requirement,
+        "TORCH_PIP_ARGS": " ".join(inp.torch_pip_args),
+        "TORCH_FROM_IMAGE": "1" if chain.torch.from_image else "0",
+        "BUILD_ENV": " ".join(f"{k}={v}" for k, v in sorted(chain.build_env.items())),
+        "AUDITWHEEL_EXCLUDE": " ".join(chain.auditwheel_exclude),
+    }
+    out: list[str] = []
+    for k, v in args.items():
+        out += ["--build-arg", f"{k}={v}"]
+    return out + proxy_build_args(inp.host)
+
+
+def secrets(inp: BuildInputs) -> list[str]:
+    out = ["--secret", f"id=pipconf,src={inp.pipconf}"]
+    if inp.host.ca_bundle:
+        out += ["--secret", f"id=cacert,src={inp.host.ca_bundle}"]
+    return out
+
+
+def _docker_build(docker: str, chain: Toolchain, inp: BuildInputs, target: str) -> list[str]:
+    return [
+        docker,
+        "build",
+        "--network",
+        "host",
+        "--progress",
+        "plain",
+        "-f",
+        str(inp.dockerfile),
+        "--target",
+        target,
+        *build_args(chain, inp),
+        *secrets(inp),
+    ]
+
+
+def labels(chain: Toolchain, role: str, key: str) -> list[str]:
+    out: list[str] = []
+    for k, v in {"vendor": chain.vendor, "role": role, "key": key}.items():
+        out += ["--label", f"{LABEL_PREFIX}.{k}={v}"]
+    return out
+
+
+def plan_build(docker: str, chain: Toolchain, inp: BuildInputs, export_dir: Path) -> list[Command]:
+    """Build (and tag) the builder image, then export the repaired wheel from the cache into ``export_dir``."""
+    tag = image_tag(chain.vendor, "builder", inp.key)
+    return [
+        Command(
+            title=f"build {chain.vendor}: compile and repair the wheel in {tag}",
+            argv=(
+                *_docker_build(docker, chain, inp, "build"),
+                *labels(chain, "builder", inp.key),
+                "-t",
+                tag,
+                str(inp.context),
+            ),
+            env=BUILDKIT_ENV,
+            log_name=f"{chain.vendor}/docker-build-builder.log",
+            kind="build",
+        ),
+        Command(
+            title=f"build {chain.vendor}: export the repaired wheel",
+            argv=(
+                *_docker_build(docker, chain, inp, "wheel"),
+                "--output",
+                f"type=local,dest={export_dir}",
+                str(inp.context),
+            ),
+            env=BUILDKIT_ENV,
+            log_name=f"{chain.vendor}/docker-build-export.log",
+            kind="build",
+        ),
+    ]
+
+
+def plan_test_image(docker: str, chain: Toolchain, inp: BuildInputs) -> Command:
+    tag = image_tag(chain.vendor, "test", inp.key)
+    return Command(
+        title=f"test {chain.vendor}: build the test image {tag}",
+        argv=(*_docker_build(docker, chain, inp, "test"), *labels(chain, "test", inp.key), "-t", tag, str(inp.context)),
+        env=BUILDKIT_ENV,
+        log_name=f"{chain.vendor}/docker-build-test.log",
+        kind="build",
+    )
+
+
+def plan_test_run(
+    docker: str,
+    chain: Toolchain,
+    image: str,
+    reports_dir: Path,
+    host: HostEnv,
+    *,
+    bench: str,
+    pytest_args: Sequence[str],
+    user: str | None,
+    suites: Sequence[str] = ("routing", "correctness"),
+    bench_script: str = "bench/run.py",
+) -> Command:
+    """``docker run`` of the suites; reports land in ``reports_dir`` (bind-mounted at /reports)."""
+    argv = [docker, "run", "--rm", "--network", "host", "-v", f"{reports_dir}:{REPORTS_IN_CONTAINER}"]
+    if user:
+        argv += ["--user", user]
+    argv += ["-e", "HOME=/tmp"]
+    for k, v in sorted(chain.test_env.items()):
+        argv += ["-e", f"{k}={v}"]
+    argv += proxy_run_env(host)
+    argv += list(chain.docker_run_flags)
+    argv += [
+        image,
+        "python",
+        f"{SCRIPTS_IN_IMAGE}/run_tests.py",
+        "--tests",
+        TESTS_IN_IMAGE,
+        "--reports",
+        REPORTS_IN_CONTAINER,
+        "--markers",
+        chain.pytest_markers,
+        "--vendor",
+        chain.bench_vendor,
+        "--bench",
+        bench,
+        "--suites",
+        ",".join(suites),
+        "--bench-script",
+        bench_script,
+    ]
+    if pytest_args:
+        argv += ["--", *pytest_args]
+    return Command(
+        title=f"test {chain.vendor}: run the suites in {image}",
+        argv=tuple(argv),
+        log_name=f"{chain.vendor}/docker-run-tests.log",
+    )
+
+
+_SESSION_FLAGS = {"--dry-run", "--rebuild", "--no-bench", "--bench-full"}
+
+
+@dataclass(frozen=True)
+class Options:
+    dry_run: bool = False
+    rebuild: bool = False
+    bench: str = "short"  # short | full | none
+    pytest_args: tuple[str, ...] = ()
+
+
+def parse_posargs(posargs: Sequence[str]) -> Options:
+    """Split ``nox -s test-cpu -- ...``: our flags first, everything else goes to pytest.
+
+    ``--dry-run`` print the docker commands, run nothing; ``--rebuild`` ignore up-to-date wheel and images;
+    ``--bench-full`` / ``--no-bench`` choose the benchmark length (default: short). A literal ``--`` ends our
+    flags explicitly.
+    """
+    opts = {"dry_run": False, "rebuild": False, "bench": "short"}
+    rest: list[str] = []
+    args = list(posargs)
+    while args:
+        a = args.pop(0)
+        if a == "--":
+            rest += args
+            break
+        if a not in _SESSION_FLAGS:
+            rest.append(a)
+            continue
+        if a == "--dry-run":
+            opts["dry_run"] = True
+        elif a == "--rebuild":
+            opts["rebuild"] = True
+        elif a == "--no-bench":
+            opts["bench"] = "none"
+        elif a == "--bench-full":
+            opts["bench"] = "full"
+    return Options(pytest_args=tuple(rest), **opts)  # type: ignore[arg-type]
+
+
+def failed_step(log_lines: Sequence[str]) -> str | None:
+    """The BuildKit step that failed, from ``--progress plain`` output (e.g. ``[build 3/5] RUN python ...``)."""
+    titles: dict[str, str] = {}
+    failed: str | None = None
+    for line in log_lines:
+        m = re.match(r"^#(\d+) (\[.+)$", line)
+        if m and m.group(1) not in titles:
+            titles[m.group(1)] = m.group(2)
+        m = re.match(r"^#(\d+) ERROR", line)
+        if m:
+            failed = titles.get(m.group(1), failed)
+    if failed is None:
+        for line in reversed(log_lines):
+            m = re.search(r"failed to solve.*?(\[[^\]]+\] [^:]+)", line)
+            if m:
+                return m.group(1).strip()
+    return failed

@@ -1,0 +1,149 @@
+"""Run planned commands: progress while they run, the full output in a log, one clear line when they fail."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .plan import Command, failed_step
+
+_STEP = re.compile(r"^#(\d+) (\[[^\]]+\] .*)$")
+_DONE = re.compile(r"^#(\d+) (DONE [\d.]+s|CACHED|ERROR.*)$")
+_OUTPUT = re.compile(r"^#(\d+) [\d.]+ ")
+_NINJA = re.compile(r"^#\d+ [\d.]+\s+(\[\d+/\d+\] .*)$")
+HEARTBEAT_S = 20.0
+
+
+class StepFailed(RuntimeError):
+    """A planned command exited non-zero; the message is the one line to show."""
+
+    def __init__(self, message: str, log: Path | None) -> None:
+        super().__init__(message)
+        self.log = log
+
+
+@dataclass
+class Result:
+    returncode: int
+    seconds: float
+    log: Path | None
+
+
+def _short(text: str, width: int = 110) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class Runner:
+    """Runs ``Command`` objects. ``dry_run`` prints them instead; ``echo`` is where lines go (nox's logger)."""
+
+    def __init__(self, log_dir: Path, *, dry_run: bool = False, echo: Callable[[str], None] = print) -> None:
+        self.log_dir = log_dir
+        self.dry_run = dry_run
+        self.echo = echo
+        self._steps: dict[str, str] = {}
+        self._announced: set[str] = set()
+        self._cached = 0
+        self._last_print = 0.0
+
+    def run(self, cmd: Command, *, check: bool = True, passthrough: bool = False) -> Result:
+        """Run ``cmd``. BuildKit builds show one line per step (and compile progress); ``passthrough`` shows all."""
+        if self.dry_run:
+            self.echo(f"[dry-run] {cmd.title}")
+            print(cmd.shell(), flush=True)
+            return Result(0, 0.0, None)
+        log = self.log_dir / (cmd.log_name or "command.log")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self.echo(f"{cmd.title}  (full log: {log})")
+        env = {**os.environ, **cmd.env}
+        self._steps, self._announced, self._cached = {}, set(), 0
+        start = time.monotonic()
+        self._last_print = start
+        tail: deque[str] = deque(maxlen=40)
+        all_lines: list[str] = []
+        with log.open("w", encoding="utf-8") as f:
+            f.write(f"$ {cmd.shell()}\n")
+            f.flush()
+            proc = subprocess.Popen(
+                list(cmd.argv),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
+                text=True,
+                errors="replace",
+                bufsize=1,
+            )
+            assert proc.stdout is not None
+            try:
+                for raw in proc.stdout:
+                    line = raw.rstrip("\n")
+                    f.write(raw)
+                    tail.append(line)
+                    if cmd.kind == "build":
+                        all_lines.append(line)
+                        self._progress(line, start)
+                    elif passthrough:
+                        print(line, flush=True)
+                rc = proc.wait()
+            except KeyboardInterrupt:
+                proc.terminate()
+                proc.wait(timeout=30)
+                raise
+        seconds = time.monotonic() - start
+        if cmd.kind == "build" and self._cached:
+            self._print(f"  {seconds:6.0f}s  {self._cached} steps reused from the build cache")
+        if rc != 0 and check:
+            if not passthrough:
+                print("\n".join(f"  | {t}" for t in tail), flush=True)
+            step = failed_step(all_lines) if cmd.kind == "build" else None
+            where = f" at step {_short(step, 140)}" if step else ""
+            raise StepFailed(f"{cmd.title} failed{where} (exit {rc}); full log: {log}", log)
+        return Result(rc, seconds, log)
+
+    def _print(self, text: str) -> None:
+        print(text, flush=True)
+        self._last_print = time.monotonic()
+
+    def _progress(self, line: str, start: float) -> None:
+        """Progress of a BuildKit build from its ``--progress plain`` output.
+
+        A step's title is shown when it starts doing work (cached steps are only counted), its duration when
+        it ends; ninja's ``[n/m]`` lines while compiling; the latest output line when nothing was shown for
+        ``HEARTBEAT_S`` (long pip installs, image exports).
+        """
+        now = time.monotonic()
+        elapsed = now - start
+        m = _STEP.match(line)
+        if m:
+            if "internal]" not in m.group(2):
+                self._steps.setdefault(m.group(1), m.group(2))
+            return
+        m = _DONE.match(line)
+        if m:
+            step, what = m.group(1), m.group(2)
+            if what == "CACHED":
+                self._cached += 1
+            elif step in self._steps:
+                self._announce(step, elapsed)
+                if not what.startswith("DONE 0."):
+                    self._print(f"  {elapsed:6.0f}s    └ {what}")
+            return
+        m = _OUTPUT.match(line)
+        if m and m.group(1) in self._steps:
+            self._announce(m.group(1), elapsed)
+        m = _NINJA.match(line)
+        if m:
+            self._print(f"  {elapsed:6.0f}s    {_short(m.group(1))}")
+        elif now - self._last_print > HEARTBEAT_S and line.strip():
+            self._print(f"  {elapsed:6.0f}s    … {_short(re.sub(r'^#[0-9]+ [0-9.]+ ', '', line), 100)}")
+
+    def _announce(self, step: str, elapsed: float) -> None:
+        if step not in self._announced:
+            self._announced.add(step)
+            self._print(f"  {elapsed:6.0f}s  {_short(self._steps[step])}")

@@ -1,0 +1,140 @@
+"""The summary a run ends with: stages and their durations, images, wheel, test counts.
+
+Shown as a table (``rich`` when it is installed, plain text otherwise) and written as ``summary.md`` into the
+report directory.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .wheelcheck import WheelInfo
+
+
+@dataclass(frozen=True)
+class TestCounts:
+    __test__ = False  # not a pytest test class
+
+    tests: int
+    failures: int
+    errors: int
+    skipped: int
+    seconds: float
+
+    @property
+    def passed(self) -> int:
+        return self.tests - self.failures - self.errors - self.skipped
+
+    @property
+    def ok(self) -> bool:
+        return self.tests > 0 and self.failures == 0 and self.errors == 0
+
+    def line(self) -> str:
+        return (
+            f"{self.passed} passed, {self.failures} failed, {self.errors} errors, {self.skipped} skipped/xfailed "
+            f"({self.tests} tests, {self.seconds:.1f}s)"
+        )
+
+
+def parse_junit(path: Path) -> TestCounts:
+    """Totals of a JUnit XML file (root ``<testsuites>`` or ``<testsuite>``)."""
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+    total = TestCounts(0, 0, 0, 0, 0.0)
+    for s in suites:
+        total = TestCounts(
+            total.tests + int(s.get("tests", 0)),
+            total.failures + int(s.get("failures", 0)),
+            total.errors + int(s.get("errors", 0)),
+            total.skipped + int(s.get("skipped", 0)),
+            total.seconds + float(s.get("time", 0) or 0),
+        )
+    return total
+
+
+@dataclass
+class Stage:
+    name: str
+    status: str  # ran | up to date | reused | failed | skipped | planned
+    seconds: float = 0.0
+    note: str = ""
+
+
+@dataclass
+class Summary:
+    vendor: str
+    stages: list[Stage] = field(default_factory=list)
+    images: dict[str, tuple[str, str]] = field(default_factory=dict)  # role -> (ref, id)
+    wheel: WheelInfo | None = None
+    wheel_path: Path | None = None
+    tests: TestCounts | None = None
+    bench: list[str] = field(default_factory=list)
+    reports: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, name: str, status: str, seconds: float = 0.0, note: str = "") -> Stage:
+        stage = Stage(name, status, seconds, note)
+        self.stages.append(stage)
+        return stage
+
+    def rows(self) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for role, (ref, iid) in self.images.items():
+            out.append((f"{role} image", f"{ref}  {iid[:19]}"))
+        if self.wheel:
+            out.append(("wheel", str(self.wheel_path or self.wheel.path.name)))
+            out.append(("tag", self.wheel.tag))
+            out.append(("sha256", self.wheel.sha256))
+            grafted = ", ".join(p.rsplit("/", 1)[-1] for p in self.wheel.grafted) or "none"
+            out.append(("grafted libs", grafted))
+        if self.tests:
+            out.append(("tests", self.tests.line()))
+        if self.bench:
+            out.append(("benchmark", ", ".join(self.bench)))
+        if self.reports:
+            out.append(("reports", str(self.reports)))
+        for n in self.notes:
+            out.append(("note", n))
+        return out
+
+    def markdown(self) -> str:
+        lines = [f"# torch-fl `{self.vendor}` run", "", "| stage | result | seconds | note |", "|---|---|---:|---|"]
+        for s in self.stages:
+            lines.append(f"| {s.name} | {s.status} | {s.seconds:.1f} | {s.note} |")
+        lines += ["", "| what | value |", "|---|---|"]
+        for k, v in self.rows():
+            lines.append(f"| {k} | `{v}` |")
+        return "\n".join(lines) + "\n"
+
+    def text(self) -> str:
+        width = max([len(s.name) for s in self.stages] + [len(k) for k, _ in self.rows()] + [5])
+        lines = [f"summary ({self.vendor})"]
+        for s in self.stages:
+            note = f"  {s.note}" if s.note else ""
+            lines.append(f"  {s.name:<{width}}  {s.status:<10} {s.seconds:7.1f}s{note}")
+        for k, v in self.rows():
+            lines.append(f"  {k:<{width}}  {v}")
+        return "\n".join(lines)
+
+    def show(self) -> None:
+        if not self.stages and not self.rows():
+            return
+        try:
+            from rich.console import Console
+            from rich.table import Table
+        except ImportError:
+            print(self.text(), flush=True)
+            return
+        table = Table(title=f"torch-fl {self.vendor}: summary", show_lines=False)
+        table.add_column("stage / item")
+        table.add_column("result")
+        table.add_column("seconds", justify="right")
+        table.add_column("detail", overflow="fold")
+        for s in self.stages:
+            style = {"failed": "red", "ran": "green"}.get(s.status, "cyan")
+            table.add_row(s.name, f"[{style}]{s.status}[/]", f"{s.seconds:.1f}", s.note)
+        for k, v in self.rows():
+            table.add_row(k, "", "", v)
+        Console(width=160).print(table)

@@ -1,0 +1,61 @@
+"""Compile the torch-fl wheel inside a builder image (run by the Dockerfile's `build` stage).
+
+usage: python build_wheel.py SRC_DIR DIST_DIR
+
+Environment: BUILD_ENV="K=V K2=V2" (the matrix row's build_env) is applied to the build; VARIANT (the matrix
+row's variant) becomes TORCH_FL_VARIANT, the wheel's local version label; SKBUILD_BUILD_DIR, when
+set, points scikit-build-core at a persistent (BuildKit cache-mounted) build directory so rebuilds are
+incremental.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def parse_build_env(value: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in value.split():
+        key, sep, val = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"build_wheel: BUILD_ENV entry {item!r} is not KEY=VALUE")
+        out[key] = val
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    src, dist = Path(argv[0]), Path(argv[1])
+    if dist.exists():
+        shutil.rmtree(dist)
+    dist.mkdir(parents=True)
+    extra = parse_build_env(os.environ.get("BUILD_ENV", ""))
+    if os.environ.get("VARIANT"):
+        extra.setdefault("TORCH_FL_VARIANT", os.environ["VARIANT"])
+    env = {**os.environ, **extra}
+    for key in sorted(extra):
+        print(f"build_wheel: {key}={env[key]}", flush=True)
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v", "-w", str(dist), str(src)]
+    print("build_wheel: " + " ".join(cmd), flush=True)
+    start = time.monotonic()
+    rc = subprocess.call(cmd, env=env)
+    if rc != 0:
+        print(f"build_wheel: pip wheel failed (exit {rc})", file=sys.stderr)
+        return rc
+    wheels = sorted(dist.glob("*.whl"))
+    if len(wheels) != 1:
+        print(f"build_wheel: expected one wheel in {dist}, found {[w.name for w in wheels]}", file=sys.stderr)
+        return 1
+    print(f"build_wheel: built {wheels[0].name} in {time.monotonic() - start:.0f}s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

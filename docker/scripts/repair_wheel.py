@@ -1,0 +1,129 @@
+"""auditwheel-repair the freshly built wheel inside the builder image (run by the Dockerfile's `build` stage).
+
+usage: python repair_wheel.py DIST_DIR OUT_DIR
+
+- The platform tag is computed from this image's glibc (``manylinux_<major>_<minor>_<arch>``), never hard-coded;
+  auditwheel may still pick a more compatible (older) policy when the wheel's symbols allow it.
+- ``AUDITWHEEL_EXCLUDE`` (space-separated soname globs from the matrix) are never grafted: torch's libraries and
+  the vendor runtime come from the user's torch install. torch/lib is put on auditwheel's library path so
+  those dependencies resolve (and are then excluded) instead of being reported as missing.
+- Fails when anything from torch ended up grafted. Writes OUT_DIR/<repaired wheel>, OUT_DIR/auditwheel-show.txt
+  and OUT_DIR/build-info.json.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+TORCH_LIBS = ("libc10*.so*", "libtorch*.so*", "libshm*.so*", "libcaffe2*.so*", "libgomp*.so*")
+
+
+def manylinux_tag(libc: str | None = None, machine: str | None = None) -> str:
+    """``manylinux_2_36_x86_64`` from ``os.confstr('CS_GNU_LIBC_VERSION')`` ("glibc 2.36") and the machine."""
+    libc = libc if libc is not None else (os.confstr("CS_GNU_LIBC_VERSION") or "")
+    m = re.match(r"glibc (\d+)\.(\d+)", libc)
+    if not m:
+        raise SystemExit(f"repair_wheel: cannot read the glibc version of this image ({libc!r})")
+    machine = machine or platform.machine()
+    return f"manylinux_{m.group(1)}_{m.group(2)}_{machine}"
+
+
+def torch_lib_dir() -> str | None:
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    lib = Path(list(spec.submodule_search_locations)[0]) / "lib"
+    return str(lib) if lib.is_dir() else None
+
+
+def grafted_torch_libs(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+    out = []
+    for n in names:
+        if not re.search(r"\.libs/[^/]+\.so(\.|$)", n):
+            continue
+        base = re.sub(r"-[0-9a-f]{8}(?=\.so)", "", n.rsplit("/", 1)[-1])
+        if any(fnmatch.fnmatch(base, p) for p in TORCH_LIBS):
+            out.append(n)
+    return out
+
+
+def run(cmd: list[str], env: dict[str, str]) -> str:
+    print("repair_wheel: " + " ".join(cmd), flush=True)
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    sys.stdout.write(res.stdout)
+    sys.stderr.write(res.stderr)
+    if res.returncode != 0:
+        raise SystemExit(f"repair_wheel: {cmd[0]} {cmd[1]} failed (exit {res.returncode})")
+    return res.stdout + res.stderr
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    dist, out = Path(argv[0]), Path(argv[1])
+    wheels = sorted(dist.glob("*.whl"))
+    if len(wheels) != 1:
+        raise SystemExit(f"repair_wheel: expected one wheel in {dist}, found {[w.name for w in wheels]}")
+    wheel = wheels[0]
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    excludes = os.environ.get("AUDITWHEEL_EXCLUDE", "").split()
+    plat = manylinux_tag()
+    env = dict(os.environ)
+    lib = torch_lib_dir()
+    if lib:
+        env["AUDITWHEEL_LD_LIBRARY_PATH"] = ":".join(p for p in (lib, env.get("AUDITWHEEL_LD_LIBRARY_PATH")) if p)
+    auditwheel = [sys.executable, "-m", "auditwheel"]
+    shown = run([*auditwheel, "show", str(wheel)], env)
+    cmd = [*auditwheel, "repair", "--plat", plat, "-w", str(out)]
+    for pattern in excludes:
+        cmd += ["--exclude", pattern]
+    run([*cmd, str(wheel)], env)
+    repaired = sorted(out.glob("*.whl"))
+    if len(repaired) != 1:
+        raise SystemExit(f"repair_wheel: auditwheel produced {[w.name for w in repaired]}")
+    shown_repaired = run([*auditwheel, "show", str(repaired[0])], env)
+    (out / "auditwheel-show.txt").write_text(
+        f"$ auditwheel show {wheel.name}  (as built)\n{shown}\n"
+        f"$ auditwheel show {repaired[0].name}  (repaired)\n{shown_repaired}"
+    )
+    bad = grafted_torch_libs(repaired[0])
+    if bad:
+        raise SystemExit(
+            "repair_wheel: torch libraries were grafted into the wheel: "
+            + ", ".join(bad)
+            + " (add their soname globs to auditwheel.exclude in configs/toolchains.toml)"
+        )
+    with zipfile.ZipFile(repaired[0]) as zf:
+        grafted = sorted(n for n in zf.namelist() if ".libs/" in n)
+    info = {
+        "wheel": repaired[0].name,
+        "built_wheel": wheel.name,
+        "requested_plat": plat,
+        "glibc": os.confstr("CS_GNU_LIBC_VERSION"),
+        "python": platform.python_version(),
+        "excludes": excludes,
+        "grafted": grafted,
+        "torch_lib_dir": lib,
+    }
+    (out / "build-info.json").write_text(json.dumps(info, indent=2) + "\n")
+    print(f"repair_wheel: {repaired[0].name} (requested {plat}; grafted: {grafted or 'nothing'})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

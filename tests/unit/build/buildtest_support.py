@@ -1,0 +1,25 @@
+"""Shared helpers of the build-tooling unit tests (a uniquely named module: test dirs are not packages)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[3]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+def load_script(name: str) -> ModuleType:
+    """A docker/scripts/<name>.py module, loaded by path (it runs inside images, not as a package)."""
+    key = f"torch_fl_docker_{name}"
+    if key in sys.modules:
+        return sys.modules[key]
+    spec = importlib.util.spec_from_file_location(key, REPO / "docker" / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[key] = module
+    spec.loader.exec_module(module)
+    return module

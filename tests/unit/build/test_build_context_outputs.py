@@ -1,0 +1,188 @@
+"""Build-context staging, input hashing and atomic outputs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from build_tools import context, matrix, outputs
+
+SPEC = matrix.BuildSpec(
+    inputs=("pyproject.toml", "csrc"),
+    optional_inputs=("README.md",),
+    test_suites=("routing",),
+    bench_script="bench/run.py",
+    test_excludes=("unit",),
+)
+PYPROJECT = """
+[project]
+name = "x"
+[tool.pytest.ini_options]
+markers = ["cuda: needs cuda", "dcu: needs dcu"]
+addopts = "-ra --strict-markers"
+testpaths = ["tests"]
+xfail_strict = true
+"""
+
+
+def chain(repo: Path) -> matrix.Toolchain:
+    return matrix.Toolchain(
+        vendor="cpu",
+        summary="s",
+        dockerfile="docker/cpu/Dockerfile",
+        builder_image="b",
+        test_image="t",
+        python="3.11",
+        variant="cpu",
+        torch=matrix.TorchSpec("torch"),
+        auditwheel_exclude=("libtorch*.so*",),
+    )
+
+
+@pytest.fixture
+def fake_repo(tmp_path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "csrc" / "sub").mkdir(parents=True)
+    (repo / "csrc" / "a.cpp").write_text("int a;\n")
+    (repo / "csrc" / "sub" / "b.h").write_text("#pragma once\n")
+    (repo / "csrc" / "__pycache__").mkdir()
+    (repo / "csrc" / "__pycache__" / "x.pyc").write_bytes(b"junk")
+    (repo / "csrc" / "stale_build.so").write_bytes(b"elf")
+    (repo / "pyproject.toml").write_text(PYPROJECT)
+    (repo / "docker" / "cpu").mkdir(parents=True)
+    (repo / "docker" / "cpu" / "Dockerfile").write_text("FROM scratch\n")
+    (repo / "docker" / "cpu" / "requirements-test.txt").write_text("pytest\n")
+    (repo / "docker" / "scripts").mkdir()
+    (repo / "docker" / "scripts" / "run_tests.py").write_text("print()\n")
+    for d in ("unit", "routing", "bench"):
+        (repo / "tests" / d).mkdir(parents=True)
+        (repo / "tests" / d / f"test_{d}.py").write_text("def test(): pass\n")
+    return repo
+
+
+def wheelhouse(tmp_path: Path) -> Path:
+    wh = tmp_path / "wh"
+    wh.mkdir(exist_ok=True)
+    (wh / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"w" * 100)
+    (wh / "index.html").write_text("not a distribution")
+    return wh
+
+
+def test_stage_build_copies_exactly_the_inputs(fake_repo, tmp_path):
+    staged = context.stage_build(fake_repo, chain(fake_repo), SPEC, [wheelhouse(tmp_path)])
+    root = staged.root
+    assert root == fake_repo / "build" / "docker" / "cpu" / "context"
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    assert files == [
+        "scripts/run_tests.py",
+        "src/csrc/a.cpp",
+        "src/csrc/sub/b.h",
+        "src/pyproject.toml",
+        "vendor/requirements-test.txt",
+        "wheelhouse/0/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+    ]
+    staged_wheel = root / "wheelhouse/0/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    assert staged_wheel.stat().st_ino == (tmp_path / "wh" / staged_wheel.name).stat().st_ino  # hard link
+
+
+def test_staging_is_a_sync_and_the_digest_tracks_content(fake_repo, tmp_path):
+    wh = wheelhouse(tmp_path)
+    first = context.stage_build(fake_repo, chain(fake_repo), SPEC, [wh])
+    again = context.stage_build(fake_repo, chain(fake_repo), SPEC, [wh])
+    assert first == again
+    (fake_repo / "csrc" / "sub" / "b.h").unlink()
+    (fake_repo / "csrc" / "a.cpp").write_text("int a = 1;\n")
+    changed = context.stage_build(fake_repo, chain(fake_repo), SPEC, [wh])
+    assert not (changed.root / "src/csrc/sub/b.h").exists()  # stale file removed
+    assert changed.src_digest != first.src_digest
+    assert changed.scripts_digest == first.scripts_digest
+    assert changed.wheelhouse_digest == first.wheelhouse_digest
+
+
+def test_missing_required_input_is_a_clear_error(fake_repo):
+    spec = matrix.BuildSpec(("pyproject.toml", "CMakeLists.txt"), (), ("routing",), "", ())
+    with pytest.raises(FileNotFoundError, match="build input 'CMakeLists.txt'"):
+        context.input_files(fake_repo, spec)
+
+
+def test_pytest_ini_comes_from_pyproject_without_source_tree_keys(fake_repo):
+    ini = context.pytest_ini(fake_repo / "pyproject.toml", context.DEFAULT_MARKERS)
+    assert "[pytest]" in ini
+    assert "markers =\n    cuda: needs cuda\n    dcu: needs dcu" in ini
+    assert "addopts = -ra --strict-markers" in ini
+    assert "xfail_strict = true" in ini
+    assert "testpaths" not in ini
+    fallback = context.pytest_ini(fake_repo / "missing.toml", {"cuda": "c"})
+    assert "markers =\n    cuda: c" in fallback
+
+
+def test_stage_tests_leaves_out_host_only_suites(fake_repo, tmp_path):
+    wheel = tmp_path / "torch_fl-0.1.0+cpu-cp311-cp311-manylinux_2_36_x86_64.whl"
+    wheel.write_bytes(b"zip")
+    context.stage_tests(fake_repo, "cpu", SPEC, wheel)
+    root = context.context_dir(fake_repo, "cpu")
+    assert (root / "tests" / "routing" / "test_routing.py").is_file()
+    assert (root / "tests" / "bench" / "test_bench.py").is_file()
+    assert (root / "tests" / "pytest.ini").is_file()
+    assert not (root / "tests" / "unit").exists()
+    assert [p.name for p in (root / "dist").iterdir()] == [wheel.name]
+
+
+def test_atomic_write_replaces_whole_files_and_cleans_up_on_failure(tmp_path, monkeypatch):
+    target = tmp_path / "out" / "bench.json"
+    outputs.atomic_write_text(target, "old")
+    assert target.read_text() == "old"
+
+    def boom(src, dst):
+        raise KeyboardInterrupt  # an interrupted run
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(KeyboardInterrupt):
+        outputs.atomic_write_text(target, "new")
+    monkeypatch.undo()
+    assert target.read_text() == "old"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["bench.json"]
+
+
+def test_atomic_copy(tmp_path):
+    src = tmp_path / "a.whl"
+    src.write_bytes(b"x" * 10)
+    dst = outputs.atomic_copy(src, tmp_path / "wheels" / "cpu" / "a.whl")
+    assert dst.read_bytes() == b"x" * 10
+    assert [p.name for p in dst.parent.iterdir()] == ["a.whl"]
+
+
+def test_publish_dir_swaps_a_complete_directory_in(tmp_path):
+    final = tmp_path / "reports" / "cpu"
+    final.mkdir(parents=True)
+    (final / "junit.xml").write_text("old")
+    (final / "stale.txt").write_text("old")
+    tmp = outputs.temp_dir_beside(final)
+    assert tmp.parent == final.parent and tmp.name.startswith(".cpu.tmp-")
+    (tmp / "junit.xml").write_text("new")
+    outputs.publish_dir(tmp, final)
+    assert sorted(p.name for p in final.iterdir()) == ["junit.xml"]
+    assert (final / "junit.xml").read_text() == "new"
+    assert sorted(p.name for p in final.parent.iterdir()) == ["cpu"]
+
+
+def test_sweep_removes_leftovers_of_interrupted_runs(tmp_path):
+    (tmp_path / ".cpu.tmp-abc").mkdir()
+    (tmp_path / ".cpu.old-abc").mkdir()
+    (tmp_path / ".x.whl.tmp-1").write_text("")
+    (tmp_path / "cpu").mkdir()
+    removed = outputs.sweep_temporaries(tmp_path)
+    assert len(removed) == 3
+    assert [p.name for p in tmp_path.iterdir()] == ["cpu"]
+
+
+def test_git_ignored_files_are_not_build_inputs(fake_repo, tmp_path):
+    subprocess.run(["git", "init", "-q", str(fake_repo)], check=True)
+    (fake_repo / ".gitignore").write_text("/csrc/generated.h\n")
+    (fake_repo / "csrc" / "generated.h").write_text("// local build product\n")
+    staged = context.stage_build(fake_repo, chain(fake_repo), SPEC, [])
+    assert (staged.root / "src/csrc/a.cpp").is_file()  # untracked but not ignored: a new source file counts
+    assert not (staged.root / "src/csrc/generated.h").exists()

@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from build_tools import matrix
+
+P = Path("configs/toolchains.toml")
+
+MINIMAL = {
+    "schema": 1,
+    "build": {"inputs": ["pyproject.toml"], "test_suites": ["routing"]},
+    "local_bases": {
+        "x/debian:bookworm": {"tool": "debootstrap", "suite": "bookworm", "stands_for": ["debian:bookworm-slim"]}
+    },
+    "vendors": {
+        "cpu": {
+            "summary": "cpu",
+            "dockerfile": "docker/cpu/Dockerfile",
+            "builder_image": "debian:bookworm-slim",
+            "test_image": "debian:bookworm-slim",
+            "python": "3.11",
+            "variant": "cpu",
+            "torch": {"requirement": "torch==2.13.0+cpu"},
+            "auditwheel": {"exclude": ["libtorch*.so*"]},
+            "pytest_markers": "not cuda",
+            "bench_vendor": "cpu",
+        }
+    },
+}
+
+
+def parse_with(**changes) -> matrix.Matrix:
+    data = copy.deepcopy(MINIMAL)
+    for dotted, value in changes.items():
+        node = data
+        *parents, last = dotted.split("__")
+        for key in parents:
+            node = node[key]
+        if value is DELETE:
+            del node[last]
+        else:
+            node[last] = value
+    return matrix.parse(data, P)
+
+
+DELETE = object()
+
+
+def test_the_real_matrix_loads_and_has_a_working_cpu_row(repo):
+    m = matrix.load(repo / "configs" / "toolchains.toml")
+    cpu = m.vendor("cpu")
+    assert cpu.python_tag == "cp311"
+    assert cpu.variant == "cpu"
+    assert (repo / cpu.dockerfile).is_file()
+    assert any(p.startswith("libtorch") for p in cpu.auditwheel_exclude)
+    assert any(p.startswith("libc10") for p in cpu.auditwheel_exclude)
+    # the public base images have a local stand-in for hosts that cannot pull
+    assert m.stand_in_for(cpu.builder_image) is not None
+    assert m.stand_in_for(cpu.test_image) is not None
+
+
+def test_every_vendor_row_is_complete(repo):
+    m = matrix.load(repo / "configs" / "toolchains.toml")
+    for chain in m.vendors.values():
+        assert chain.summary and "\n" not in chain.summary
+        assert chain.dockerfile == f"docker/{chain.vendor}/Dockerfile"
+        assert chain.torch.requirement
+        assert chain.pytest_markers and chain.bench_vendor
+
+
+def test_build_inputs_exist(repo):
+    m = matrix.load(repo / "configs" / "toolchains.toml")
+    for entry in m.build.inputs:
+        assert (repo / entry).exists(), entry
+
+
+def test_minimal_parses():
+    m = parse_with()
+    assert m.vendor("cpu").torch.index_url == ""
+    assert m.vendor("cpu").docker_run_flags == ()
+    assert m.vendor("cpu").torch.name == "torch"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"vendors__cpu__python": "3"}, 'vendors.cpu.python: expected "X.Y"'),
+        ({"vendors__cpu__python": DELETE}, "vendors.cpu.python: missing (required)"),
+        ({"vendors__cpu__pythn": "3.11"}, "vendors.cpu.pythn: unknown key"),
+        ({"vendors__cpu__variant": "CPU!"}, "vendors.cpu.variant: expected a PEP 440 local label"),
+        ({"vendors__cpu__torch": {"requirement": 3}}, "vendors.cpu.torch.requirement: expected a string"),
+        ({"vendors__cpu__torch": {"requirement": "torch", "from_image": "yes"}}, "vendors.cpu.torch.from_image"),
+        ({"vendors__cpu__auditwheel": {"exclude": ["torch/lib"]}}, "vendors.cpu.auditwheel.exclude"),
+        ({"vendors__cpu__auditwheel": {"exclude": "libtorch*.so*"}}, "expected a list of non-empty strings"),
+        ({"vendors__cpu__docker_run": {"flags": ["-v", "/x:/y"]}}, "vendors.cpu.docker_run.flags"),
+        ({"vendors__cpu__docker_run": {"flags": ["--network=bridge"]}}, "set by the tooling"),
+        ({"vendors__cpu__build_env": {"1BAD": "x"}}, "vendors.cpu.build_env.1BAD"),
+        ({"vendors__cpu__test_env": {"A": 1}}, "vendors.cpu.test_env.A: expected a string"),
+        ({"vendors__cpu__builder_image": "Debian:Bookworm"}, "vendors.cpu.builder_image"),
+        ({"schema": 2}, "schema: expected 1"),
+        ({"build__inputs": ["../outside"]}, "build.inputs"),
+        ({"local_bases__x/debian:bookworm__tool": "mmdebstrap"}, "tool: only 'debootstrap'"),
+        ({"vendors": {}}, "vendors: no vendor tables"),
+    ],
+)
+def test_errors_name_the_file_and_the_key(changes, message):
+    with pytest.raises(matrix.MatrixError) as err:
+        parse_with(**changes)
+    text = str(err.value)
+    assert text.startswith(f"{P}: ")
+    assert message in text
+
+
+def test_unknown_vendor_lists_the_known_ones():
+    with pytest.raises(matrix.MatrixError, match=r"no \[vendors.rocm\] table \(known vendors: cpu\)"):
+        parse_with().vendor("rocm")
+
+
+def test_missing_file_and_bad_toml(tmp_path):
+    with pytest.raises(matrix.MatrixError, match="toolchain matrix not found"):
+        matrix.load(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("schema = = 1\n")
+    with pytest.raises(matrix.MatrixError, match=f"{bad}: not valid TOML"):
+        matrix.load(bad)
+
+
+def test_fingerprint_is_stable_and_tracks_every_field():
+    a = parse_with().vendor("cpu")
+    assert a.fingerprint() == parse_with().vendor("cpu").fingerprint()
+    b = parse_with(vendors__cpu__build_env={"CMAKE_BUILD_PARALLEL_LEVEL": "4"}).vendor("cpu")
+    c = parse_with(vendors__cpu__auditwheel={"exclude": ["libtorch*.so*", "libc10*.so*"]}).vendor("cpu")
+    assert len({a.fingerprint(), b.fingerprint(), c.fingerprint()}) == 3
+
+
+def test_stand_in_lookup():
+    m = parse_with()
+    assert m.stand_in_for("debian:bookworm-slim").name == "x/debian:bookworm"
+    assert m.stand_in_for("x/debian:bookworm").name == "x/debian:bookworm"
+    assert m.stand_in_for("nvidia/cuda:13.0.0-devel-ubuntu24.04") is None
+
+
+def test_adding_a_vendor_is_data_only():
+    data = copy.deepcopy(MINIMAL)
+    data["vendors"]["rocm"] = {**data["vendors"]["cpu"], "variant": "rocm64", "dockerfile": "docker/rocm/Dockerfile"}
+    m = matrix.parse(data, P)
+    assert sorted(m.vendors) == ["cpu", "rocm"]
+    assert m.vendor("rocm").variant == "rocm64"

@@ -1,0 +1,109 @@
+"""Repaired wheels: tags, variant label, nothing from torch grafted (synthetic wheels and the real one)."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+from buildtest_support import REPO, load_script
+
+from build_tools import matrix, wheelcheck
+
+CPU = matrix.load(REPO / "configs" / "toolchains.toml").vendor("cpu")
+GOOD = "torch_fl-0.1.0+cpu-cp311-cp311-manylinux_2_34_x86_64.manylinux_2_36_x86_64.whl"
+
+
+def make_wheel(path: Path, members: list[str]) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        for m in members:
+            zf.writestr(m, b"\x7fELF" if ".so" in m else "x")
+    return path
+
+
+def test_a_clean_wheel_has_no_problems(tmp_path):
+    w = make_wheel(
+        tmp_path / GOOD,
+        ["torch_fl/__init__.py", "torch_fl/_C.cpython-311-x86_64-linux-gnu.so", "torch_fl/configs/backends_cpu.conf"],
+    )
+    info = wheelcheck.inspect(w)
+    assert info.local_label == "cpu"
+    assert info.tag == "manylinux_2_34_x86_64.manylinux_2_36_x86_64"
+    assert info.extension_modules == ("torch_fl/_C.cpython-311-x86_64-linux-gnu.so",)
+    assert info.grafted == ()
+    assert len(info.sha256) == 64
+    assert wheelcheck.problems(info, variant="cpu", python_tag="cp311", excludes=CPU.auditwheel_exclude) == []
+
+
+def test_grafted_torch_libraries_are_caught(tmp_path):
+    w = make_wheel(
+        tmp_path / GOOD,
+        [
+            "torch_fl/_C.cpython-311-x86_64-linux-gnu.so",
+            "torch_fl.libs/libc10-1a2b3c4d.so",
+            "torch_fl.libs/libgomp-a34b3233.so.1",
+            "torch_fl.libs/libzstd-0badc0de.so.1.5",
+        ],
+    )
+    info = wheelcheck.inspect(w)
+    bad = wheelcheck.problems(info, variant="cpu", python_tag="cp311", excludes=CPU.auditwheel_exclude)
+    assert len(bad) == 1
+    assert "torch libraries were grafted" in bad[0]
+    assert "libc10-1a2b3c4d.so" in bad[0] and "libgomp-a34b3233.so.1" in bad[0]
+    assert "libzstd" not in bad[0]
+
+
+def test_wrong_variant_python_or_platform(tmp_path):
+    w = make_wheel(tmp_path / "torch_fl-0.1.0+cu130-cp312-cp312-linux_x86_64.whl", ["torch_fl/__init__.py"])
+    bad = " | ".join(wheelcheck.problems(wheelcheck.inspect(w), variant="cpu", python_tag="cp311", excludes=()))
+    assert "variant label +cpu" in bad
+    assert "python tag cp312 is not cp311" in bad
+    assert "not a manylinux tag" in bad
+    assert "no extension module" in bad
+
+
+def test_strip_hash():
+    assert wheelcheck.strip_hash("libgomp-a34b3233.so.1") == "libgomp.so.1"
+    assert wheelcheck.strip_hash("libtorch_cpu-0123abcd.so") == "libtorch_cpu.so"
+
+
+def real_wheels() -> list[Path]:
+    return sorted((REPO / "wheels").glob("*/torch_fl-*.whl"))
+
+
+@pytest.mark.skipif(not real_wheels(), reason="no repaired wheel under wheels/ (run `nox -s build-cpu`)")
+@pytest.mark.parametrize("wheel", real_wheels(), ids=lambda p: p.name)
+def test_the_repaired_wheel_grafts_nothing_from_torch(wheel):
+    info = wheelcheck.inspect(wheel)
+    assert wheelcheck.matching(info.grafted, wheelcheck.TORCH_LIBS) == []
+    assert all(t.startswith("manylinux_") for t in info.platform_tags), info.tag
+    assert info.extension_modules, "no compiled module"
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        metadata = next(zf.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
+    assert not any(n.startswith("torch/") for n in names)
+    assert "Requires-Dist: torch" in metadata
+
+
+def test_repair_script_computes_the_tag_from_glibc():
+    repair = load_script("repair_wheel")
+    assert repair.manylinux_tag("glibc 2.36", "x86_64") == "manylinux_2_36_x86_64"
+    assert repair.manylinux_tag("glibc 2.28", "aarch64") == "manylinux_2_28_aarch64"
+    with pytest.raises(SystemExit, match="cannot read the glibc version"):
+        repair.manylinux_tag("musl", "x86_64")
+
+
+def test_repair_script_refuses_grafted_torch(tmp_path):
+    repair = load_script("repair_wheel")
+    w = make_wheel(tmp_path / GOOD, ["torch_fl.libs/libtorch_cpu-0123abcd.so", "torch_fl.libs/libfoo-0123abcd.so"])
+    assert repair.grafted_torch_libs(w) == ["torch_fl.libs/libtorch_cpu-0123abcd.so"]
+    # the container-side list is the host-side one (the script is stdlib-only, so it keeps a copy)
+    assert tuple(repair.TORCH_LIBS) == wheelcheck.TORCH_LIBS
+
+
+def test_build_script_parses_build_env():
+    build = load_script("build_wheel")
+    assert build.parse_build_env("A=1 TORCH_CUDA_ARCH_LIST=8.0;9.0") == {"A": "1", "TORCH_CUDA_ARCH_LIST": "8.0;9.0"}
+    assert build.parse_build_env("") == {}
+    with pytest.raises(SystemExit, match="not KEY=VALUE"):
+        build.parse_build_env("oops")
