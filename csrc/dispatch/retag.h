@@ -38,7 +38,10 @@ class Retagger {
     void* original_data;
   };
   struct TensorAlias {
-    c10::TensorImpl* alias;
+    // Held, not just pointed at: a boxed kernel returning `Tensor&` results
+    // reads them after its arguments left the stack, so the stack must not
+    // hold the only reference (and a freed address must never match again).
+    at::Tensor alias;
     at::Tensor original;
     bool written;
   };

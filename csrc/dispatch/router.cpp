@@ -126,7 +126,7 @@ at::Tensor Retagger::to_vendor(at::Tensor t, bool written) {
     alias = &storages_.back().alias;
   }
   at::Tensor v = make_tensor_on(*alias, c10::DispatchKeySet(runtime().vendor_key()), t);
-  tensors_.push_back({v.unsafeGetTensorImpl(), std::move(t), written});
+  tensors_.push_back({v, std::move(t), written});
   return v;
 }
 
@@ -208,7 +208,7 @@ at::Tensor Retagger::from_vendor(const at::Tensor& t) {
   if (!t.defined() || t.device().type() != runtime().vendor_type() || t.unsafeGetTensorImpl()->is_wrapped_number()) return t;
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   for (const auto& a : tensors_) {
-    if (a.alias == impl) return a.original; // in-place and out=: the caller's own tensor
+    if (a.alias.unsafeGetTensorImpl() == impl) return a.original; // in-place and out=: the caller's own tensor
   }
   const c10::DispatchKeySet flagos_keys(c10::DispatchKey::PrivateUse1);
   c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
@@ -237,7 +237,7 @@ c10::IValue Retagger::value_from_vendor(c10::IValue value) {
 void Retagger::sync_written() {
   for (const auto& a : tensors_) {
     if (!a.written) continue;
-    c10::TensorImpl* alias = a.alias;
+    c10::TensorImpl* alias = a.alias.unsafeGetTensorImpl();
     c10::TensorImpl* original = a.original.unsafeGetTensorImpl();
     c10::StorageImpl* alias_storage = alias->storage().unsafeGetStorageImpl();
     for (auto& s : storages_) {

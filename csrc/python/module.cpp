@@ -5,7 +5,9 @@
 
 #include <ATen/core/Generator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/csrc/utils/tensor_memoryformats.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <memory>
@@ -24,6 +26,29 @@ c10::DeviceIndex index_or_current(int index) {
   return index < 0 ? runtime().current_device() : static_cast<c10::DeviceIndex>(index);
 }
 
+// The boxed stack keeps dtype, layout and memory_format as plain ints; Python
+// kernels expect torch.dtype & co., as torch's own Python bindings give them.
+py::object argument_to_python(const c10::IValue& value, const c10::Argument& arg) {
+  if (value.isInt()) {
+    c10::TypePtr type = arg.real_type(); // type() says int; real_type() keeps ScalarType & co.
+    if (auto opt = type->castRaw<c10::OptionalType>()) type = opt->getElementType();
+    switch (type->kind()) {
+      case c10::TypeKind::ScalarTypeType:
+        return py::reinterpret_borrow<py::object>(
+            reinterpret_cast<PyObject*>(torch::getTHPDtype(static_cast<at::ScalarType>(value.toInt()))));
+      case c10::TypeKind::LayoutType:
+        return py::reinterpret_borrow<py::object>(
+            reinterpret_cast<PyObject*>(torch::getTHPLayout(static_cast<at::Layout>(value.toInt()))));
+      case c10::TypeKind::MemoryFormatType:
+        return py::reinterpret_borrow<py::object>(
+            torch::utils::getTHPMemoryFormat(static_cast<at::MemoryFormat>(value.toInt())));
+      default:
+        break;
+    }
+  }
+  return torch::jit::toPyObject(value);
+}
+
 // Calls dispatcher(provider, op, args, kwargs) with the vendor tensors and puts
 // its result back on the stack in the operator's return types.
 void call_python_provider(int provider, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -34,7 +59,7 @@ void call_python_provider(int provider, const c10::OperatorHandle& op, torch::ji
   py::list positional;
   py::dict keywords;
   for (size_t i = 0; i < args.size(); ++i) {
-    py::object value = torch::jit::toPyObject((*stack)[first + i]);
+    py::object value = argument_to_python((*stack)[first + i], args[i]);
     if (args[i].kwarg_only()) {
       keywords[py::str(args[i].name())] = value;
     } else {

@@ -97,7 +97,10 @@ class FlagosGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void setDevice(c10::Device device) const override {
     TORCH_CHECK(device.is_privateuseone(), "expected a flagos device, got ", device);
-    runtime().set_device(checked_index(device.index()));
+    const auto index = checked_index(device.index());
+    TORCH_CHECK(index < runtime().device_count(), "flagos:", int(index), " does not exist: this process has ",
+        int(runtime().device_count()), " flagos device(s) (FLAGOS_ACCELERATOR=", runtime().name(), ")");
+    runtime().set_device(index);
   }
   void uncheckedSetDevice(c10::Device device) const noexcept override {
     try {
