@@ -28,12 +28,11 @@ except ImportError as _exc:  # typically: importing the source tree instead of t
         "(pip install --no-build-isolation .). Set TORCH_DEVICE_BACKEND_AUTOLOAD=0 to stop `import torch` "
         "from loading torch_fl."
     ) from _exc
-from . import _conf, _env, _routing
+from . import _conf, _env, _routing, providers
 from . import flagos as flagos
 from ._conf import ConfError
 from ._env import EnvError
 from ._routing import Resolved, RouteError, RouteTable
-from . import providers
 from .providers import Provider, load_entry_points, register_provider, unregister_provider
 from .providers.flaggems import FlagGemsProvider
 

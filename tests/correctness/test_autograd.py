@@ -159,6 +159,6 @@ def test_conv2d_backward_matches_cpu():
     dev = [t.detach().to("flagos").requires_grad_() for t in host]
     for x, w, b in (host, dev):
         torch.nn.functional.conv2d(x, w, b, padding=1, stride=2).square().sum().backward()
-    for h, d in zip(host, dev):
+    for h, d in zip(host, dev, strict=True):
         assert d.grad.device.type == "flagos"
         torch.testing.assert_close(d.grad.cpu(), h.grad, rtol=1e-4, atol=1e-4)
