@@ -1,12 +1,14 @@
-"""torch-fl sessions. Thin and table-driven: one build/test session per vendor of configs/toolchains.toml.
+"""torch-fl sessions. Thin and table-driven: one build/test/bench session per vendor of configs/toolchains.toml.
 
     nox -s test-cpu                  build + repair the wheel in Docker, test it in a compiler-free image
     nox -s test-cpu -- -k add        extra arguments go to pytest
     nox -s build-cpu -- --dry-run    print every docker command without running it
+    nox -s bench-cpu                 the full benchmark in the test container (-- --short etc. go to bench/run.py)
     nox -s base-image                make the local base image on hosts that cannot pull (debootstrap)
 
-Flags of build-*/test-* (given after `--`, before any pytest arguments): --dry-run, --rebuild (ignore the
-up-to-date wheel and images), --bench-full / --no-bench (default: the short benchmark).
+Flags of build-*/test-*/bench-* (given after `--`, before any pytest arguments): --dry-run, --rebuild (ignore
+the up-to-date wheel and images), --bench-full / --no-bench (test-*; default: the short benchmark).
+test-<gpu vendor> and bench-<gpu vendor> stop at once on a host without the GPU or its container runtime.
 The logic lives in build_tools/ (unit-tested in tests/unit/build/); see docker/README.md.
 """
 
@@ -38,6 +40,7 @@ except matrix.MatrixError as exc:  # one clear line instead of a traceback
 ACTIONS = {
     "build": ("Build + auditwheel-repair the {v} wheel in Docker into wheels/{variant}/", flow.build),
     "test": ("Test the repaired {v} wheel in a compiler-free container; reports in reports/{v}/", flow.test),
+    "bench": ("Full benchmark of the {v} wheel in its test container; reports in reports/{v}/bench/", flow.bench),
 }
 
 

@@ -11,8 +11,9 @@ Modules, one concern each:
 - ``wheelcheck``  read a repaired wheel: tags, version label, grafted libraries (no torch inside)
 - ``outputs``     atomic writes: files and whole report directories (temp + rename)
 - ``baseimage``   make a local base image with debootstrap + ``docker import``
+- ``gpu``         what a test container's ``--gpus`` needs from the host (GPU device, NVIDIA Container Toolkit)
 - ``summary``     run summary (stages, images, wheel, test counts) as a table and as markdown
-- ``flow``        the build/test/base-image/clean flows that the nox sessions call
+- ``flow``        the build/test/bench/base-image/clean flows that the nox sessions call
 
 ``wheel_metadata`` belongs to the package build (not to this tooling).
 """

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .gpu import parse_runtimes
+
 ENV_OVERRIDE = "TORCH_FL_DOCKER"
 BUILDKIT_ENV = {"DOCKER_BUILDKIT": "1"}
 
@@ -153,3 +155,11 @@ def images_with_label(client: DockerClient, label: str, probe: Probe = run_quiet
     if res.returncode != 0:
         return []
     return [line for line in res.stdout.split() if line and "<none>" not in line]
+
+
+def runtime_names(client: DockerClient, probe: Probe = run_quiet) -> list[str] | None:
+    """The daemon's container runtimes (``docker info``: runc, nvidia, ...); None when they cannot be read."""
+    res = probe([client.exe, "info", "--format", "{{json .Runtimes}}"])
+    if res.returncode != 0:
+        return None
+    return parse_runtimes((res.stdout or "").strip())

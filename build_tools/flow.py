@@ -1,4 +1,4 @@
-"""The flows behind the nox sessions: build-<vendor>, test-<vendor>, base-image, clean.
+"""The flows behind the nox sessions: build-<vendor>, test-<vendor>, bench-<vendor>, base-image, clean.
 
 Each flow takes a ``Flow`` (repository, matrix, options, where to print) and records its stages in a
 ``Summary``. Errors a newcomer can hit are raised as one-line exceptions (``UserError`` and friends); the nox
@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import baseimage, context, dockercli, env, outputs, plan, wheelcheck
+from . import baseimage, context, dockercli, env, gpu, outputs, plan, wheelcheck
 from .matrix import Matrix, MatrixError, Toolchain
 from .runner import Runner, StepFailed
 from .summary import Summary, parse_junit
@@ -302,8 +302,29 @@ def build(flow: Flow, vendor: str, summary: Summary) -> Built:
 
 
 # ------------------------------------------------------------------------------------------------------- test
-def test(flow: Flow, vendor: str, summary: Summary) -> None:
-    """Build (if needed), make the test image (if needed), run the suites; reports to reports/<vendor>/."""
+def require_gpus(flow: Flow, vendor: str, session: str) -> None:
+    """Stop at once when the row's test container needs NVIDIA GPUs (``--gpus``) that this host cannot give it.
+
+    Rows without ``--gpus`` are not checked (nothing is probed). A dry run reports what a real run would do.
+    """
+    chain = flow.matrix.vendor(vendor)
+    if not gpu.needs_nvidia(chain.docker_run_flags):
+        return
+    client = flow.docker()
+    runtimes = dockercli.runtime_names(client) if flow._daemon_usable() else None
+    devices = gpu.device_nodes()
+    hook = gpu.find_hook()
+    problem = gpu.problem(session, devices=devices, runtimes=runtimes, hook=hook, build_session=f"build-{vendor}")
+    if problem is None:
+        flow.echo(gpu.describe(devices, runtimes, hook))
+    elif flow.options.dry_run:
+        flow.echo(f"dry run: a real run would stop here: {problem}")
+    else:
+        raise UserError(problem)
+
+
+def test_image(flow: Flow, vendor: str, summary: Summary) -> tuple[Built, str]:
+    """Build (if needed) and make the test image (if needed); returns the build and the test image's tag."""
     built = build(flow, vendor, summary)
     chain = built.chain
     client = flow.docker()
@@ -361,7 +382,15 @@ def test(flow: Flow, vendor: str, summary: Summary) -> None:
     if not flow.options.dry_run:
         summary.images["test"] = (tag, dockercli.image_id(client, tag) or "?")
         check_history(flow, [ref for ref, _ in summary.images.values()], built.host, summary)
+    return built, tag
 
+
+def test(flow: Flow, vendor: str, summary: Summary) -> None:
+    """Build (if needed), make the test image (if needed), run the suites; reports to reports/<vendor>/."""
+    require_gpus(flow, vendor, f"test-{vendor}")
+    built, tag = test_image(flow, vendor, summary)
+    chain = built.chain
+    client = flow.docker()
     final = flow.repo / "reports" / vendor
     outputs.sweep_temporaries(final.parent)
     tmp = outputs.temp_dir_beside(final) if not flow.options.dry_run else final.parent / f".{vendor}.tmp-XXXX"
@@ -395,6 +424,7 @@ def test(flow: Flow, vendor: str, summary: Summary) -> None:
                 shutil.copyfile(src, tmp / name)
         summary.reports = final.relative_to(flow.repo)
         (tmp / "summary.md").write_text(summary.markdown(), encoding="utf-8")
+        outputs.keep_subdirs(final, tmp, [BENCH_DIR])  # the full benchmark of bench-<vendor> survives
         outputs.publish_dir(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -405,6 +435,70 @@ def test(flow: Flow, vendor: str, summary: Summary) -> None:
             f"test-{vendor} failed: {what} (container exit {res.returncode}); "
             f"reports in {final.relative_to(flow.repo)}, log {res.log}"
         )
+
+
+BENCH_DIR = "bench"
+
+
+def bench(flow: Flow, vendor: str, summary: Summary) -> None:
+    """Build (if needed), make the test image (if needed), run the full benchmark in it.
+
+    Reports (bench.json, bench.md, bench.png) go to reports/<vendor>/bench/, swapped in whole; arguments after
+    ``--`` (other than the session flags) go to the benchmark script (``-- --short``, ``-- --cases a,b``).
+    """
+    require_gpus(flow, vendor, f"bench-{vendor}")
+    script = flow.matrix.build.bench_script
+    if not script:
+        raise UserError(f"{flow.matrix.path}: [build].bench_script is not set: nothing to run for bench-{vendor}")
+    if not (flow.repo / "tests" / script).is_file():
+        raise UserError(f"tests/{script} does not exist: the benchmark entry point ([build].bench_script) is missing")
+    built, tag = test_image(flow, vendor, summary)
+    client = flow.docker()
+    final = flow.repo / "reports" / vendor / BENCH_DIR
+    if not flow.options.dry_run:
+        outputs.sweep_temporaries(final.parent)
+    tmp = outputs.temp_dir_beside(final) if not flow.options.dry_run else final.parent / f".{BENCH_DIR}.tmp-XXXX"
+    cmd = plan.plan_bench_run(
+        client.exe,
+        built.chain,
+        tag,
+        tmp,
+        built.host,
+        bench_args=flow.options.pytest_args,
+        user=env.current_user(),
+        bench_script=script,
+        commit=_git_head(flow.repo),
+    )
+    t0 = time.monotonic()
+    try:
+        res = flow.runner.run(cmd, check=False, passthrough=True)
+        if flow.options.dry_run:
+            summary.add("run benchmark", "planned")
+            return
+        written = sorted(p.name for p in tmp.iterdir())
+        summary.bench = written
+        status = "ran" if res.returncode == 0 else "failed"
+        summary.add("run benchmark", status, time.monotonic() - t0, f"exit {res.returncode}; log {res.log}")
+        if written:  # run.py writes its reports only after measuring; a --max-ratio gate failure still has them
+            summary.reports = final.relative_to(flow.repo)
+            outputs.publish_dir(tmp, final)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if res.returncode != 0:
+        where = f"reports in {final.relative_to(flow.repo)}" if written else "no reports written"
+        raise UserError(f"bench-{vendor} failed: {script} exited {res.returncode} ({where}); log {res.log}")
+
+
+def _git_head(repo: Path) -> str:
+    """HEAD of the checkout (with ``-dirty`` when tracked files differ), for the benchmark report; "" outside git."""
+    head = dockercli.run_quiet(["git", "-C", str(repo), "rev-parse", "HEAD"])
+    if head.returncode != 0 or not head.stdout.strip():
+        return ""
+    dirty = dockercli.run_quiet(["git", "-C", str(repo), "diff", "--quiet", "HEAD", "--"]).returncode == 1
+    return head.stdout.strip() + ("-dirty" if dirty else "")
 
 
 def check_history(flow: Flow, images: list[str], host: env.HostEnv, summary: Summary) -> None:

@@ -23,7 +23,7 @@ except ModuleNotFoundError:  # Python 3.10: nox depends on tomli there
 DEFAULT_PATH = Path("configs") / "toolchains.toml"
 SCHEMA = 1
 _VENDOR_RE = re.compile(r"^[a-z][a-z0-9]*$")
-_VARIANT_RE = re.compile(r"^[a-z0-9]+(\.[a-z0-9]+)*$")
+_VARIANT_RE = re.compile(r"^(?:[a-z0-9]+(\.[a-z0-9]+)*|[a-z]+\*)$")
 _PYTHON_RE = re.compile(r"^3\.\d+$")
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._:/@-]*$")
@@ -58,10 +58,24 @@ class Toolchain:
     torch: TorchSpec
     auditwheel_exclude: tuple[str, ...]
     docker_run_flags: tuple[str, ...] = ()
+    # "HOST:CONTAINER[:ro]" bind mounts added to the test container only when HOST exists on the docker host
+    docker_run_optional_mounts: tuple[str, ...] = ()
+    # how to obtain builder_image/test_image when they are not present locally; set: no automatic pull
+    image_hint: str = ""
     build_env: Mapping[str, str] = field(default_factory=dict)
     test_env: Mapping[str, str] = field(default_factory=dict)
     pytest_markers: str = ""
     bench_vendor: str = ""
+
+    @property
+    def variant_from_image(self) -> bool:
+        """``variant = "dtk*"``: the builder reads the label from its image (e.g. dtk2504); only its family is fixed."""
+        return self.variant.endswith("*")
+
+    @property
+    def wheel_dir(self) -> str:
+        """The directory under wheels/: the variant, or the vendor when the variant is read from the image."""
+        return self.vendor if self.variant_from_image else self.variant
 
     @property
     def python_tag(self) -> str:
@@ -225,7 +239,12 @@ def _toolchain(path: Path, vendor: str, table: Mapping[str, Any]) -> Toolchain:
             raise audit.error("exclude", f"{pattern!r} is not a soname glob like 'libtorch*.so*'")
     run = r.sub("docker_run", required=False)
     flags = run.str_list("flags", required=False)
+    optional_mounts = run.str_list("optional_mounts", required=False)
     run.reject_unknown()
+    for mount in optional_mounts:
+        parts = mount.split(":")
+        if len(parts) not in (2, 3) or not all(p.startswith("/") for p in parts[:2]) or parts[2:] not in ([], ["ro"]):
+            raise run.error("optional_mounts", f"{mount!r}: write '/host/path:/container/path[:ro]'")
     for flag in flags:
         if not flag.startswith("--"):
             raise run.error("flags", f"{flag!r}: write flags as one '--name=value' string each")
@@ -238,10 +257,16 @@ def _toolchain(path: Path, vendor: str, table: Mapping[str, Any]) -> Toolchain:
         builder_image=_image(r, "builder_image"),
         test_image=_image(r, "test_image"),
         python=r.str("python", pattern=_PYTHON_RE, hint='"X.Y" (e.g. "3.11")'),
-        variant=r.str("variant", pattern=_VARIANT_RE, hint="a PEP 440 local label (e.g. cpu, cu130)"),
+        variant=r.str(
+            "variant",
+            pattern=_VARIANT_RE,
+            hint='a PEP 440 local label (e.g. cpu, cu130), or a family read from the image (e.g. "dtk*")',
+        ),
         torch=spec,
         auditwheel_exclude=exclude,
         docker_run_flags=flags,
+        docker_run_optional_mounts=optional_mounts,
+        image_hint=r.str("image_hint", required=False),
         build_env=r.str_map("build_env"),
         test_env=r.str_map("test_env"),
         pytest_markers=r.str("pytest_markers"),
@@ -250,6 +275,8 @@ def _toolchain(path: Path, vendor: str, table: Mapping[str, Any]) -> Toolchain:
     r.reject_unknown()
     if "\n" in chain.summary:
         raise r.error("summary", "must be one line")
+    if "\n" in chain.image_hint:
+        raise r.error("image_hint", "must be one line")
     return chain
 
 

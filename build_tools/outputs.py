@@ -104,3 +104,18 @@ def sweep_temporaries(directory: Path) -> list[Path]:
                 p.unlink(missing_ok=True)
             removed.append(p)
     return removed
+
+
+def keep_subdirs(final: Path, tmp: Path, names: list[str]) -> list[str]:
+    """Copy ``final/<name>`` into the ``tmp`` that replaces ``final`` (when ``tmp`` has none of its own).
+
+    A report directory written by another session (``reports/<vendor>/bench/`` of bench-<vendor>) survives the
+    swap. Copied, not moved: until the swap, ``final`` stays complete. Returns the names kept.
+    """
+    kept = []
+    for name in names:
+        src, dst = final / name, tmp / name
+        if src.is_dir() and not dst.exists():
+            shutil.copytree(src, dst)
+            kept.append(name)
+    return kept

@@ -195,6 +195,23 @@ def plan_test_image(docker: str, chain: Toolchain, inp: BuildInputs) -> Command:
     )
 
 
+def _docker_run(
+    docker: str, chain: Toolchain, reports_dir: Path, host: HostEnv, user: str | None, env: Sequence[str] = ()
+) -> list[str]:
+    """``docker run`` of a test-image container up to the image: reports mount, user, environment, row flags."""
+    argv = [docker, "run", "--rm", "--network", "host", "-v", f"{reports_dir}:{REPORTS_IN_CONTAINER}"]
+    if user:
+        argv += ["--user", user]
+    argv += ["-e", "HOME=/tmp"]
+    for k, v in sorted(chain.test_env.items()):
+        argv += ["-e", f"{k}={v}"]
+    for item in env:
+        argv += ["-e", item]
+    argv += proxy_run_env(host)
+    argv += list(chain.docker_run_flags)
+    return argv
+
+
 def plan_test_run(
     docker: str,
     chain: Toolchain,
@@ -209,14 +226,7 @@ def plan_test_run(
     bench_script: str = "bench/run.py",
 ) -> Command:
     """``docker run`` of the suites; reports land in ``reports_dir`` (bind-mounted at /reports)."""
-    argv = [docker, "run", "--rm", "--network", "host", "-v", f"{reports_dir}:{REPORTS_IN_CONTAINER}"]
-    if user:
-        argv += ["--user", user]
-    argv += ["-e", "HOME=/tmp"]
-    for k, v in sorted(chain.test_env.items()):
-        argv += ["-e", f"{k}={v}"]
-    argv += proxy_run_env(host)
-    argv += list(chain.docker_run_flags)
+    argv = _docker_run(docker, chain, reports_dir, host, user)
     argv += [
         image,
         "python",
@@ -242,6 +252,42 @@ def plan_test_run(
         title=f"test {chain.vendor}: run the suites in {image}",
         argv=tuple(argv),
         log_name=f"{chain.vendor}/docker-run-tests.log",
+    )
+
+
+def plan_bench_run(
+    docker: str,
+    chain: Toolchain,
+    image: str,
+    out_dir: Path,
+    host: HostEnv,
+    *,
+    bench_args: Sequence[str],
+    user: str | None,
+    bench_script: str = "bench/run.py",
+    commit: str = "",
+) -> Command:
+    """``docker run`` of the benchmark entry point alone (full length unless ``bench_args`` say otherwise).
+
+    Its bench.json, bench.md and bench.png land in ``out_dir`` (bind-mounted at /reports); ``commit`` (the
+    checkout's HEAD) reaches the report as TORCH_FL_COMMIT, since the container has no checkout to ask.
+    """
+    env = [f"TORCH_FL_COMMIT={commit}"] if commit else []
+    argv = _docker_run(docker, chain, out_dir, host, user, env)
+    argv += [
+        image,
+        "python",
+        f"{TESTS_IN_IMAGE}/{bench_script}",
+        "--vendor",
+        chain.bench_vendor,
+        "--out",
+        REPORTS_IN_CONTAINER,
+        *bench_args,
+    ]
+    return Command(
+        title=f"bench {chain.vendor}: run {bench_script} in {image}",
+        argv=tuple(argv),
+        log_name=f"{chain.vendor}/docker-run-bench.log",
     )
 
 
