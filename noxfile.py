@@ -9,7 +9,7 @@
 Flags of build-*/test-*/bench-* (given after `--`, before any pytest arguments): --dry-run, --rebuild (ignore
 the up-to-date wheel and images), --bench-full / --no-bench (test-*; default: the short benchmark).
 test-<gpu vendor> and bench-<gpu vendor> stop at once on a host without the GPU or its container runtime.
-The logic lives in build_tools/ (unit-tested in tests/unit/build/); see docker/README.md.
+The logic lives in build_tools/ (unit-tested in tests/unit/toolchain/); see docker/README.md.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _vendor_session(action: str, vendor: str) -> None:
         _run(s, vendor, lambda f, summary: fn(f, vendor, summary))
 
     planned = "" if (ROOT / chain.dockerfile).is_file() else " [planned: no Dockerfile yet]"
-    session.__doc__ = doc.format(v=vendor, variant=chain.variant) + planned
+    session.__doc__ = doc.format(v=vendor, variant=chain.wheel_dir) + planned
     session.__name__ = f"{action}_{vendor}"
     nox.session(name=f"{action}-{vendor}", python=False)(session)
 

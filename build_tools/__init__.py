@@ -12,6 +12,7 @@ Modules, one concern each:
 - ``outputs``     atomic writes: files and whole report directories (temp + rename)
 - ``baseimage``   make a local base image with debootstrap + ``docker import``
 - ``gpu``         what a test container's ``--gpus`` needs from the host (GPU device, NVIDIA Container Toolkit)
+- ``hostdev``     what a test container's ``--device`` flags and optional mounts need from the host (DCU)
 - ``summary``     run summary (stages, images, wheel, test counts) as a table and as markdown
 - ``flow``        the build/test/bench/base-image/clean flows that the nox sessions call
 

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import baseimage, context, dockercli, env, gpu, outputs, plan, wheelcheck
+from . import baseimage, context, dockercli, env, gpu, hostdev, outputs, plan, wheelcheck
 from .matrix import Matrix, MatrixError, Toolchain
 from .runner import Runner, StepFailed
 from .summary import Summary, parse_junit
@@ -80,8 +80,12 @@ class Flow:
         except dockercli.DockerError:
             return False
 
-    def resolve_base(self, image: str) -> tuple[str, str]:
-        """(image to build FROM, its id). Present locally > its local stand-in > pulled; else a clear error."""
+    def resolve_base(self, image: str, hint: str = "") -> tuple[str, str]:
+        """(image to build FROM, its id). Present locally > its local stand-in > pulled; else a clear error.
+
+        With ``hint`` (the row's ``image_hint``: images behind a login or an unreachable registry) a missing
+        image is not pulled: the build stops at once with one line naming the image and the hint.
+        """
         if image in self._bases:
             return self._bases[image]
         client = self.docker()
@@ -98,6 +102,11 @@ class Flow:
                 "(made by `nox -s base-image`)"
             )
             found = (stand_in.name, sid)
+        elif hint and self.options.dry_run:
+            self.echo(f"dry run: base image {image} is not present locally (a real run would stop here: {hint})")
+            found = (image, "missing")
+        elif hint:
+            raise UserError(f"base image {image} is not present locally: {hint}")
         elif self.options.dry_run:
             hint = f"; `nox -s base-image` makes its stand-in {stand_in.name}" if stand_in else ""
             self.echo(f"dry run: base image {image} is not present locally (a real run would try to pull it{hint})")
@@ -205,8 +214,8 @@ def build(flow: Flow, vendor: str, summary: Summary) -> Built:
     for line in host.describe():
         flow.echo(line)
     t0 = time.monotonic()
-    builder_base = flow.resolve_base(chain.builder_image)
-    test_base = flow.resolve_base(chain.test_image)
+    builder_base = flow.resolve_base(chain.builder_image, chain.image_hint)
+    test_base = flow.resolve_base(chain.test_image, chain.image_hint)
     staged = context.stage_build(flow.repo, chain, flow.matrix.build, host.find_links_dirs)
     torch_args, torch_note = plan.torch_source(chain, _staged_wheel_names(staged))
     flow.echo(torch_note)
@@ -222,7 +231,7 @@ def build(flow: Flow, vendor: str, summary: Summary) -> Built:
         *torch_args,
     )
     summary.add("stage build context", "ran", time.monotonic() - t0, str(staged.root.relative_to(flow.repo)))
-    wheel_dir = flow.repo / "wheels" / chain.variant
+    wheel_dir = flow.repo / "wheels" / chain.wheel_dir
     outputs.sweep_temporaries(wheel_dir.parent)
     state = flow.read_state(vendor)
     built = Built(
@@ -246,7 +255,7 @@ def build(flow: Flow, vendor: str, summary: Summary) -> Built:
     export = (
         outputs.temp_dir_beside(wheel_dir)
         if not flow.options.dry_run
-        else wheel_dir.parent / f".{chain.variant}.tmp-XXXX"
+        else wheel_dir.parent / f".{chain.wheel_dir}.tmp-XXXX"
     )
     t1 = time.monotonic()
     try:
@@ -323,6 +332,26 @@ def require_gpus(flow: Flow, vendor: str, session: str) -> None:
         raise UserError(problem)
 
 
+def require_devices(flow: Flow, vendor: str, session: str) -> None:
+    """Stop at once when the row passes device nodes (``--device=/dev/kfd``) that this docker host lacks."""
+    chain = flow.matrix.vendor(vendor)
+    problem = hostdev.problem(session, hostdev.missing_devices(chain.docker_run_flags), f"build-{vendor}")
+    if problem is None:
+        return
+    if flow.options.dry_run:
+        flow.echo(f"dry run: a real run would stop here: {problem}")
+    else:
+        raise UserError(problem)
+
+
+def host_run_flags(flow: Flow, chain: Toolchain) -> list[str]:
+    """Optional mounts present on this host and the groups of the passed device nodes (build_tools/hostdev.py)."""
+    for mount in chain.docker_run_optional_mounts:
+        if not os.path.exists(mount.split(":", 1)[0]):
+            flow.echo(f"optional mount {mount} not added: {mount.split(':', 1)[0]} does not exist on this host")
+    return hostdev.run_flags(chain.docker_run_flags, chain.docker_run_optional_mounts)
+
+
 def test_image(flow: Flow, vendor: str, summary: Summary) -> tuple[Built, str]:
     """Build (if needed) and make the test image (if needed); returns the build and the test image's tag."""
     built = build(flow, vendor, summary)
@@ -388,6 +417,7 @@ def test_image(flow: Flow, vendor: str, summary: Summary) -> tuple[Built, str]:
 def test(flow: Flow, vendor: str, summary: Summary) -> None:
     """Build (if needed), make the test image (if needed), run the suites; reports to reports/<vendor>/."""
     require_gpus(flow, vendor, f"test-{vendor}")
+    require_devices(flow, vendor, f"test-{vendor}")
     built, tag = test_image(flow, vendor, summary)
     chain = built.chain
     client = flow.docker()
@@ -404,6 +434,7 @@ def test(flow: Flow, vendor: str, summary: Summary) -> None:
         pytest_args=flow.options.pytest_args,
         user=env.current_user(),
         suites=flow.matrix.build.test_suites,
+        host_flags=host_run_flags(flow, chain),
         bench_script=flow.matrix.build.bench_script,
     )
     t2 = time.monotonic()
@@ -447,6 +478,7 @@ def bench(flow: Flow, vendor: str, summary: Summary) -> None:
     ``--`` (other than the session flags) go to the benchmark script (``-- --short``, ``-- --cases a,b``).
     """
     require_gpus(flow, vendor, f"bench-{vendor}")
+    require_devices(flow, vendor, f"bench-{vendor}")
     script = flow.matrix.build.bench_script
     if not script:
         raise UserError(f"{flow.matrix.path}: [build].bench_script is not set: nothing to run for bench-{vendor}")
@@ -468,6 +500,7 @@ def bench(flow: Flow, vendor: str, summary: Summary) -> None:
         user=env.current_user(),
         bench_script=script,
         commit=_git_head(flow.repo),
+        host_flags=host_run_flags(flow, built.chain),
     )
     t0 = time.monotonic()
     try:
@@ -581,7 +614,7 @@ def clean(flow: Flow, summary: Summary, *, everything: bool = False) -> None:
     for path in [
         flow.repo / "build",
         flow.repo / "reports",
-        *(flow.repo / "wheels" / c.variant for c in flow.matrix.vendors.values()),
+        *(flow.repo / "wheels" / c.wheel_dir for c in flow.matrix.vendors.values()),
     ]:
         if path.exists():
             flow.echo(f"remove {path.relative_to(flow.repo)}")

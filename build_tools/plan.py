@@ -196,9 +196,16 @@ def plan_test_image(docker: str, chain: Toolchain, inp: BuildInputs) -> Command:
 
 
 def _docker_run(
-    docker: str, chain: Toolchain, reports_dir: Path, host: HostEnv, user: str | None, env: Sequence[str] = ()
+    docker: str,
+    chain: Toolchain,
+    reports_dir: Path,
+    host: HostEnv,
+    user: str | None,
+    env: Sequence[str] = (),
+    host_flags: Sequence[str] = (),
 ) -> list[str]:
-    """``docker run`` of a test-image container up to the image: reports mount, user, environment, row flags."""
+    """``docker run`` of a test-image container up to the image: reports mount, user, environment, row flags,
+    then ``host_flags`` (what hostdev.run_flags found on this host: optional mounts, device groups)."""
     argv = [docker, "run", "--rm", "--network", "host", "-v", f"{reports_dir}:{REPORTS_IN_CONTAINER}"]
     if user:
         argv += ["--user", user]
@@ -209,6 +216,7 @@ def _docker_run(
         argv += ["-e", item]
     argv += proxy_run_env(host)
     argv += list(chain.docker_run_flags)
+    argv += list(host_flags)
     return argv
 
 
@@ -224,9 +232,10 @@ def plan_test_run(
     user: str | None,
     suites: Sequence[str] = ("routing", "correctness"),
     bench_script: str = "bench/run.py",
+    host_flags: Sequence[str] = (),
 ) -> Command:
     """``docker run`` of the suites; reports land in ``reports_dir`` (bind-mounted at /reports)."""
-    argv = _docker_run(docker, chain, reports_dir, host, user)
+    argv = _docker_run(docker, chain, reports_dir, host, user, host_flags=host_flags)
     argv += [
         image,
         "python",
@@ -266,6 +275,7 @@ def plan_bench_run(
     user: str | None,
     bench_script: str = "bench/run.py",
     commit: str = "",
+    host_flags: Sequence[str] = (),
 ) -> Command:
     """``docker run`` of the benchmark entry point alone (full length unless ``bench_args`` say otherwise).
 
@@ -273,7 +283,7 @@ def plan_bench_run(
     checkout's HEAD) reaches the report as TORCH_FL_COMMIT, since the container has no checkout to ask.
     """
     env = [f"TORCH_FL_COMMIT={commit}"] if commit else []
-    argv = _docker_run(docker, chain, out_dir, host, user, env)
+    argv = _docker_run(docker, chain, out_dir, host, user, env, host_flags)
     argv += [
         image,
         "python",

@@ -104,7 +104,8 @@ def inspect(path: Path) -> WheelInfo:
 def problems(info: WheelInfo, *, variant: str, python_tag: str, excludes: Sequence[str]) -> list[str]:
     """What is wrong with a repaired wheel for a matrix row; empty when it is fine."""
     out = []
-    if info.local_label != variant:
+    # a family such as "dtk*" (variant read from the image by the builder) matches dtk2504, dtk2604, ...
+    if not fnmatch.fnmatchcase(info.local_label or "", variant):
         out.append(f"version {info.version} does not carry the variant label +{variant}")
     if python_tag not in info.python_tags:
         out.append(f"python tag {'.'.join(info.python_tags)} is not {python_tag}")

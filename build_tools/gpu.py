@@ -1,0 +1,91 @@
+"""What a test container's ``--gpus`` flag needs from the docker host, checked before anything is built.
+
+A matrix row whose ``docker_run.flags`` hold ``--gpus`` (the CUDA row) can only run its suites on a host with
+
+- an NVIDIA GPU and its driver: a ``/dev/nvidia<N>`` device node (``/dev/dxg`` under WSL2), and
+- the NVIDIA Container Toolkit wired into docker: an ``nvidia`` runtime in ``docker info``, or the toolkit's
+  ``nvidia-container-runtime-hook`` on PATH (what docker's ``--gpus`` calls when no runtime is registered).
+
+Without them ``test-<vendor>`` / ``bench-<vendor>`` stop at once with one line that names what is missing and
+the fix, instead of failing after a long build (or, worse, passing with every GPU test skipped). Rows without
+``--gpus`` (cpu) are not checked. ``problem`` is pure (unit-tested with a fake ``docker info``); ``device_nodes``
+and ``find_hook`` read this machine, which is the docker host (the reports are bind-mounted from it anyway).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+HOOKS = ("nvidia-container-runtime-hook", "nvidia-container-toolkit")
+DRIVER_FIX = "install the NVIDIA driver so that `nvidia-smi` lists a GPU, or run on a GPU host"
+TOOLKIT_FIX = (
+    "install nvidia-container-toolkit, run `sudo nvidia-ctk runtime configure --runtime=docker`, restart docker"
+)
+
+
+def needs_nvidia(flags: Sequence[str]) -> bool:
+    """Does a row's ``docker run`` flag list ask for NVIDIA GPUs (``--gpus=...`` or ``--gpus ...``)?"""
+    return any(f == "--gpus" or f.startswith("--gpus=") for f in flags)
+
+
+def device_nodes(dev: Path = Path("/dev")) -> list[str]:
+    """The GPU device nodes present: ``/dev/nvidia0``, ``/dev/nvidia1``, ... (``/dev/dxg`` on WSL2)."""
+    try:
+        names = sorted(p.name for p in dev.iterdir())
+    except OSError:
+        return []
+    gpus = [n for n in names if n.startswith("nvidia") and n[len("nvidia") :].isdigit()]
+    if not gpus and "dxg" in names:
+        gpus = ["dxg"]
+    return [str(dev / n) for n in gpus]
+
+
+def find_hook(which: Callable[[str], str | None] = shutil.which) -> str | None:
+    """Path of the NVIDIA Container Toolkit's hook, when it is on PATH (docker's ``--gpus`` runs it)."""
+    return next((path for name in HOOKS if (path := which(name))), None)
+
+
+def parse_runtimes(docker_info_runtimes: str) -> list[str] | None:
+    """Runtime names from ``docker info --format '{{json .Runtimes}}'``; None when that output is unusable."""
+    try:
+        data = json.loads(docker_info_runtimes)
+    except (json.JSONDecodeError, TypeError):
+        return None
+    return sorted(data) if isinstance(data, dict) else None
+
+
+def problem(
+    session: str,
+    *,
+    devices: Sequence[str],
+    runtimes: Sequence[str] | None,
+    hook: str | None,
+    build_session: str = "",
+) -> str | None:
+    """The one line to stop with, or None when GPU containers can run here.
+
+    ``devices``: GPU device nodes found; ``runtimes``: docker's runtime names (None: ``docker info`` could not be
+    read); ``hook``: path of the toolkit's hook executable, if any.
+    """
+    wanted: list[str] = []
+    found: list[str] = []
+    if not devices:
+        wanted.append("an NVIDIA GPU")
+        found.append(f"no /dev/nvidia<N> device ({DRIVER_FIX})")
+    if hook is None and not (runtimes is not None and "nvidia" in runtimes):
+        seen = "`docker info` unreadable" if runtimes is None else "runtimes: " + ", ".join(runtimes)
+        wanted.append("the NVIDIA Container Toolkit")
+        found.append(f"no nvidia runtime in `docker info` ({seen}; {TOOLKIT_FIX})")
+    if not wanted:
+        return None
+    tail = f"; `nox -s {build_session}` builds the wheel without a GPU" if build_session else ""
+    return f"{session} needs {' and '.join(wanted)} on this host: {'; '.join(found)}{tail}"
+
+
+def describe(devices: Sequence[str], runtimes: Sequence[str] | None, hook: str | None) -> str:
+    """One line for the log when the check passes."""
+    via = "nvidia runtime" if runtimes and "nvidia" in runtimes else f"hook {hook}"
+    return f"GPU containers: {', '.join(devices)}; NVIDIA Container Toolkit ({via})"

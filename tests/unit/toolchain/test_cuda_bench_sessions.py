@@ -1,0 +1,236 @@
+"""bench-<vendor> (every vendor, cpu and cuda included): the full benchmark in the vendor's test container,
+reports swapped in whole as reports/<vendor>/bench/, kept when test-<vendor> replaces reports/<vendor>/."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from buildtest_support import REPO
+
+from build_tools import dockercli, env, flow, matrix, outputs, plan, runner
+from build_tools.summary import Summary
+
+CLIENT = dockercli.DockerClient("docker", "28.2.2", "buildx")
+
+
+@pytest.fixture(scope="module")
+def m() -> matrix.Matrix:
+    return matrix.load(REPO / "configs" / "toolchains.toml")
+
+
+def test_nox_lists_a_bench_session_per_vendor(m):
+    pytest.importorskip("nox")
+    res = subprocess.run(
+        [sys.executable, "-m", "nox", "-l", "-f", str(REPO / "noxfile.py")],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
+    assert res.returncode == 0, res.stderr
+    listed = {line.split()[1]: line for line in res.stdout.splitlines() if line[:2] in ("- ", "* ")}
+    for vendor in m.vendors:
+        line = listed[f"bench-{vendor}"]
+        assert f"reports in reports/{vendor}/bench/" in line
+        assert line.startswith("- "), "bench sessions are never selected by default"
+
+
+# ----------------------------------------------------------------------------------------------- the plan
+@pytest.mark.parametrize("vendor", ["cpu", "cuda"])
+def test_bench_run_is_the_benchmark_script_in_the_test_image(m, vendor, tmp_path):
+    chain = m.vendor(vendor)
+    c = plan.plan_bench_run(
+        "docker",
+        chain,
+        f"torch-fl/{vendor}-test:abc",
+        tmp_path / "out",
+        env.from_environ({"HTTPS_PROXY": "http://u:secret@proxy:3128"}),
+        bench_args=["--cases", "a,b"],
+        user="1000:1000",
+        bench_script="bench/run.py",
+        commit="0123abcd",
+    )
+    argv = list(c.argv)
+    assert argv[:3] == ["docker", "run", "--rm"]
+    assert f"{tmp_path / 'out'}:/reports" in argv
+    assert argv[argv.index("--user") + 1] == "1000:1000"
+    i = argv.index(f"torch-fl/{vendor}-test:abc")
+    assert argv[i + 1 :] == [
+        "python",
+        "/opt/torch-fl-tests/bench/run.py",
+        "--vendor",
+        chain.bench_vendor,
+        "--out",
+        "/reports",
+        "--cases",
+        "a,b",
+    ], "full length unless asked (no --short), reports straight into the mounted directory"
+    assert "TORCH_FL_COMMIT=0123abcd" in argv and f"FLAGOS_ACCELERATOR={vendor}" in argv
+    for flag in chain.docker_run_flags:
+        assert argv.index(flag) < i
+    assert ("--gpus=all" in argv) == (vendor == "cuda")
+    assert "secret" not in c.shell() and "-e HTTPS_PROXY" in c.shell()
+    assert c.log_name == f"{vendor}/docker-run-bench.log"
+
+
+def test_the_test_run_command_did_not_change_shape(m, tmp_path):
+    """Factoring the shared `docker run` prefix out kept test-<vendor>'s command as it was."""
+    cpu = m.vendor("cpu")
+    c = plan.plan_test_run(
+        "docker", cpu, "img", tmp_path / "r", env.from_environ({}), bench="full", pytest_args=[], user="1:2"
+    )
+    assert list(c.argv) == [
+        "docker", "run", "--rm", "--network", "host", "-v", f"{tmp_path / 'r'}:/reports", "--user", "1:2",
+        "-e", "HOME=/tmp", "-e", "FLAGOS_ACCELERATOR=cpu", "--shm-size=1g", "img", "python",
+        "/opt/torch-fl/scripts/run_tests.py", "--tests", "/opt/torch-fl-tests", "--reports", "/reports",
+        "--markers", cpu.pytest_markers, "--vendor", "cpu", "--bench", "full",
+        "--suites", "routing,correctness", "--bench-script", "bench/run.py",
+    ]  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------- outputs
+def test_keep_subdirs_copies_the_benchmark_into_the_replacement(tmp_path):
+    final, tmp = tmp_path / "reports" / "cpu", tmp_path / "reports" / ".cpu.tmp-1"
+    (final / "bench").mkdir(parents=True)
+    (final / "bench" / "bench.json").write_text("{}")
+    (final / "junit.xml").write_text("old")
+    tmp.mkdir()
+    (tmp / "junit.xml").write_text("new")
+    assert outputs.keep_subdirs(final, tmp, ["bench", "absent"]) == ["bench"]
+    assert (tmp / "bench" / "bench.json").read_text() == "{}"
+    assert (final / "bench" / "bench.json").is_file(), "copied, not moved: the old directory stays complete"
+    outputs.publish_dir(tmp, final)
+    assert (final / "junit.xml").read_text() == "new" and (final / "bench" / "bench.json").is_file()
+    fresh = tmp_path / "fresh"
+    (fresh / "bench").mkdir(parents=True)
+    (fresh / "bench" / "bench.json").write_text("mine")
+    assert outputs.keep_subdirs(final, fresh, ["bench"]) == [], "a run that wrote its own bench/ keeps it"
+    assert (fresh / "bench" / "bench.json").read_text() == "mine"
+
+
+# ------------------------------------------------------------------------------------------------- the flow
+@pytest.fixture
+def bench_repo(tmp_path, m, monkeypatch):
+    """A repository whose test image is 'ready' (test_image faked) and whose docker run is faked."""
+    repo = tmp_path / "repo"
+    (repo / "tests" / "bench").mkdir(parents=True)
+    (repo / "tests" / "bench" / "run.py").write_text("")
+    calls: list[plan.Command] = []
+    state = {"rc": 0, "files": ["bench.json", "bench.md", "bench.png"]}
+
+    def fake_test_image(f, vendor, summary):
+        built = flow.Built(
+            f.matrix.vendor(vendor), Path("w.whl"), None, None, env.from_environ({}), [], [], ("b", "1"), ("t", "1")
+        )
+        return built, f"torch-fl/{vendor}-test:abc"
+
+    def fake_run(self, cmd, *, check=True, passthrough=False):
+        calls.append(cmd)
+        if self.dry_run:
+            return runner.Result(0, 0.0, None)
+        mount = next(a for a in cmd.argv if a.endswith(":/reports")).rsplit(":", 1)[0]
+        for name in state["files"]:
+            (Path(mount) / name).write_text(name)
+        return runner.Result(state["rc"], 1.0, Path("/logs/bench.log"))
+
+    monkeypatch.setattr(flow, "test_image", fake_test_image)
+    monkeypatch.setattr(runner.Runner, "run", fake_run)
+    monkeypatch.setattr(dockercli, "find_client", lambda environ=None, probe=None, which=None: CLIENT)
+    monkeypatch.setattr(dockercli, "check_daemon", lambda client, probe=None: "28.2.2")
+    monkeypatch.setattr(flow, "_git_head", lambda repo: "abc123")
+    return repo, calls, state
+
+
+def make_flow(repo: Path, m: matrix.Matrix, *posargs: str) -> flow.Flow:
+    return flow.Flow(repo, m, plan.parse_posargs(list(posargs)), echo=lambda _: None, environ={})
+
+
+def test_bench_cpu_publishes_reports_cpu_bench_whole(m, bench_repo):
+    repo, calls, _ = bench_repo
+    (repo / "reports" / "cpu" / "bench").mkdir(parents=True)
+    (repo / "reports" / "cpu" / "bench" / "stale.txt").write_text("old run")
+    (repo / "reports" / "cpu" / "junit.xml").write_text("test-cpu's")
+    summary = Summary("cpu")
+    flow.bench(make_flow(repo, m, "--", "--runs", "3"), "cpu", summary)
+    out = repo / "reports" / "cpu" / "bench"
+    assert sorted(p.name for p in out.iterdir()) == ["bench.json", "bench.md", "bench.png"]
+    assert (repo / "reports" / "cpu" / "junit.xml").read_text() == "test-cpu's", "only bench/ is replaced"
+    assert not [p for p in (repo / "reports" / "cpu").iterdir() if p.name.startswith(".")], "no leftovers"
+    (cmd,) = calls
+    assert list(cmd.argv[-2:]) == ["--runs", "3"] and "TORCH_FL_COMMIT=abc123" in cmd.argv
+    assert [(s.name, s.status) for s in summary.stages] == [("run benchmark", "ran")]
+    assert summary.bench == ["bench.json", "bench.md", "bench.png"]
+    assert summary.reports == Path("reports/cpu/bench")
+
+
+def test_a_failed_gate_keeps_its_reports_and_fails_in_one_line(m, bench_repo):
+    repo, _, state = bench_repo
+    state["rc"] = 3
+    with pytest.raises(flow.UserError) as err:
+        flow.bench(make_flow(repo, m), "cpu", Summary("cpu"))
+    assert str(err.value) == (
+        "bench-cpu failed: bench/run.py exited 3 (reports in reports/cpu/bench); log /logs/bench.log"
+    )
+    assert (repo / "reports" / "cpu" / "bench" / "bench.json").is_file()
+
+
+def test_a_failed_measurement_leaves_the_previous_reports(m, bench_repo):
+    repo, _, state = bench_repo
+    (repo / "reports" / "cpu" / "bench").mkdir(parents=True)
+    (repo / "reports" / "cpu" / "bench" / "bench.json").write_text("previous")
+    state["rc"], state["files"] = 1, []
+    with pytest.raises(flow.UserError, match=r"exited 1 \(no reports written\)"):
+        flow.bench(make_flow(repo, m), "cpu", Summary("cpu"))
+    assert (repo / "reports" / "cpu" / "bench" / "bench.json").read_text() == "previous"
+    assert not [p for p in (repo / "reports" / "cpu").iterdir() if p.name.startswith(".")]
+
+
+def test_bench_dry_run_writes_nothing(m, bench_repo):
+    repo, calls, _ = bench_repo
+    summary = Summary("cpu")
+    flow.bench(make_flow(repo, m, "--dry-run"), "cpu", summary)
+    assert not (repo / "reports").exists()
+    assert [(s.name, s.status) for s in summary.stages] == [("run benchmark", "planned")]
+    assert "--short" not in calls[0].argv
+
+
+def test_bench_without_an_entry_point_says_so(m, bench_repo):
+    repo, _, _ = bench_repo
+    (repo / "tests" / "bench" / "run.py").unlink()
+    with pytest.raises(flow.UserError, match=r"^tests/bench/run.py does not exist"):
+        flow.bench(make_flow(repo, m), "cpu", Summary("cpu"))
+    no_script = dataclasses.replace(m, build=dataclasses.replace(m.build, bench_script=""))
+    with pytest.raises(flow.UserError, match=r"\[build\].bench_script is not set"):
+        flow.bench(make_flow(repo, no_script), "cpu", Summary("cpu"))
+
+
+def test_git_head_marks_a_dirty_checkout(tmp_path):
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t", "-C", str(tmp_path)]
+    if subprocess.run([*git, "init", "-q"], check=False).returncode != 0:
+        pytest.skip("git is not available")
+    (tmp_path / "f").write_text("1")
+    subprocess.run([*git, "add", "f"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    head = flow._git_head(tmp_path)
+    assert len(head) == 40
+    (tmp_path / "f").write_text("2")
+    assert flow._git_head(tmp_path) == head + "-dirty"
+    assert flow._git_head(tmp_path / "nope") == ""
+
+
+def test_printed_dry_run_line_is_copy_pasteable(m, tmp_path):
+    c = plan.plan_bench_run(
+        "docker",
+        m.vendor("cpu"),
+        "img",
+        tmp_path,
+        env.from_environ({}),
+        bench_args=["--routes", "native,cpu"],
+        user=None,
+    )
+    assert shlex.split(c.shell()) == list(c.argv)

