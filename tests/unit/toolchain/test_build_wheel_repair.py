@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import zipfile
 from pathlib import Path
 
@@ -69,6 +70,12 @@ def test_strip_hash():
 
 def real_wheels() -> list[Path]:
     return sorted((REPO / "wheels").glob("*/torch_fl-*.whl"))
+
+
+def test_ci_checks_a_real_repaired_wheel():
+    # CI runs test-cpu before the host tests, so the wheel below must be there
+    if os.environ.get("CI") == "true":
+        assert real_wheels(), "CI=true but no repaired wheel under wheels/: run `nox -s test-cpu` before `nox -s tests`"
 
 
 @pytest.mark.skipif(not real_wheels(), reason="no repaired wheel under wheels/ (run `nox -s build-cpu`)")
