@@ -39,6 +39,15 @@ def mark(label):
 def report(key, value):
     _sys.stdout.flush()
     _os.write(1, ({JSON_PREFIX!r} + _json.dumps({{key: value}}) + "\\n").encode())
+
+def host(v):
+    """A result as plain data (device, dtype, shape, values), for comparing with the CPU reference."""
+    import torch as _torch
+    if isinstance(v, _torch.Tensor):
+        return {{"device": str(v.device), "dtype": str(v.dtype), "shape": list(v.shape), "values": v.cpu().tolist()}}
+    if isinstance(v, (tuple, list)):
+        return [host(x) for x in v]
+    return v
 '''
 
 

@@ -9,13 +9,6 @@ import pytest
 CHECKS = r"""
 import torch, torch_fl
 
-def host(v):
-    if isinstance(v, torch.Tensor):
-        return {"device": str(v.device), "dtype": str(v.dtype), "shape": list(v.shape), "values": v.cpu().tolist()}
-    if isinstance(v, (tuple, list)):
-        return [host(x) for x in v]
-    return v
-
 def attempt(label, fn):
     mark(label)
     try:

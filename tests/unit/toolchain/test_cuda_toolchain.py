@@ -5,7 +5,6 @@ No docker, no GPU: the dry run is planned in a throw-away repository with the do
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shutil
 import subprocess
@@ -46,11 +45,6 @@ CUDA_SONAMES = [
     "libtorch.so",
     "libc10.so",
 ]
-
-
-@pytest.fixture(scope="module")
-def m() -> matrix.Matrix:
-    return matrix.load(REPO / "configs" / "toolchains.toml")
 
 
 @pytest.fixture(scope="module")
@@ -176,20 +170,6 @@ def test_dockerfile_passes_hadolint():
 
 
 # ------------------------------------------------------------------------------------------ the dry run
-@pytest.fixture
-def fake_repo(tmp_path, m) -> tuple[Path, matrix.Matrix]:
-    """A throw-away repository: the real docker/ tree and matrix, one small build input, a bench script."""
-    repo = tmp_path / "repo"
-    shutil.copytree(REPO / "docker", repo / "docker")
-    (repo / "configs").mkdir(parents=True)
-    shutil.copy(REPO / "configs" / "toolchains.toml", repo / "configs" / "toolchains.toml")
-    (repo / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    (repo / "tests" / "bench").mkdir(parents=True)
-    (repo / "tests" / "bench" / "run.py").write_text("")
-    small = dataclasses.replace(m.build, inputs=("pyproject.toml",), optional_inputs=())
-    return repo, dataclasses.replace(m, build=small)
-
-
 @pytest.fixture
 def empty_daemon(monkeypatch):
     """A docker daemon like this CI machine's: reachable, no images, runc only; no GPU device, no toolkit hook."""

@@ -74,11 +74,6 @@ def load(name: str):
 
 
 @pytest.fixture(scope="module")
-def m() -> matrix.Matrix:
-    return matrix.load(REPO / "configs" / "toolchains.toml")
-
-
-@pytest.fixture(scope="module")
 def dcu(m) -> matrix.Toolchain:
     return m.vendor("dcu")
 
@@ -346,20 +341,6 @@ def test_wheelcheck_accepts_the_image_label_of_a_family(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ dry runs
-@pytest.fixture
-def fake_repo(tmp_path, m) -> tuple[Path, matrix.Matrix]:
-    """A throw-away repository: the real docker/ tree and matrix, one small build input, a bench script."""
-    repo = tmp_path / "repo"
-    shutil.copytree(REPO / "docker", repo / "docker")
-    (repo / "configs").mkdir(parents=True)
-    shutil.copy(REPO / "configs" / "toolchains.toml", repo / "configs" / "toolchains.toml")
-    (repo / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    (repo / "tests" / "bench").mkdir(parents=True)
-    (repo / "tests" / "bench" / "run.py").write_text("")
-    small = dataclasses.replace(m.build, inputs=("pyproject.toml",), optional_inputs=())
-    return repo, dataclasses.replace(m, build=small)
-
-
 @pytest.fixture
 def no_dtk_daemon(monkeypatch):
     """A reachable docker daemon without the DTK image, on a host with a DCU and hyhal (faked)."""
