@@ -44,6 +44,7 @@ __all__ = [
     "RouteError",
     "accelerator",
     "conf_path",
+    "fast_path_ops",
     "flagos",
     "providers",
     "register_provider",
@@ -128,7 +129,9 @@ def _intercepted() -> frozenset[str]:
     return _INTERCEPTED
 
 
-_INTERCEPTED: frozenset[str] = frozenset()
+# Router entries by name; from load on this holds the unboxed fast-path ops
+# (csrc/dispatch/fast_ops.cpp), which have a flagos kernel but are routed.
+_INTERCEPTED: frozenset[str] = frozenset(_C.intercepted_ops())
 
 
 def _intercept(ops: set[str] | frozenset[str]) -> None:
@@ -138,6 +141,12 @@ def _intercept(ops: set[str] | frozenset[str]) -> None:
     if wanted - _INTERCEPTED:
         _C.intercept_ops(sorted(wanted - _INTERCEPTED))
         _INTERCEPTED = frozenset(_C.intercepted_ops())
+
+
+def fast_path_ops() -> frozenset[str]:
+    """Ops whose native route skips boxing (csrc/dispatch/fast_ops.cpp); their other routes, overrides
+    and dispatch log are those of every other op."""
+    return frozenset(_C.fast_path_ops())
 
 
 def reaches_router(op: str) -> bool:

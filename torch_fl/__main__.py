@@ -45,6 +45,7 @@ def _route(op: str) -> dict[str, Any]:
     out = asdict(resolved)
     out["op"] = op
     out["reaches_router"] = torch_fl.reaches_router(op)
+    out["fast_path"] = op in torch_fl.fast_path_ops()
     return out
 
 
@@ -60,6 +61,8 @@ def _print_info(info: dict[str, Any]) -> None:
 
 def _print_route(route: dict[str, Any]) -> None:
     print(f"{route['op']} -> {route['route']}   (from {route['origin']})")
+    if route["fast_path"]:
+        print("  unboxed fast path: the native route skips boxing for this op")
     if len(route["chain"]) > 1:
         print(f"  chain: {', '.join(route['chain'])}")
     for name, reason in route["skipped"]:

@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <c10/util/MaybeOwned.h>
 #include <c10/util/SmallVector.h>
 
 namespace torch_fl {
@@ -28,6 +29,17 @@ class Retagger {
   // (resizes, restrides) and turn its returns into flagos tensors.
   void returns_from_vendor(torch::jit::Stack* stack);
 
+  // The unboxed fast path (dispatch/fast_ops.cpp) borrows read-only arguments
+  // instead of taking stack references: a vendor alias for a flagos tensor,
+  // the tensor itself otherwise. `t` must outlive the Retagger.
+  c10::MaybeOwned<at::Tensor> borrow_to_vendor(const at::Tensor& t);
+  // Apply the device rules to what borrow_to_vendor saw (arguments_to_vendor
+  // does this itself).
+  void check_arguments() const;
+  // A vendor result as the caller sees it: the caller's own tensor, a view of
+  // its storage, or a fresh flagos tensor that adopts the vendor memory.
+  at::Tensor from_vendor(const at::Tensor& t);
+
   // The flagos device the call runs on, or -1 when nothing names one.
   c10::DeviceIndex device() const { return device_; }
 
@@ -42,17 +54,18 @@ class Retagger {
     // reads them after its arguments left the stack, so the stack must not
     // hold the only reference (and a freed address must never match again).
     at::Tensor alias;
-    at::Tensor original;
+    c10::MaybeOwned<at::Tensor> original; // owned from a stack, borrowed by the fast path
     bool written;
   };
 
-  at::Tensor to_vendor(at::Tensor t, bool written);
+  at::Tensor to_vendor(c10::MaybeOwned<at::Tensor> t, bool written);
   c10::IValue value_to_vendor(c10::IValue value, bool written);
-  at::Tensor from_vendor(const at::Tensor& t);
+  void note_host_tensor(const at::Tensor& t);
   c10::IValue value_from_vendor(c10::IValue value);
   void note_device(c10::DeviceIndex index);
   void sync_written();
   c10::Storage adopt_storage(const c10::Storage& vendor);
+  at::Tensor relabel_fresh(const at::Tensor& t);
 
   const c10::OperatorHandle& op_;
   c10::DeviceIndex device_ = -1;
@@ -60,6 +73,7 @@ class Retagger {
   c10::SmallVector<TensorAlias, 4> tensors_;
   c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 2> adopted_;
   c10::SmallVector<size_t, 1> unset_generators_;
+  const at::Tensor* host_tensor_ = nullptr; // a non-scalar host tensor among the arguments
 };
 
 } // namespace torch_fl

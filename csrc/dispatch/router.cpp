@@ -93,12 +93,40 @@ void check_same_device(c10::DeviceIndex& seen, c10::DeviceIndex index, const c10
       " on the flagos device; move the host tensor of shape ", t.sizes(), " with .to('flagos'))");
 }
 
+// Function-local statics: fast_ops.cpp registers its entries while the library
+// loads, possibly before this file's globals exist.
+std::mutex& intercept_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::unordered_set<c10::OperatorName>& intercepted_names() {
+  static std::unordered_set<c10::OperatorName> names;
+  return names;
+}
+std::vector<FastEntry*>& fast_entries() {
+  static std::vector<FastEntry*> entries;
+  return entries;
+}
+
+Route route_of(const RouteTable& table, const c10::OperatorName& name) {
+  if (table.per_op.empty()) return table.fallback;
+  auto it = table.per_op.find(name);
+  return it == table.per_op.end() ? table.fallback : it->second;
+}
+
+} // namespace
+
 void log_route(const c10::OperatorHandle& op, const std::string& route) {
   const std::string line = "[flagos dispatch] " + short_op_name(op.operator_name()) + " -> " + route + "\n";
   std::fwrite(line.data(), 1, line.size(), stderr); // one write: lines from threads never interleave
 }
 
-} // namespace
+void register_fast_entry(FastEntry* entry) {
+  std::lock_guard<std::mutex> lock(intercept_mutex());
+  entry->native.store(route_of(current_routes(), entry->name).kind == RouteKind::Native);
+  fast_entries().push_back(entry);
+  intercepted_names().insert(entry->name); // a router entry by name, like the intercepted ops
+}
 
 // ---- re-tagging --------------------------------------------------------------
 
@@ -111,10 +139,11 @@ void Retagger::note_device(c10::DeviceIndex index) {
   check_same_device(device_, index, op_);
 }
 
-// Takes the caller's tensor by value: the stack's reference moves into the
-// alias record, so no extra refcount traffic on a Python-owned tensor.
-at::Tensor Retagger::to_vendor(at::Tensor t, bool written) {
-  if (!is_flagos(t)) return t;
+// The boxed path hands over the stack's reference (owned), the fast path a
+// borrowed one: either way no extra refcount on a Python-owned tensor, whose
+// first C++ reference would cost a GIL round trip.
+at::Tensor Retagger::to_vendor(c10::MaybeOwned<at::Tensor> owned_or_borrowed, bool written) {
+  const at::Tensor& t = *owned_or_borrowed;
   note_device(t.device().index());
   c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
   const c10::Storage* alias = nullptr;
@@ -126,17 +155,36 @@ at::Tensor Retagger::to_vendor(at::Tensor t, bool written) {
     alias = &storages_.back().alias;
   }
   at::Tensor v = make_tensor_on(*alias, c10::DispatchKeySet(runtime().vendor_key()), t);
-  tensors_.push_back({v, std::move(t), written});
+  tensors_.push_back({v, std::move(owned_or_borrowed), written});
   return v;
 }
 
+c10::MaybeOwned<at::Tensor> Retagger::borrow_to_vendor(const at::Tensor& t) {
+  if (!is_flagos(t)) {
+    note_host_tensor(t);
+    return c10::MaybeOwned<at::Tensor>::borrowed(t);
+  }
+  return c10::MaybeOwned<at::Tensor>::owned(to_vendor(c10::MaybeOwned<at::Tensor>::borrowed(t), /*written=*/false));
+}
+
+void Retagger::note_host_tensor(const at::Tensor& t) {
+  if (t.defined() && t.dim() > 0 && t.is_cpu()) host_tensor_ = &t; // host scalars are fine, as on CUDA
+}
+
+void Retagger::check_arguments() const {
+  if (host_tensor_ != nullptr && device_ >= 0 && runtime().vendor_type() == c10::DeviceType::CPU) {
+    reject_host_tensor(*host_tensor_, device_, op_);
+  }
+}
+
 c10::IValue Retagger::value_to_vendor(c10::IValue value, bool written) {
-  if (value.isTensor()) return to_vendor(std::move(value).toTensor(), written);
+  using Owned = c10::MaybeOwned<at::Tensor>;
+  if (value.isTensor()) return to_vendor(Owned::owned(std::move(value).toTensor()), written);
   if (value.isTensorList()) {
     auto list = value.toTensorList();
     c10::List<at::Tensor> out;
     out.reserve(list.size());
-    for (const at::Tensor& t : list) out.push_back(to_vendor(t, written));
+    for (const at::Tensor& t : list) out.push_back(is_flagos(t) ? to_vendor(Owned::owned(at::Tensor(t)), written) : t);
     return out;
   }
   if (value.isList()) { // List[Optional[Tensor]] (index, index_put)
@@ -147,7 +195,12 @@ c10::IValue Retagger::value_to_vendor(c10::IValue value, bool written) {
     c10::List<std::optional<at::Tensor>> out;
     out.reserve(list.size());
     for (const c10::IValue& item : list) {
-      out.push_back(item.isTensor() ? std::optional<at::Tensor>(to_vendor(item.toTensor(), written)) : std::nullopt);
+      if (!item.isTensor()) {
+        out.push_back(std::nullopt);
+      } else {
+        const at::Tensor& t = item.toTensor();
+        out.push_back(is_flagos(t) ? to_vendor(Owned::owned(at::Tensor(t)), written) : t);
+      }
     }
     return out;
   }
@@ -164,7 +217,6 @@ c10::IValue Retagger::value_to_vendor(c10::IValue value, bool written) {
 void Retagger::arguments_to_vendor(torch::jit::Stack* stack) {
   const auto& args = op_.schema().arguments();
   const size_t first = stack->size() - args.size();
-  const at::Tensor* host_tensor = nullptr;
   for (size_t i = 0; i < args.size(); ++i) {
     c10::IValue& slot = (*stack)[first + i];
     if (slot.isNone()) {
@@ -172,15 +224,12 @@ void Retagger::arguments_to_vendor(torch::jit::Stack* stack) {
       continue;
     }
     if (slot.isTensor() && !is_flagos(slot.toTensor())) { // host scalars, or a mistake
-      const at::Tensor& t = slot.toTensor();
-      if (t.defined() && t.dim() > 0 && t.is_cpu()) host_tensor = &t;
+      note_host_tensor(slot.toTensor());
       continue;
     }
     slot = value_to_vendor(std::move(slot), is_written(args[i]));
   }
-  if (host_tensor != nullptr && device_ >= 0 && runtime().vendor_type() == c10::DeviceType::CPU) {
-    reject_host_tensor(*host_tensor, device_, op_);
-  }
+  check_arguments();
   // A kernel given no generator draws from the vendor default; give it this
   // flagos device's own so seeding torch.flagos reproduces results.
   for (size_t slot : unset_generators_) {
@@ -208,7 +257,7 @@ at::Tensor Retagger::from_vendor(const at::Tensor& t) {
   if (!t.defined() || t.device().type() != runtime().vendor_type() || t.unsafeGetTensorImpl()->is_wrapped_number()) return t;
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   for (const auto& a : tensors_) {
-    if (a.alias.unsafeGetTensorImpl() == impl) return a.original; // in-place and out=: the caller's own tensor
+    if (a.alias.unsafeGetTensorImpl() == impl) return *a.original; // in-place and out=: the caller's own tensor
   }
   const c10::DispatchKeySet flagos_keys(c10::DispatchKey::PrivateUse1);
   c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
@@ -219,7 +268,23 @@ at::Tensor Retagger::from_vendor(const at::Tensor& t) {
                             flagos_keys, t);
     }
   }
+  if (t.use_count() == 1 && t.weak_use_count() == 1 && t.storage().use_count() == 1) return relabel_fresh(t);
   return make_tensor_on(adopt_storage(t.storage()), flagos_keys, t);
+}
+
+// A result nobody else can see (the only reference to its TensorImpl and to its
+// storage) becomes a flagos tensor in place: no second TensorImpl or storage.
+at::Tensor Retagger::relabel_fresh(const at::Tensor& t) {
+  const c10::DeviceIndex index = device_ < 0 ? runtime().current_device() : device_;
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
+  const size_t nbytes = storage->nbytes();
+  c10::DataPtr vendor = storage->set_data_ptr(c10::DataPtr(nullptr, storage->device()));
+  storage->set_data_ptr_noswap(runtime().adopt(std::move(vendor), nbytes, index));
+  storage->set_allocator(c10::GetAllocator(c10::DeviceType::PrivateUse1)); // later resizes get flagos memory
+  impl->set_storage_keep_dtype(impl->storage()); // the device comes from the storage
+  impl->_change_backend_component_keys(flagos_device(index));
+  return t;
 }
 
 c10::IValue Retagger::value_from_vendor(c10::IValue value) {
@@ -238,7 +303,7 @@ void Retagger::sync_written() {
   for (const auto& a : tensors_) {
     if (!a.written) continue;
     c10::TensorImpl* alias = a.alias.unsafeGetTensorImpl();
-    c10::TensorImpl* original = a.original.unsafeGetTensorImpl();
+    c10::TensorImpl* original = a.original->unsafeGetTensorImpl();
     c10::StorageImpl* alias_storage = alias->storage().unsafeGetStorageImpl();
     for (auto& s : storages_) {
       if (s.alias.unsafeGetStorageImpl() != alias_storage || alias_storage->data() == s.original_data) continue;
@@ -280,7 +345,12 @@ std::string short_op_name(const c10::OperatorName& name) {
 void publish_routes(std::unique_ptr<RouteTable> table) {
   // Tables are small and reloads rare: the old one is kept (not freed) so a
   // call racing with a reload never reads freed memory and needs no lock.
-  g_table.store(table.release(), std::memory_order_release);
+  std::lock_guard<std::mutex> lock(intercept_mutex());
+  const RouteTable* published = table.release();
+  g_table.store(published, std::memory_order_release);
+  for (FastEntry* entry : fast_entries()) {
+    entry->native.store(route_of(*published, entry->name).kind == RouteKind::Native, std::memory_order_release);
+  }
 }
 
 const RouteTable& current_routes() {
@@ -392,11 +462,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 void dispatch_routed(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     const c10::OperatorHandle* vendor_op = nullptr, int insert_none_at = -1) {
   const RouteTable& table = current_routes();
-  Route route = table.fallback;
-  if (!table.per_op.empty()) {
-    auto it = table.per_op.find(op.operator_name());
-    if (it != table.per_op.end()) route = it->second;
-  }
+  const Route route = route_of(table, op.operator_name());
   if (g_log_dispatch.load(std::memory_order_relaxed)) log_route(op, route_name(table, route));
   if (route.kind == RouteKind::Provider) return run_on_vendor(op, stack, &route);
   if (vendor_op != nullptr && insert_none_at >= 0) {
@@ -411,9 +477,14 @@ void dispatch_routed(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   }
 }
 
-void route_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+
+} // namespace
+
+void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   dispatch_routed(op, stack);
 }
+
+namespace {
 
 // Torch reaches out-of-tree devices for convolution through "overrideable"
 // hooks whose generic body only raises. The vendor's entry point is the
@@ -435,9 +506,6 @@ bool is_overrideable_hook(const c10::OperatorName& name) {
   return name.name == "aten::convolution_overrideable" || name.name == "aten::convolution_backward_overrideable";
 }
 
-std::mutex g_intercept_mutex;
-std::unordered_set<c10::OperatorName> g_intercepted;
-
 torch::Library& intercept_library() {
   static auto* lib = new torch::Library(
       torch::Library::IMPL, "aten", std::make_optional(c10::DispatchKey::PrivateUse1), __FILE__, __LINE__);
@@ -453,36 +521,43 @@ torch::Library& intercept_library() {
 // route named for them would never apply. The router's one boxed function is
 // registered for those names too: the same mechanism, no per-op code.
 std::vector<std::string> intercept_ops(const std::vector<std::string>& ops) {
-  std::lock_guard<std::mutex> lock(g_intercept_mutex);
+  std::lock_guard<std::mutex> lock(intercept_mutex());
   std::vector<std::string> added;
   for (const std::string& op : ops) {
     const auto dot = op.find('.');
     c10::OperatorName name = dot == std::string::npos
         ? c10::OperatorName("aten::" + op, "")
         : c10::OperatorName("aten::" + op.substr(0, dot), op.substr(dot + 1));
-    if (g_intercepted.count(name)) continue;
+    if (intercepted_names().count(name)) continue;
     auto handle = c10::Dispatcher::singleton().findOp(name);
     if (!handle || handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
     if (is_overrideable_hook(name)) {
       intercept_library().impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&route_overrideable>());
     } else {
-      intercept_library().impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&route_fallback>());
+      intercept_library().impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&route_boxed>());
     }
-    g_intercepted.insert(std::move(name));
+    intercepted_names().insert(std::move(name));
     added.push_back(op);
   }
   return added;
 }
 
-std::vector<std::string> intercepted_ops() {
-  std::lock_guard<std::mutex> lock(g_intercept_mutex);
+std::vector<std::string> fast_path_ops() {
+  std::lock_guard<std::mutex> lock(intercept_mutex());
   std::vector<std::string> out;
-  for (const auto& name : g_intercepted) out.push_back(short_op_name(name));
+  for (const FastEntry* entry : fast_entries()) out.push_back(short_op_name(entry->name));
+  return out;
+}
+
+std::vector<std::string> intercepted_ops() {
+  std::lock_guard<std::mutex> lock(intercept_mutex());
+  std::vector<std::string> out;
+  for (const auto& name : intercepted_names()) out.push_back(short_op_name(name));
   return out;
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&route_fallback>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&route_boxed>());
 }
 
 } // namespace torch_fl

@@ -50,4 +50,19 @@ std::vector<std::string> intercepted_ops();
 // The short name used in confs and logs: "add.Tensor", "relu".
 std::string short_op_name(const c10::OperatorName& name);
 
+// The router's boxed entry point (also what the fast path falls back to).
+void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack);
+// One "[flagos dispatch] op -> route" line on stderr.
+void log_route(const c10::OperatorHandle& op, const std::string& route);
+
+// An operator with an unboxed router entry (dispatch/fast_ops.cpp). publish_routes
+// keeps `native` current, so the entry reads one flag per call instead of the table.
+struct FastEntry {
+  c10::OperatorName name;
+  std::atomic<bool> native{true}; // the empty table before the first publish routes everything natively
+};
+// Called while the extension loads; the entry lives as long as the process.
+void register_fast_entry(FastEntry* entry);
+std::vector<std::string> fast_path_ops();
+
 } // namespace torch_fl

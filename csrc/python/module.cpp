@@ -163,6 +163,7 @@ PYBIND11_MODULE(_C, m) {
   }, "The route the router would take for an operator now.");
   m.def("intercept_ops", &intercept_ops, "Route these ops by name even where torch has a generic kernel.");
   m.def("intercepted_ops", &intercepted_ops);
+  m.def("fast_path_ops", &fast_path_ops, "Ops with an unboxed router entry (native route without boxing).");
   m.def("set_log_dispatch", &set_log_dispatch);
   m.def("log_dispatch", &log_dispatch);
   m.def("set_provider_dispatcher", [](py::object fn) {
