@@ -3,7 +3,9 @@
 # Docker (e.g. a lent GPU machine): build the wheel against the node's torch,
 # install it, run the routing and correctness suites with FlagGems present,
 # then the route A/B benchmark. Everything lands under $OUT (default reports/cuda-node).
-#   bash tests/node/cuda_node.sh [smoke|full]
+#   bash tests/node/cuda_node.sh [smoke|full]     BENCH_ARGS="--runs 3 ..." adds bench options
+# At most 7 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md}):
+# a lent machine hands back only a few.
 set -euo pipefail
 mode=${1:-full}
 OUT=${OUT:-reports/cuda-node}
@@ -20,16 +22,28 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 
+# A g++ with a shared libstdc++ (CMakeLists.txt says why); images for nvcc may put one without it first.
+for cxx in ${CXX:-} g++ /usr/bin/g++ c++; do
+  lib=$(command -v "$cxx" >/dev/null && "$cxx" -print-file-name=libstdc++.so || true)
+  if [ "${lib#/}" != "$lib" ]; then
+    [ -n "${CXX:-}" ] && [ "$cxx" != "$CXX" ] && echo "CXX=$CXX has no shared libstdc++: using $cxx"
+    CXX=$(command -v "$cxx") && export CXX && break
+  fi
+done
+echo "C++ compiler: $CXX ($("$CXX" --version | head -1))"
+
 start=$(date +%s)
-rm -rf /tmp/torch-fl-wheel
-"$PY" -m pip wheel --no-build-isolation --no-deps -w /tmp/torch-fl-wheel . >"$OUT/build.log" 2>&1 \
+rm -rf /tmp/torch-fl-wheel /tmp/torch-fl-build  # a fresh CMake cache: it would keep an earlier compiler
+"$PY" -m pip wheel -v --no-build-isolation --no-deps --config-settings=build-dir=/tmp/torch-fl-build \
+  -w /tmp/torch-fl-wheel . >"$OUT/build.log" 2>&1 \
   || { tail -40 "$OUT/build.log"; echo "build failed: full log in $OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - start )) s: $(ls /tmp/torch-fl-wheel)"
 "$PY" -m pip install -q --no-deps --no-compile --target "$site" /tmp/torch-fl-wheel/*.whl
 
 cd /tmp  # import the installed package, never the checkout
 export FLAGOS_ACCELERATOR=cuda
-"$PY" -m torch_fl info | tee "$OUT/info.txt"
+node_checks() {
+"$PY" -m torch_fl info
 "$PY" - <<'PY'
 import torch, torch_fl
 x = torch.randn(1000, 1000).to("flagos")
@@ -46,17 +60,23 @@ a = torch.randn(101, 3, 320); b = torch.randn(101, 3, 320)
 out = a.to('flagos') + b.to('flagos')
 torch.flagos.synchronize()
 assert torch.equal(out.cpu(), a + b) or torch.allclose(out.cpu(), a + b), 'mismatch'
-print('add ok on route $route')" 2>&1 | grep -E "add.Tensor|add ok|Error|error" | tee -a "$OUT/routes.txt"
+print('add ok on route $route')" 2>&1 | grep -E "add.Tensor|add ok|Error|error"
 done
+}
+node_checks 2>&1 | tee "$OUT/node.txt"
 cd "$repo"
 [ "$mode" = smoke ] && exit 0
 
 tests_copy=/tmp/torch-fl-tests
 rm -rf "$tests_copy" && cp -r tests "$tests_copy" && cp pyproject.toml "$tests_copy/"
 status=0
+t0=$(date +%s)
 (cd "$tests_copy" && "$PY" -m pytest -c pyproject.toml routing correctness -q -p no:cacheprovider -rs \
    --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest.txt"; exit "${PIPESTATUS[0]}") || status=$?
-if [ -f tests/bench/run.py ]; then
-  (cd /tmp && "$PY" "$tests_copy/bench/run.py" --vendor cuda --out "$OUT/bench" 2>&1 | tee "$OUT/bench.txt")
-fi
+echo "routing and correctness suites: $(( $(date +%s) - t0 )) s"; t0=$(date +%s)
+# shellcheck disable=SC2086  # BENCH_ARGS is a list of options
+(cd /tmp && "$PY" "$tests_copy/bench/run.py" --vendor cuda --out /tmp/torch-fl-bench ${BENCH_ARGS:-} 2>&1 \
+   | tee "$OUT/bench.txt") || status=$?
+mkdir -p "$OUT/bench" && cp /tmp/torch-fl-bench/bench.json /tmp/torch-fl-bench/bench.md "$OUT/bench/" 2>/dev/null || true
+echo "bench: $(( $(date +%s) - t0 )) s"
 exit "$status"
