@@ -67,14 +67,24 @@ CASES: tuple[Case, ...] = (
 # ---- arms --------------------------------------------------------------------------------------
 
 PLAIN = "plain"  # the vendor device itself, plain torch tensors, no torch_fl in the process
+# --control: the plain arm once more, in a process of its own at the end of each run. Its ratio to the
+# first plain process is the noise between two processes doing the same thing (an A/A test): a flagos
+# ratio inside that band is not a measured difference.
+CONTROL = "plain-again"
 DEFAULT_ROUTES = ("native", "flaggems", "cpu")  # flagos routes; a later fast path is one more name
 BUILTIN_ROUTES = ("native", "cpu")  # always available; any other name is a provider
 PLAIN_DEVICE = {"cpu": "cpu", "cuda": "cuda", "dcu": "cuda"}  # DCU runs HIP behind torch's cuda device
 FLAGOS_DEVICE = "flagos:0"
 
 
+def is_plain(arm: str) -> bool:
+    return arm in (PLAIN, CONTROL)
+
+
 def arm_label(arm: str, vendor: str) -> str:
     """How an arm is shown to people: ``plain cpu`` vs ``flagos cpu`` are different things."""
+    if arm == CONTROL:
+        return f"plain {PLAIN_DEVICE[vendor]} again"
     return f"plain {PLAIN_DEVICE[vendor]}" if arm == PLAIN else f"flagos {arm}"
 
 

@@ -41,7 +41,7 @@ LOG_MARK = "[flagos dispatch] "
 
 
 def _flagos_arm(spec: dict[str, Any]) -> bool:
-    return spec.get("arm") != cases.PLAIN
+    return not cases.is_plain(spec.get("arm", ""))
 
 
 def _import_torch(spec: dict[str, Any]) -> Any:
@@ -155,6 +155,52 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
     return {"us": statistics.median(batches), "batches": batches, "logged": logged}
 
 
+# ---- mode: paired ---------------------------------------------------------------------------------
+
+
+def run_paired(spec: dict[str, Any]) -> dict[str, Any]:
+    """Plain vendor tensors and flagos tensors timed in alternating batches in this one process.
+
+    Batches alternate A B B A ..., so a drift within the process weighs on both arms alike; the ratio of
+    each pair is kept. torch_fl is loaded, but calls on plain vendor tensors never reach it."""
+    torch = _import_torch(spec)
+    case = cases.find_cases([spec["case"]])[0]
+    op = _op_overload(torch, case.op)
+    arms = {}
+    for name, device in (("plain", torch.device(spec["plain_device"])), ("flagos", torch.device(spec["device"]))):
+        torch.manual_seed(0)
+        args, kwargs = case.build(device)
+        arms[name] = (args, kwargs, _synchronizer(torch, device))
+    flagos_args, flagos_kwargs, _ = arms["flagos"]
+    logged = _logged_routes(lambda: op(*flagos_args, **flagos_kwargs))
+
+    results: dict[str, Any] = {}
+
+    def batch(name: str) -> float:
+        args, kwargs, sync = arms[name]
+        sync()
+        started = time.perf_counter()
+        for _ in range(spec["repeat"]):
+            out = op(*args, **kwargs)
+        sync()
+        results[name] = out
+        return (time.perf_counter() - started) * 1e6 / spec["repeat"]
+
+    for args, kwargs, _ in arms.values():
+        for _ in range(spec["warmup"]):
+            op(*args, **kwargs)
+    plain_us, flagos_us = [], []
+    for pair in range(spec["pairs"]):
+        order = ("plain", "flagos") if pair % 2 == 0 else ("flagos", "plain")
+        times = {name: batch(name) for name in order}
+        plain_us.append(times["plain"])
+        flagos_us.append(times["flagos"])
+    if not torch.allclose(results["flagos"].to("cpu"), results["plain"].to("cpu"), rtol=1e-5, atol=1e-6):
+        raise SystemExit(f"{case.name}: flagos and plain results differ")
+    return {"plain_us": plain_us, "flagos_us": flagos_us,
+            "ratios": [f / p for f, p in zip(flagos_us, plain_us, strict=True)], "logged": logged}
+
+
 # ---- mode: overhead ---------------------------------------------------------------------------------
 
 
@@ -260,12 +306,15 @@ def run_probe(spec: dict[str, Any]) -> dict[str, Any]:
 MODES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "probe": run_probe,
     "case": run_case,
+    "paired": run_paired,
     "overhead": run_overhead,
 }
 
 
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[1])
+    if spec.get("cpu") is not None:  # before torch starts its threads: they inherit the mask
+        os.sched_setaffinity(0, {spec["cpu"]})
     result = MODES[spec["mode"]](spec)
     sys.stdout.write(RESULT_MARK + json.dumps(result) + "\n")
     sys.stdout.flush()

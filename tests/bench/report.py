@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA = 1
-GOAL_RATIO = 1.5  # the device issue's acceptance: flagos native per call <= 1.5x the plain vendor device
+# The acceptance goals: flagos native per call <= this many times the plain vendor device. Emulation
+# adds the host-side re-tagging to a ~1 µs CPU kernel; on a GPU it must hide behind the launch.
+GOAL_RATIO = {"cpu": 1.5, "cuda": 1.10, "dcu": 1.10}
 
 
 # ---- atomic output --------------------------------------------------------------------------------
@@ -61,6 +63,10 @@ def ratios(num: Sequence[float] | None, den: Sequence[float] | None) -> list[flo
     return [a / b for a, b in zip(num, den, strict=True)]
 
 
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
 def _mean(values: Sequence[float] | None) -> float | None:
     return statistics.fmean(values) if values else None
 
@@ -84,7 +90,30 @@ def add_ratios(arms: dict[str, dict[str, Any]], plain: str, native: str) -> None
             entry[f"{key}_mean"] = _mean(per_run)
 
 
-def acceptance(ab: list[dict[str, Any]], goal: float = GOAL_RATIO) -> dict[str, Any]:
+def paired_entry(case: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One case of the paired measurement: every pair's ratio, the median over all, each run's median."""
+    ratios_all = [r for run in runs for r in run["ratios"]]
+    per_run = [statistics.median(run["ratios"]) for run in runs]
+    return {"case": case, "ratio_median": statistics.median(ratios_all), "ratio_min": min(ratios_all),
+            "ratio_max": max(ratios_all), "run_medians": per_run, "pairs": len(ratios_all),
+            "plain_us_median": statistics.median(u for run in runs for u in run["plain_us"]),
+            "flagos_us_median": statistics.median(u for run in runs for u in run["flagos_us"]),
+            "runs": [{k: run[k] for k in ("plain_us", "flagos_us", "ratios")} for run in runs]}
+
+
+def paired_acceptance(paired: dict[str, Any] | None, goal: float) -> dict[str, Any] | None:
+    if not paired or not paired["cases"]:
+        return None
+    worst = max(paired["cases"], key=lambda c: c["ratio_median"])
+    return {"goal": goal, "worst": worst["ratio_median"], "worst_case": worst["case"],
+            "met": all(c["ratio_median"] <= goal for c in paired["cases"])}
+
+
+def goal_for(vendor: str) -> float:
+    return GOAL_RATIO.get(vendor, max(GOAL_RATIO.values()))
+
+
+def acceptance(ab: list[dict[str, Any]], goal: float) -> dict[str, Any]:
     """The device issue's check, run by run: every case's flagos native / plain ratio within ``goal``."""
     per_case = {c["case"]: c["arms"]["native"]["vs_plain"] for c in ab if c["arms"].get("native", {}).get("vs_plain")}
     per_run = []
@@ -92,15 +121,34 @@ def acceptance(ab: list[dict[str, Any]], goal: float = GOAL_RATIO) -> dict[str, 
         worst_case = max(per_case, key=lambda name: per_case[name][run])
         worst = per_case[worst_case][run]
         per_run.append({"run": run + 1, "worst": worst, "worst_case": worst_case, "met": worst <= goal})
+    # Between processes the same work moves by more than a router costs on a GPU (see --control), so
+    # the median over runs of each case's ratio is reported beside the strict every-run check.
+    median = {name: statistics.median(r) for name, r in per_case.items()}
+    worst_median = max(median, key=median.__getitem__) if median else None
+    control = {c["case"]: c["arms"]["plain-again"]["vs_plain"] for c in ab
+               if c["arms"].get("plain-again", {}).get("vs_plain")}
     return {"goal": goal, "what": "flagos native / plain vendor device, µs per call, in each run",
             "per_case": per_case, "per_run": per_run,
             "worst": max((r["worst"] for r in per_run), default=None),
-            "met": bool(per_run) and all(r["met"] for r in per_run)}
+            "met": bool(per_run) and all(r["met"] for r in per_run),
+            "median_per_case": median,
+            "median_worst_case": worst_median,
+            "median_met": bool(median) and all(m <= goal for m in median.values()),
+            "control_per_case": control}
 
 
 def _acceptance_runs(acc: dict[str, Any]) -> str:
-    return "; ".join(f"run {r['run']} {'met' if r['met'] else 'NOT met'} (worst {r['worst']:.2f}x, {r['worst_case']})"
+    text = "; ".join(f"run {r['run']} {'met' if r['met'] else 'NOT met'} (worst {r['worst']:.2f}x, {r['worst_case']})"
                      for r in acc["per_run"])
+    if len(acc["per_run"]) > 2 and acc.get("median_per_case"):
+        worst = acc["median_worst_case"]
+        text += (f". Median over {len(acc['per_run'])} runs per case: {'met' if acc['median_met'] else 'NOT met'} "
+                 f"(worst {acc['median_per_case'][worst]:.2f}x, {worst})")
+    control = [r for runs in (acc.get("control_per_case") or {}).values() for r in runs]
+    if control:
+        text += (f". Noise floor, plain again / plain (A/A, {len(control)} pairs): "
+                 f"{min(control):.2f}x to {max(control):.2f}x")
+    return text
 
 
 # ---- markdown ------------------------------------------------------------------------------------------
@@ -108,6 +156,10 @@ def _acceptance_runs(acc: dict[str, Any]) -> str:
 
 def _runs(values: Sequence[float] | None, fmt: str, suffix: str = "") -> str:
     return " / ".join(format(v, fmt) + suffix for v in values) if values else "—"
+
+
+def _pinning(cpu: int | None) -> str:
+    return "children not pinned" if cpu is None else f"every child pinned to CPU {cpu}"
 
 
 def _us_cell(entry: dict[str, Any]) -> str:
@@ -136,7 +188,8 @@ def _environment_md(report: dict[str, Any]) -> list[str]:
     rows = [(k, "not installed" if env[k] is None else f"`{env[k]}`") for k in keys if k in env]
     s = report["settings"]
     rows.append(("settings", f"warm-up {s['warmup']}, repeat {s['repeat']}, runs {s['runs']}, "
-                             f"threads {s['threads'] or 'torch default'}{', short' if s['short'] else ''}"))
+                             f"threads {s['threads'] or 'torch default'}, {_pinning(s.get('cpu'))}"
+                             f"{', short' if s['short'] else ''}"))
     return _table(("environment", ""), rows)
 
 
@@ -169,6 +222,23 @@ def _acceptance_md(report: dict[str, Any]) -> list[str]:
                 f"{verdict}. {_acceptance_runs(acc)}."]
 
 
+def _paired_md(report: dict[str, Any]) -> list[str]:
+    paired = report.get("paired")
+    if not paired or not paired["cases"]:
+        return []
+    rows = [[c["case"], f"{c['plain_us_median']:.2f}", f"{c['flagos_us_median']:.2f}", f"{c['ratio_median']:.3f}x",
+             f"{c['ratio_min']:.2f}x to {c['ratio_max']:.2f}x", _runs(c["run_medians"], ".3f", "x"), str(c["pairs"])]
+            for c in paired["cases"]]
+    header = ["case", f"plain {report['environment']['plain_device']} µs", "flagos native µs",
+              "median native/plain", "pair range", "median per run", "pairs"]
+    acc = (report.get("acceptance") or {}).get("paired")
+    verdict = []
+    if acc:
+        verdict = ["", f"Goal on the paired medians: native/plain ≤ {acc['goal']}x in every case: "
+                       f"{'met' if acc['met'] else '**not met**'} (worst {acc['worst']:.3f}x, {acc['worst_case']})."]
+    return ["", "## Paired in-process A/B", "", paired["method"], "", *_table(header, rows), *verdict]
+
+
 def _overhead_md(report: dict[str, Any]) -> list[str]:
     oh = report.get("overhead")
     if not oh or not oh["ops"]:
@@ -187,7 +257,7 @@ def _overhead_md(report: dict[str, Any]) -> list[str]:
 def to_markdown(report: dict[str, Any]) -> str:
     env = report["environment"]
     lines = [f"# torch_fl benchmark: {env['vendor']}", "", *_environment_md(report), "", *_ab_md(report),
-             *_acceptance_md(report), *_overhead_md(report), ""]
+             *_acceptance_md(report), *_paired_md(report), *_overhead_md(report), ""]
     return "\n".join(lines)
 
 
@@ -214,6 +284,11 @@ def short_table(report: dict[str, Any]) -> str:
     acc = report.get("acceptance") or {}
     if acc.get("per_run"):
         lines.append(f"goal native/plain <= {acc['goal']}x: {_acceptance_runs(acc)}")
+    paired = (acc or {}).get("paired")
+    if paired:
+        lines.append(f"paired in-process medians: {'met' if paired['met'] else 'NOT met'} "
+                     f"(worst {paired['worst']:.3f}x, {paired['worst_case']}): "
+                     + ", ".join(f"{c['case']} {c['ratio_median']:.3f}x" for c in report['paired']['cases']))
     return "\n".join(lines)
 
 

@@ -47,9 +47,12 @@ class Options:
     repeat: int
     batches: int
     threads: int
+    cpu: int | None
     routes: tuple[str, ...]
     cases: tuple[cases.Case, ...]
     overhead: bool
+    control: bool
+    paired: int
     timeout: float
     short: bool
 
@@ -61,6 +64,14 @@ AB_METHOD = (
     "on the host and moved to the device. After the warm-up, a synchronized batch of `repeat` calls: µs per "
     "call = batch time / repeat ({batches}). Ratios are taken run against run. Only ratios carry over between "
     "machines."
+)
+PAIRED_METHOD = (
+    "One process per (case, run) with torch_fl loaded and the op's route forced to native (confirmed from the "
+    "log). The same inputs are built on the plain vendor device and on flagos, and {pairs} pairs of "
+    "synchronized batches of `repeat` calls alternate between them (A B, B A, ...). Each pair gives one "
+    "ratio; a case's figure is the median ratio over every pair of every run. Calls on plain vendor tensors "
+    "never reach torch_fl, so the plain arm is plain torch; what the process itself does to both arms "
+    "(its memory layout, its core) cancels in each ratio."
 )
 OVERHEAD_METHOD = (
     "One process per (device arm, run), every op measured in turn inside it, 16x16 float32 inputs. The flagos "
@@ -80,6 +91,18 @@ def _positive(text: str) -> int:
     return value
 
 
+def _cpu_choice(text: str) -> int | None:
+    if text == "none":
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    if text == "auto":
+        return allowed[-1]
+    if not text.isdigit() or int(text) not in allowed:
+        raise argparse.ArgumentTypeError(f"{text} is not a CPU this process may use ({allowed[0]}..{allowed[-1]}), "
+                                         "'auto' or 'none'")
+    return int(text)
+
+
 def _csv(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
@@ -97,9 +120,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="A/B: timed batches per process, the median is kept (default 1: the seed's one batch)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads in every child, 0 = torch's default (default 1)")
+    p.add_argument("--cpu", type=_cpu_choice, default="auto", metavar="N|auto|none",
+                   help="pin every child to this CPU, so no arm pays for a migration the other did not "
+                        "(default auto: the highest CPU this process may use; none: no pinning)")
     p.add_argument("--routes", type=_csv, default=list(cases.DEFAULT_ROUTES),
                    help=f"flagos arms, comma separated (default {','.join(cases.DEFAULT_ROUTES)})")
     p.add_argument("--cases", type=_csv, help="A/B cases to run, comma separated (default all)")
+    p.add_argument("--control", action="store_true",
+                   help="measure the plain arm twice per run (A/A): the ratio between the two is the noise floor")
+    p.add_argument("--paired", type=int, default=0, metavar="PAIRS",
+                   help="also time plain and flagos native in one process per (case, run), PAIRS alternating "
+                        "batches each: differences smaller than the noise between processes (default 0: off)")
     p.add_argument("--no-overhead", action="store_true", help="skip the dispatch-overhead part")
     p.add_argument("--timeout", type=float, default=600, help="seconds allowed per child process")
     p.add_argument("--compare", type=Path, metavar="OLD.json", help="print the change per case against OLD.json")
@@ -120,9 +151,12 @@ def options_from(args: argparse.Namespace) -> Options:
         repeat=args.repeat or defaults["repeat"],
         batches=args.batches,
         threads=args.threads,
+        cpu=args.cpu,
         routes=tuple(dict.fromkeys(args.routes)),
         cases=cases.find_cases(args.cases),
         overhead=not args.no_overhead,
+        control=args.control,
+        paired=args.paired,
         timeout=args.timeout,
         short=args.short,
     )
@@ -138,7 +172,7 @@ def _log(message: str) -> None:
 def child_env(vendor: str | None, arm: str | None, overrides: dict[str, str] | None = None) -> dict[str, str]:
     """The parent's environment without FLAGOS_OP_*/FLAGOS_LOG (they would change or slow every arm)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGOS_OP_") and k != "FLAGOS_LOG"}
-    if arm == cases.PLAIN:
+    if arm is not None and cases.is_plain(arm):
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # an installed torch_fl would load with torch otherwise
     elif vendor is not None:
         env["FLAGOS_ACCELERATOR"] = vendor
@@ -176,21 +210,22 @@ def confirm_route(what: str, logged: list[list[str]], op: str | None, arm: str) 
 
 
 def probe(opts: Options) -> dict[str, Any]:
-    spec = {"mode": "probe", "routes": list(opts.routes), "threads": opts.threads}
+    spec = {"mode": "probe", "routes": list(opts.routes), "threads": opts.threads, "cpu": opts.cpu}
     return run_child(spec, child_env(opts.vendor, None), opts.timeout)
 
 
 def device_of(arm: str, vendor: str) -> str:
-    return cases.PLAIN_DEVICE[vendor] if arm == cases.PLAIN else cases.FLAGOS_DEVICE
+    return cases.PLAIN_DEVICE[vendor] if cases.is_plain(arm) else cases.FLAGOS_DEVICE
 
 
 def measure_case(opts: Options, vendor: str, case: cases.Case, arm: str, run: int) -> dict[str, Any]:
     spec = {"mode": "case", "case": case.name, "arm": arm, "device": device_of(arm, vendor),
-            "warmup": opts.warmup, "repeat": opts.repeat, "batches": opts.batches, "threads": opts.threads}
-    overrides = {} if arm == cases.PLAIN else {cases.override_var(case.op): arm}
+            "warmup": opts.warmup, "repeat": opts.repeat, "batches": opts.batches, "threads": opts.threads,
+            "cpu": opts.cpu}
+    overrides = {} if cases.is_plain(arm) else {cases.override_var(case.op): arm}
     result = run_child(spec, child_env(vendor, arm, overrides), opts.timeout)
     what = f"run {run + 1} {case.name} {arm}"
-    result["route"] = None if arm == cases.PLAIN else confirm_route(what, result["logged"], case.op, arm)
+    result["route"] = None if cases.is_plain(arm) else confirm_route(what, result["logged"], case.op, arm)
     confirmed = f" (route {result['route']} confirmed)" if result["route"] else ""
     _log(f"{what}: {result['us']:.2f} µs/call{confirmed}")
     return result
@@ -205,7 +240,8 @@ def _arm_summary(results: list[dict[str, Any]], label: str, reason: str | None) 
 
 
 def measure_ab(opts: Options, vendor: str, unavailable: dict[str, dict[str, str | None]]) -> list[dict[str, Any]]:
-    arms = (cases.PLAIN, *opts.routes)
+    arms = (cases.PLAIN, *opts.routes, *((cases.CONTROL,) if opts.control else ()))
+    unavailable = {**unavailable, cases.CONTROL: unavailable[cases.PLAIN]}
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for run in range(opts.runs):
         for case in opts.cases:
@@ -221,6 +257,23 @@ def measure_ab(opts: Options, vendor: str, unavailable: dict[str, dict[str, str 
     return summary
 
 
+def measure_paired(opts: Options, vendor: str) -> dict[str, Any]:
+    per_case: dict[str, list[dict[str, Any]]] = {case.name: [] for case in opts.cases}
+    for run in range(opts.runs):
+        for case in opts.cases:
+            spec = {"mode": "paired", "case": case.name, "arm": "native", "device": cases.FLAGOS_DEVICE,
+                    "plain_device": cases.PLAIN_DEVICE[vendor], "warmup": opts.warmup, "repeat": opts.repeat,
+                    "pairs": opts.paired, "threads": opts.threads, "cpu": opts.cpu}
+            env = child_env(vendor, "native", {cases.override_var(case.op): "native"})
+            result = run_child(spec, env, opts.timeout)
+            confirm_route(f"paired run {run + 1} {case.name}", result["logged"], case.op, "native")
+            per_case[case.name].append(result)
+            _log(f"run {run + 1} paired {case.name}: median flagos native / plain "
+                 f"{report.median(result['ratios']):.3f}x over {opts.paired} pairs")
+    return {"method": PAIRED_METHOD.format(pairs=opts.paired),
+            "cases": [report.paired_entry(case.name, per_case[case.name]) for case in opts.cases]}
+
+
 def measure_overhead(opts: Options, vendor: str) -> dict[str, Any]:
     per_arm: dict[str, list[dict[str, Any]]] = {arm: [] for arm in cases.OVERHEAD_ARMS}
     with tempfile.TemporaryDirectory(prefix="torch_fl_bench_") as tmp:
@@ -229,7 +282,7 @@ def measure_overhead(opts: Options, vendor: str) -> dict[str, Any]:
         for run in range(opts.runs):
             for arm in cases.OVERHEAD_ARMS:
                 spec = {"mode": "overhead", "arm": arm, "device": device_of(arm, vendor),
-                        "warmup": opts.warmup, "repeat": opts.repeat, "threads": opts.threads}
+                        "warmup": opts.warmup, "repeat": opts.repeat, "threads": opts.threads, "cpu": opts.cpu}
                 overrides = {} if arm == cases.PLAIN else {"FLAGOS_BACKEND_CONFIG": str(conf)}
                 per_arm[arm].append(run_child(spec, child_env(vendor, arm, overrides), opts.timeout)["ops"])
                 _log(f"run {run + 1} overhead {arm}: done")
@@ -290,20 +343,24 @@ def measure(opts: Options) -> dict[str, Any]:
         "schema": report.SCHEMA,
         "environment": env,
         "settings": {"runs": opts.runs, "warmup": opts.warmup, "repeat": opts.repeat, "batches": opts.batches,
-                     "threads": opts.threads,
+                     "threads": opts.threads, "cpu": opts.cpu,
                      "short": opts.short, "routes": list(opts.routes), "cases": [c.name for c in opts.cases],
-                     "overhead_batches": cases.OVERHEAD_BATCHES},
+                     "overhead_batches": cases.OVERHEAD_BATCHES, "paired": opts.paired},
         "method": {"ab": AB_METHOD.format(batches=_batches_text(opts.batches)), "overhead": OVERHEAD_METHOD},
         "ab": ab,
-        "acceptance": report.acceptance(ab),
+        "acceptance": report.acceptance(ab, report.goal_for(vendor)),
     }
+    result["paired"] = measure_paired(opts, vendor) if opts.paired else None
+    result["acceptance"]["paired"] = report.paired_acceptance(result["paired"], report.goal_for(vendor))
     result["overhead"] = measure_overhead(opts, vendor) if opts.overhead else None
     return result
 
 
 def load_saved(path: Path) -> dict[str, Any]:
     result = json.loads(path.read_text())
-    result["acceptance"] = report.acceptance(result["ab"])  # derived data follows this version's rules
+    goal = report.goal_for(result["environment"]["vendor"])
+    result["acceptance"] = report.acceptance(result["ab"], goal)  # derived data follows this version's rules
+    result["acceptance"]["paired"] = report.paired_acceptance(result.get("paired"), goal)
     return result
 
 

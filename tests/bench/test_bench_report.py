@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -78,7 +79,8 @@ def test_ab_cases_arms_and_routes(bench: dict[str, Any]) -> None:
 
 def test_acceptance_and_overhead(bench: dict[str, Any]) -> None:
     acc = bench["acceptance"]
-    assert set(acc["per_case"]) == set(CASES) and acc["goal"] == 1.5 and len(acc["per_run"]) == 1
+    goal = {"cpu": 1.5}.get(bench["environment"]["vendor"], 1.1)
+    assert set(acc["per_case"]) == set(CASES) and acc["goal"] == goal and len(acc["per_run"]) == 1
     ops = {o["op"]: o for o in bench["overhead"]["ops"]}
     for name in ("view", "add", "mul", "sum", "mm", "empty", "clone", "to_host", "from_host"):
         assert ops[name]["ratio"] and ops[name]["arms"]["native"]["us"][0] > 0, name
@@ -116,3 +118,27 @@ def test_a_route_other_than_the_arm_fails_the_run() -> None:
         run.confirm_route("x", [["add.Tensor", "cpu"]], "add.Tensor", "native")
     with pytest.raises(run.BenchError, match="unconfirmed"):
         run.confirm_route("x", [["mul.Tensor", "native"]], "add.Tensor", "native")
+
+
+def test_paired_control_and_pinning(tmp_path: Path) -> None:
+    proc = cli("--short", "--cases", "bias_3x101x33", "--routes", "native", "--control", "--paired", "3",
+               "--no-overhead", "--cpu", "auto", "--out", tmp_path)
+    bench = json.loads((tmp_path / "bench.json").read_text())
+    assert bench["settings"]["cpu"] == max(os.sched_getaffinity(0)) and bench["settings"]["paired"] == 3
+    arms = bench["ab"][0]["arms"]
+    assert list(arms) == ["plain", "native", "plain-again"]
+    assert arms["plain-again"]["route"] is None and len(arms["plain-again"]["vs_plain"]) == 1
+    assert bench["acceptance"]["control_per_case"]["bias_3x101x33"] == arms["plain-again"]["vs_plain"]
+    (case,) = bench["paired"]["cases"]
+    assert case["case"] == "bias_3x101x33" and case["pairs"] == 3 and len(case["runs"][0]["ratios"]) == 3
+    assert case["ratio_min"] <= case["ratio_median"] <= case["ratio_max"]
+    assert bench["acceptance"]["paired"]["worst_case"] == "bias_3x101x33"
+    md = (tmp_path / "bench.md").read_text()
+    for text in ("## Paired in-process A/B", "Noise floor, plain again / plain", "pinned to CPU"):
+        assert text in md, text
+    assert "paired in-process medians" in proc.stdout
+
+
+def test_cpu_choice_is_checked() -> None:
+    proc = cli("--cpu", "100000", "--short", check=False)
+    assert proc.returncode == 2 and "is not a CPU this process may use" in proc.stderr
