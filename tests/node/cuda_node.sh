@@ -30,7 +30,7 @@ for cxx in ${CXX:-} g++ /usr/bin/g++ c++; do
     CXX=$(command -v "$cxx") && export CXX && break
   fi
 done
-echo "C++ compiler: $CXX ($("$CXX" --version | head -1))"
+if [ -n "${CXX:-}" ]; then echo "C++ compiler: $CXX ($("$CXX" --version | head -1))"; fi
 
 start=$(date +%s)
 rm -rf /tmp/torch-fl-wheel /tmp/torch-fl-build  # a fresh CMake cache: it would keep an earlier compiler
