@@ -188,7 +188,8 @@ def _environment_md(report: dict[str, Any]) -> list[str]:
     rows = [(k, "not installed" if env[k] is None else f"`{env[k]}`") for k in keys if k in env]
     s = report["settings"]
     rows.append(("settings", f"warm-up {s['warmup']}, repeat {s['repeat']}, runs {s['runs']}, "
-                             f"threads {s['threads'] or 'torch default'}, {_pinning(s.get('cpu'))}"
+                             f"threads {s['threads'] or 'torch default'}, {_pinning(s.get('cpu'))}, "
+                             f"GLIBC_TUNABLES {s.get('glibc_tunables') or 'unset'}"
                              f"{', short' if s['short'] else ''}"))
     return _table(("environment", ""), rows)
 

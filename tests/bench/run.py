@@ -53,6 +53,7 @@ class Options:
     overhead: bool
     control: bool
     paired: int
+    steady_malloc: bool
     timeout: float
     short: bool
 
@@ -131,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--paired", type=int, default=0, metavar="PAIRS",
                    help="also time plain and flagos native in one process per (case, run), PAIRS alternating "
                         "batches each: differences smaller than the noise between processes (default 0: off)")
+    p.add_argument("--malloc", choices=("steady", "default"), default="steady",
+                   help="steady: the same fixed glibc malloc thresholds in every child (GLIBC_TUNABLES), so no "
+                        "process pays page faults another does not; default: glibc's adaptive behaviour")
     p.add_argument("--no-overhead", action="store_true", help="skip the dispatch-overhead part")
     p.add_argument("--timeout", type=float, default=600, help="seconds allowed per child process")
     p.add_argument("--compare", type=Path, metavar="OLD.json", help="print the change per case against OLD.json")
@@ -157,6 +161,7 @@ def options_from(args: argparse.Namespace) -> Options:
         overhead=not args.no_overhead,
         control=args.control,
         paired=args.paired,
+        steady_malloc=args.malloc == "steady",
         timeout=args.timeout,
         short=args.short,
     )
@@ -169,9 +174,19 @@ def _log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
-def child_env(vendor: str | None, arm: str | None, overrides: dict[str, str] | None = None) -> dict[str, str]:
+# glibc returns freed memory above its thresholds to the kernel and adapts the mmap threshold to each
+# process's history of frees, so a ~1.5 MB result can cost ~30 page faults per call in one process and
+# none in the next (seen for plain and flagos alike under emulation). Fixed thresholds, the same for
+# every child of every arm, keep the allocator out of the comparison. A GLIBC_TUNABLES of the caller wins.
+STEADY_MALLOC = "glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=134217728"
+
+
+def child_env(vendor: str | None, arm: str | None, overrides: dict[str, str] | None = None,
+              steady_malloc: bool = True) -> dict[str, str]:
     """The parent's environment without FLAGOS_OP_*/FLAGOS_LOG (they would change or slow every arm)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGOS_OP_") and k != "FLAGOS_LOG"}
+    if steady_malloc:
+        env.setdefault("GLIBC_TUNABLES", STEADY_MALLOC)
     if arm is not None and cases.is_plain(arm):
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # an installed torch_fl would load with torch otherwise
     elif vendor is not None:
@@ -211,7 +226,7 @@ def confirm_route(what: str, logged: list[list[str]], op: str | None, arm: str) 
 
 def probe(opts: Options) -> dict[str, Any]:
     spec = {"mode": "probe", "routes": list(opts.routes), "threads": opts.threads, "cpu": opts.cpu}
-    return run_child(spec, child_env(opts.vendor, None), opts.timeout)
+    return run_child(spec, child_env(opts.vendor, None, steady_malloc=opts.steady_malloc), opts.timeout)
 
 
 def device_of(arm: str, vendor: str) -> str:
@@ -223,7 +238,7 @@ def measure_case(opts: Options, vendor: str, case: cases.Case, arm: str, run: in
             "warmup": opts.warmup, "repeat": opts.repeat, "batches": opts.batches, "threads": opts.threads,
             "cpu": opts.cpu}
     overrides = {} if cases.is_plain(arm) else {cases.override_var(case.op): arm}
-    result = run_child(spec, child_env(vendor, arm, overrides), opts.timeout)
+    result = run_child(spec, child_env(vendor, arm, overrides, opts.steady_malloc), opts.timeout)
     what = f"run {run + 1} {case.name} {arm}"
     result["route"] = None if cases.is_plain(arm) else confirm_route(what, result["logged"], case.op, arm)
     confirmed = f" (route {result['route']} confirmed)" if result["route"] else ""
@@ -264,7 +279,7 @@ def measure_paired(opts: Options, vendor: str) -> dict[str, Any]:
             spec = {"mode": "paired", "case": case.name, "arm": "native", "device": cases.FLAGOS_DEVICE,
                     "plain_device": cases.PLAIN_DEVICE[vendor], "warmup": opts.warmup, "repeat": opts.repeat,
                     "pairs": opts.paired, "threads": opts.threads, "cpu": opts.cpu}
-            env = child_env(vendor, "native", {cases.override_var(case.op): "native"})
+            env = child_env(vendor, "native", {cases.override_var(case.op): "native"}, opts.steady_malloc)
             result = run_child(spec, env, opts.timeout)
             confirm_route(f"paired run {run + 1} {case.name}", result["logged"], case.op, "native")
             per_case[case.name].append(result)
@@ -284,7 +299,8 @@ def measure_overhead(opts: Options, vendor: str) -> dict[str, Any]:
                 spec = {"mode": "overhead", "arm": arm, "device": device_of(arm, vendor),
                         "warmup": opts.warmup, "repeat": opts.repeat, "threads": opts.threads, "cpu": opts.cpu}
                 overrides = {} if arm == cases.PLAIN else {"FLAGOS_BACKEND_CONFIG": str(conf)}
-                per_arm[arm].append(run_child(spec, child_env(vendor, arm, overrides), opts.timeout)["ops"])
+                env = child_env(vendor, arm, overrides, opts.steady_malloc)
+                per_arm[arm].append(run_child(spec, env, opts.timeout)["ops"])
                 _log(f"run {run + 1} overhead {arm}: done")
     ops = []
     for item in cases.OVERHEAD_OPS:
@@ -345,7 +361,8 @@ def measure(opts: Options) -> dict[str, Any]:
         "settings": {"runs": opts.runs, "warmup": opts.warmup, "repeat": opts.repeat, "batches": opts.batches,
                      "threads": opts.threads, "cpu": opts.cpu,
                      "short": opts.short, "routes": list(opts.routes), "cases": [c.name for c in opts.cases],
-                     "overhead_batches": cases.OVERHEAD_BATCHES, "paired": opts.paired},
+                     "overhead_batches": cases.OVERHEAD_BATCHES, "paired": opts.paired,
+                     "glibc_tunables": os.environ.get("GLIBC_TUNABLES", STEADY_MALLOC if opts.steady_malloc else None)},
         "method": {"ab": AB_METHOD.format(batches=_batches_text(opts.batches)), "overhead": OVERHEAD_METHOD},
         "ab": ab,
         "acceptance": report.acceptance(ab, report.goal_for(vendor)),

@@ -125,6 +125,7 @@ def test_paired_control_and_pinning(tmp_path: Path) -> None:
                "--no-overhead", "--cpu", "auto", "--out", tmp_path)
     bench = json.loads((tmp_path / "bench.json").read_text())
     assert bench["settings"]["cpu"] == max(os.sched_getaffinity(0)) and bench["settings"]["paired"] == 3
+    assert bench["settings"]["glibc_tunables"]
     arms = bench["ab"][0]["arms"]
     assert list(arms) == ["plain", "native", "plain-again"]
     assert arms["plain-again"]["route"] is None and len(arms["plain-again"]["vs_plain"]) == 1
@@ -142,3 +143,13 @@ def test_paired_control_and_pinning(tmp_path: Path) -> None:
 def test_cpu_choice_is_checked() -> None:
     proc = cli("--cpu", "100000", "--short", check=False)
     assert proc.returncode == 2 and "is not a CPU this process may use" in proc.stderr
+
+
+def test_children_get_steady_malloc_unless_the_caller_chose(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _load_run()
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    assert run.child_env("cpu", "native")["GLIBC_TUNABLES"] == run.STEADY_MALLOC
+    assert run.child_env("cpu", "plain")["GLIBC_TUNABLES"] == run.STEADY_MALLOC  # every arm alike
+    assert "GLIBC_TUNABLES" not in run.child_env("cpu", "native", steady_malloc=False)
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=1")
+    assert run.child_env("cpu", "native")["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=1"
