@@ -174,17 +174,9 @@ def run_paired(spec: dict[str, Any]) -> dict[str, Any]:
     flagos_args, flagos_kwargs, _ = arms["flagos"]
     logged = _logged_routes(lambda: op(*flagos_args, **flagos_kwargs))
 
-    results: dict[str, Any] = {}
-
     def batch(name: str) -> float:
         args, kwargs, sync = arms[name]
-        sync()
-        started = time.perf_counter()
-        for _ in range(spec["repeat"]):
-            out = op(*args, **kwargs)
-        sync()
-        results[name] = out
-        return (time.perf_counter() - started) * 1e6 / spec["repeat"]
+        return _batch_us(lambda: op(*args, **kwargs), spec["repeat"], sync)
 
     for args, kwargs, _ in arms.values():
         for _ in range(spec["warmup"]):
@@ -195,7 +187,8 @@ def run_paired(spec: dict[str, Any]) -> dict[str, Any]:
         times = {name: batch(name) for name in order}
         plain_us.append(times["plain"])
         flagos_us.append(times["flagos"])
-    if not torch.allclose(results["flagos"].to("cpu"), results["plain"].to("cpu"), rtol=1e-5, atol=1e-6):
+    got, want = (op(*args, **kwargs).to("cpu") for args, kwargs, _ in (arms["flagos"], arms["plain"]))
+    if not torch.allclose(got, want, rtol=1e-5, atol=1e-6):
         raise SystemExit(f"{case.name}: flagos and plain results differ")
     return {"plain_us": plain_us, "flagos_us": flagos_us,
             "ratios": [f / p for f, p in zip(flagos_us, plain_us, strict=True)], "logged": logged}
