@@ -1,5 +1,5 @@
 // Bookkeeping kernels the flagos device implements itself: allocation, copies,
-// resizing and the metadata-only views. They never go through the router
+// resizing, the metadata-only views and record_stream. They never go through the router
 // (they are what the routes are built from), so they are always native.
 #include "dispatch/retag.h"
 #include "runtime/runtime.h"
@@ -12,6 +12,7 @@
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
 
 namespace torch_fl {
@@ -124,6 +125,18 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
+// The allocator that must see record_stream is the one that owns the flagos storage. Through the router the
+// vendor kernel would only see a re-tagged alias storage, which its allocator does not know, and memory could be
+// reused while the stream still reads it.
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1, "record_stream: a flagos tensor needs a ",
+      "flagos stream (torch.flagos.current_stream() or torch.flagos.Stream()), got a stream of ", stream.device());
+  TORCH_CHECK(stream.device_index() == self.device().index(), "record_stream: the tensor is on ", self.device(),
+      " but the stream belongs to ", stream.device());
+  c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)
+      ->recordDataPtrOnStream(self.storage().data_ptr(), stream);
+}
+
 } // namespace
 
 // The names here are exactly what torch_fl.routes() reports as pinned native.
@@ -140,6 +153,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_reshape_alias", TORCH_FN(reshape_alias));
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("record_stream", TORCH_FN(record_stream));
 }
 
 } // namespace torch_fl

@@ -6,6 +6,7 @@
 #include <ATen/core/Generator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/tensor_memoryformats.h>
 #include <torch/csrc/utils/pybind.h>
@@ -96,6 +97,24 @@ c10::OperatorName parse_op(const std::string& op) {
                                   : c10::OperatorName("aten::" + op.substr(0, dot), op.substr(dot + 1));
 }
 
+// (stream_id, device_index, device_type): the fields torch.Stream is built from.
+py::tuple stream_fields(const c10::Stream& s) {
+  return py::make_tuple(s.id(), int(s.device_index()), int(s.device_type()));
+}
+
+// The autograd engine runs flagos backward work on one thread per device index. Such a thread can still be
+// releasing Python objects (or first taking the GIL) just after backward() has returned; if the interpreter is
+// finalising by then, that thread aborts the process. A tiny backward on every device in use waits until each
+// thread has finished what it had and is idle again. Called at exit with the GIL released.
+void settle_autograd_threads() {
+  if (!runtime_ready()) return;
+  for (c10::DeviceIndex i = 0; i < runtime().device_count(); ++i) {
+    if (!runtime().in_use(i)) continue;
+    at::Tensor x = at::zeros({1}, at::TensorOptions().device(flagos_device(i))).requires_grad_(true);
+    torch::autograd::backward({x.sum()});
+  }
+}
+
 const at::Generator& default_generator(int index) {
   return at::detail::getPrivateUse1Hooks().getDefaultGenerator(index_or_current(index));
 }
@@ -126,6 +145,18 @@ PYBIND11_MODULE(_C, m) {
     d["peak_allocated_bytes"] = s.peak_allocated;
     d["reserved_bytes"] = s.reserved;
     return d;
+  });
+  m.def("current_stream", [](int index) { return stream_fields(runtime().current_stream(index_or_current(index))); });
+  m.def("default_stream", [](int index) {
+    return stream_fields(c10::Stream(c10::Stream::DEFAULT, flagos_device(index_or_current(index))));
+  });
+  m.def("exchange_stream", [](int64_t stream_id, int index) {
+    const c10::Stream s(c10::Stream::UNSAFE, flagos_device(index_or_current(index)), stream_id);
+    return stream_fields(runtime().exchange_stream(s));
+  }, "Make the stream current on its device; returns the previous one.");
+  m.def("settle_autograd_threads", [] {
+    py::gil_scoped_release no_gil;
+    settle_autograd_threads();
   });
   m.def("reset_peak_memory_stats", [](int index) { runtime().reset_peak_memory_stats(index_or_current(index)); });
 

@@ -4,6 +4,8 @@
 #include "runtime/runtime.h"
 
 #include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <ATen/cuda/PinnedMemoryAllocator.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -37,11 +39,11 @@ class CudaRuntime final : public Runtime {
   const char* name() const override { return name_.c_str(); }
   c10::DeviceType vendor_type() const override { return c10::DeviceType::CUDA; }
   c10::DispatchKey vendor_key() const override { return c10::DispatchKey::CUDA; }
-  const c10::impl::DeviceGuardImplInterface* vendor_guard() const override { return guard_; }
 
   c10::DeviceIndex device_count() const override { return c10::cuda::device_count(); }
   c10::DeviceIndex current_device() const override { return c10::cuda::current_device(); }
   void set_device(c10::DeviceIndex index) const override { c10::cuda::set_device(index); }
+  bool in_use(c10::DeviceIndex index) const override { return c10::cuda::hasPrimaryContext(index); }
 
   c10::Allocator* allocator() override { return &allocator_; }
   c10::DataPtr adopt(c10::DataPtr vendor_ptr, size_t, c10::DeviceIndex index) override {
@@ -61,17 +63,47 @@ class CudaRuntime final : public Runtime {
   void reset_peak_memory_stats(c10::DeviceIndex index) override { cca::resetPeakStats(index); }
 
   c10::Stream current_stream(c10::DeviceIndex index) const override {
-    const c10::Stream s = c10::cuda::getCurrentCUDAStream(index).unwrap();
-    return c10::Stream(c10::Stream::UNSAFE, flagos_device(s.device_index()), s.id());
+    return to_flagos(c10::cuda::getCurrentCUDAStream(index).unwrap());
   }
   c10::Stream exchange_stream(c10::Stream stream) const override {
-    const c10::Stream old = guard_->exchangeStream(to_vendor(stream));
-    return c10::Stream(c10::Stream::UNSAFE, flagos_device(old.device_index()), old.id());
+    return to_flagos(guard_->exchangeStream(to_vendor(stream)));
+  }
+  c10::Stream new_stream(c10::DeviceIndex index, int priority) const override {
+    return to_flagos(guard_->getNewStream(c10::Device(c10::DeviceType::CUDA, index), priority));
+  }
+  c10::Stream pool_stream(c10::DeviceIndex index, bool high_priority) const override {
+    return to_flagos(guard_->getStreamFromGlobalPool(c10::Device(c10::DeviceType::CUDA, index), high_priority));
+  }
+  bool query_stream(const c10::Stream& stream) const override { return guard_->queryStream(to_vendor(stream)); }
+  void synchronize_stream(const c10::Stream& stream) const override {
+    guard_->synchronizeStream(to_vendor(stream));
   }
   void synchronize(c10::DeviceIndex index) const override {
     c10::cuda::CUDAGuard guard(index);
     c10::cuda::device_synchronize();
   }
+
+  void record_event(void** event, const c10::Stream& stream, c10::EventFlag flag) const override {
+    guard_->record(event, to_vendor(stream), stream.device_index(), flag);
+  }
+  void block_on_event(void* event, const c10::Stream& stream) const override {
+    guard_->block(event, to_vendor(stream));
+  }
+  bool query_event(void* event) const override { return guard_->queryEvent(event); }
+  void synchronize_event(void* event) const override { guard_->synchronizeEvent(event); }
+  double elapsed_ms(void* start, void* end, c10::DeviceIndex index) const override {
+    return guard_->elapsedTime(start, end, index);
+  }
+  void destroy_event(void* event, c10::DeviceIndex index) const noexcept override {
+    guard_->destroyEvent(event, index);
+  }
+  // The flagos DataPtr is the caching allocator's own block (relabelled), so the allocator finds it.
+  void record_stream(const c10::DataPtr& ptr, const c10::Stream& stream) const override {
+    guard_->recordDataPtrOnStream(ptr, to_vendor(stream));
+  }
+
+  c10::Allocator* pinned_allocator() override { return at::cuda::getPinnedMemoryAllocator(); }
+  bool is_pinned(const void* ptr) const override { return at::detail::getCUDAHooks().isPinnedPtr(ptr); }
 
   const at::Generator& vendor_generator(c10::DeviceIndex index) const override {
     return at::cuda::detail::getDefaultCUDAGenerator(index);
@@ -81,6 +113,13 @@ class CudaRuntime final : public Runtime {
   }
 
  private:
+  static c10::Stream to_vendor(c10::Stream s) {
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::CUDA, s.device_index()), s.id());
+  }
+  static c10::Stream to_flagos(c10::Stream s) {
+    return c10::Stream(c10::Stream::UNSAFE, flagos_device(s.device_index()), s.id());
+  }
+
   const std::string name_;
   const c10::impl::DeviceGuardImplInterface* guard_;
   CudaBackedAllocator allocator_;

@@ -114,6 +114,12 @@ class FlagosGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream getDefaultStream(c10::Device device) const override {
     return c10::Stream(c10::Stream::DEFAULT, flagos_device(checked_index(device.index())));
   }
+  c10::Stream getNewStream(c10::Device device, int priority) const override {
+    return runtime().new_stream(checked_index(device.index()), priority);
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device device, bool isHighPriority) const override {
+    return runtime().pool_stream(checked_index(device.index()), isHighPriority);
+  }
   c10::Stream exchangeStream(c10::Stream stream) const override {
     return runtime().exchange_stream(stream);
   }
@@ -123,41 +129,29 @@ class FlagosGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeDevice(const c10::DeviceIndex index) const override {
     runtime().synchronize(checked_index(index));
   }
-  void synchronizeStream(const c10::Stream& stream) const override {
-    if (auto* g = runtime().vendor_guard()) return g->synchronizeStream(runtime().to_vendor(stream));
-    runtime().synchronize(stream.device_index());
-  }
-  bool queryStream(const c10::Stream& stream) const override {
-    if (auto* g = runtime().vendor_guard()) return g->queryStream(runtime().to_vendor(stream));
-    return true;
-  }
-  // Events are the vendor's; under emulation work is synchronous, so an event
-  // is complete as soon as it is recorded.
+  void synchronizeStream(const c10::Stream& stream) const override { runtime().synchronize_stream(stream); }
+  bool queryStream(const c10::Stream& stream) const override { return runtime().query_stream(stream); }
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex index,
       const c10::EventFlag flag) const override {
-    if (auto* g = runtime().vendor_guard()) g->record(event, runtime().to_vendor(stream), index, flag);
+    TORCH_CHECK(index == -1 || index == stream.device_index(), "event device index ", int(index),
+        " does not match the stream's device flagos:", int(stream.device_index()));
+    runtime().record_event(event, stream, flag);
   }
   void block(void* event, const c10::Stream& stream) const override {
-    if (auto* g = runtime().vendor_guard()) g->block(event, runtime().to_vendor(stream));
+    if (event) runtime().block_on_event(event, stream); // an event never recorded is complete
   }
-  bool queryEvent(void* event) const override {
-    if (auto* g = runtime().vendor_guard()) return g->queryEvent(event);
-    return true;
-  }
+  bool queryEvent(void* event) const override { return event == nullptr || runtime().query_event(event); }
   void destroyEvent(void* event, const c10::DeviceIndex index) const noexcept override {
-    if (runtime_ready()) {
-      if (auto* g = runtime().vendor_guard()) g->destroyEvent(event, index);
-    }
+    if (event && runtime_ready()) runtime().destroy_event(event, index);
   }
   void synchronizeEvent(void* event) const override {
-    if (auto* g = runtime().vendor_guard()) g->synchronizeEvent(event);
+    if (event) runtime().synchronize_event(event);
   }
   double elapsedTime(void* start, void* end, const c10::DeviceIndex index) const override {
-    if (auto* g = runtime().vendor_guard()) return g->elapsedTime(start, end, index);
-    TORCH_CHECK(false, "timing events need an accelerator; under emulation time with time.perf_counter()");
+    return runtime().elapsed_ms(start, end, index);
   }
   void recordDataPtrOnStream(const c10::DataPtr& ptr, const c10::Stream& stream) const override {
-    if (auto* g = runtime().vendor_guard()) g->recordDataPtrOnStream(ptr, runtime().to_vendor(stream));
+    runtime().record_stream(ptr, stream);
   }
 };
 
@@ -194,10 +188,9 @@ class FlagosHooks final : public at::PrivateUse1HooksInterface {
   at::Device getDeviceFromPtr(void*) const override {
     return flagos_device(runtime().current_device());
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  c10::Allocator* getPinnedMemoryAllocator() const override {
-    TORCH_CHECK(false, "flagos has no pinned host memory; use pageable tensors");
-  }
+  // Pinned host memory is the vendor's (CUDA's caching host allocator on GPUs).
+  bool isPinnedPtr(const void* ptr) const override { return runtime_ready() && runtime().is_pinned(ptr); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return runtime().pinned_allocator(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
 };
 

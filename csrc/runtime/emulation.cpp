@@ -1,10 +1,11 @@
 // CPU emulation runtime: N flagos devices backed by host memory.
 //
-// Kernels run synchronously on the host, so streams and events are trivial,
-// but device indices, per-device memory accounting and per-device generators
+// Kernels run synchronously on the host, so every stream is one serial queue
+// (emulation_streams.h), but device indices, per-device memory accounting and per-device generators
 // are real: multi-device code paths (guards, cross-device copies) behave as
 // they do on an accelerator. Random numbers come from the CPU default
 // generator (see the constructor).
+#include "runtime/emulation_streams.h"
 #include "runtime/runtime.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -137,14 +138,39 @@ class EmulationRuntime final : public Runtime {
   }
 
   c10::Stream current_stream(c10::DeviceIndex index) const override {
-    return c10::Stream(c10::Stream::DEFAULT, flagos_device(index));
+    check_index(index);
+    return streams_.current(index);
   }
   c10::Stream exchange_stream(c10::Stream stream) const override {
-    return c10::Stream(c10::Stream::DEFAULT, stream.device());
+    check_index(stream.device_index());
+    return streams_.exchange(stream);
   }
-  void synchronize(c10::DeviceIndex index) const override {
-    check_index(index); // host kernels have already finished when they return
+  c10::Stream new_stream(c10::DeviceIndex index, int) const override {
+    check_index(index);
+    return streams_.create(index);
   }
+  c10::Stream pool_stream(c10::DeviceIndex index, bool) const override { return new_stream(index, 0); }
+  // Host kernels have finished when they return: nothing is ever pending.
+  bool query_stream(const c10::Stream&) const override { return true; }
+  void synchronize_stream(const c10::Stream& stream) const override { check_index(stream.device_index()); }
+  void synchronize(c10::DeviceIndex index) const override { check_index(index); }
+
+  void record_event(void** event, const c10::Stream&, c10::EventFlag flag) const override {
+    emulation::record_host_event(event, flag);
+  }
+  void block_on_event(void*, const c10::Stream&) const override {}
+  bool query_event(void*) const override { return true; }
+  void synchronize_event(void*) const override {}
+  double elapsed_ms(void* start, void* end, c10::DeviceIndex) const override {
+    return emulation::host_elapsed_ms(start, end);
+  }
+  void destroy_event(void* event, c10::DeviceIndex) const noexcept override {
+    emulation::destroy_host_event(event);
+  }
+  void record_stream(const c10::DataPtr&, const c10::Stream&) const override {} // one serial queue
+
+  c10::Allocator* pinned_allocator() override { return emulation::pinned_host_allocator(); }
+  bool is_pinned(const void* ptr) const override { return emulation::is_pinned_host_ptr(ptr); }
 
   const at::Generator& vendor_generator(c10::DeviceIndex index) const override {
     check_index(index);
@@ -165,6 +191,7 @@ class EmulationRuntime final : public Runtime {
   std::vector<std::unique_ptr<DeviceCounters>> counters_;
   std::vector<at::Generator> generators_;
   HostAllocator allocator_;
+  emulation::SerialStreams streams_;
 };
 
 } // namespace

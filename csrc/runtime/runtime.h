@@ -47,6 +47,8 @@ class Runtime {
   virtual c10::DeviceIndex device_count() const = 0;
   virtual c10::DeviceIndex current_device() const = 0;
   virtual void set_device(c10::DeviceIndex index) const = 0;
+  // Whether the device has been set up in this process (a GPU context exists); emulated devices always are.
+  virtual bool in_use(c10::DeviceIndex index) const { return true; }
 
   // Memory for flagos storages; the DataPtr is tagged with the flagos device.
   virtual c10::Allocator* allocator() = 0;
@@ -56,17 +58,30 @@ class Runtime {
   virtual MemoryStats memory_stats(c10::DeviceIndex index) const = 0;
   virtual void reset_peak_memory_stats(c10::DeviceIndex index) = 0;
 
-  // Streams are the vendor's streams re-labelled with the flagos device.
+  // Streams and events, in flagos terms: on GPUs they are the vendor's, relabelled with the flagos device; under
+  // emulation every stream is one serial queue (kernels finish before they return) and events carry host time.
   virtual c10::Stream current_stream(c10::DeviceIndex index) const = 0;
   virtual c10::Stream exchange_stream(c10::Stream stream) const = 0;
+  virtual c10::Stream new_stream(c10::DeviceIndex index, int priority) const = 0;
+  virtual c10::Stream pool_stream(c10::DeviceIndex index, bool high_priority) const = 0;
+  virtual bool query_stream(const c10::Stream& stream) const = 0;
+  virtual void synchronize_stream(const c10::Stream& stream) const = 0;
   virtual void synchronize(c10::DeviceIndex index) const = 0;
 
-  // The vendor's own guard, for events and stream queries; null when kernels
-  // run synchronously on the host (emulation).
-  virtual const c10::impl::DeviceGuardImplInterface* vendor_guard() const { return nullptr; }
-  c10::Stream to_vendor(c10::Stream s) const {
-    return c10::Stream(c10::Stream::UNSAFE, vendor_device(s.device_index()), s.id());
-  }
+  virtual void record_event(void** event, const c10::Stream& stream, c10::EventFlag flag) const = 0;
+  virtual void block_on_event(void* event, const c10::Stream& stream) const = 0;
+  virtual bool query_event(void* event) const = 0;
+  virtual void synchronize_event(void* event) const = 0;
+  virtual double elapsed_ms(void* start, void* end, c10::DeviceIndex index) const = 0;
+  virtual void destroy_event(void* event, c10::DeviceIndex index) const noexcept = 0;
+
+  // Keep the memory behind `ptr` from being reused until the work queued on `stream` so far has finished
+  // (tensor.record_stream). `ptr` is a flagos storage's own DataPtr, never a re-tagged alias.
+  virtual void record_stream(const c10::DataPtr& ptr, const c10::Stream& stream) const = 0;
+
+  // Pinned host memory for fast, asynchronous copies (pin_memory(), non_blocking=True).
+  virtual c10::Allocator* pinned_allocator() = 0;
+  virtual bool is_pinned(const void* ptr) const = 0;
 
   // The generator the vendor's kernels draw from for this device.
   virtual const at::Generator& vendor_generator(c10::DeviceIndex index) const = 0;
