@@ -1,14 +1,15 @@
 """torch_fl: the ``flagos`` PyTorch device and its per-operator router.
 
-``import torch_fl`` selects the vendor runtime (``FLAGOS_ACCELERATOR``), renames
-PrivateUse1 to ``flagos``, reads the route conf and the ``FLAGOS_OP_*``
-overrides, and publishes one complete route table to the C++ router. Any
-problem in the configuration stops the import with one error that lists every
-problem found, so a process never runs with a partial table.
+``import torch_fl`` is the opt-in: it selects the vendor runtime (``FLAGOS_ACCELERATOR``), renames PrivateUse1 to
+``flagos``, reads the route conf and the ``FLAGOS_OP_*`` overrides, and publishes one complete route table to the
+C++ router. Any problem in the configuration stops the import with one error that lists every problem found,
+before anything is registered, so a process never runs with a partial table. ``import torch`` alone never loads
+torch_fl unless ``FLAGOS_AUTOLOAD=1`` (the ``_torch_fl_autoload`` module says why).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -28,10 +29,11 @@ except ImportError as _exc:  # typically: importing the source tree instead of t
         "(pip install --no-build-isolation .). Set TORCH_DEVICE_BACKEND_AUTOLOAD=0 to stop `import torch` "
         "from loading torch_fl."
     ) from _exc
-from . import _conf, _env, _routing, providers
+from . import _conf, _env, _one_accelerator, _routing, providers
 from . import flagos as flagos
 from ._conf import ConfError
 from ._env import EnvError
+from ._one_accelerator import OneAcceleratorError
 from ._routing import Resolved, RouteError, RouteTable
 from .providers import Provider, load_entry_points, register_provider, unregister_provider
 from .providers.flaggems import FlagGemsProvider
@@ -39,6 +41,7 @@ from .providers.flaggems import FlagGemsProvider
 __all__ = [
     "ConfError",
     "EnvError",
+    "OneAcceleratorError",
     "Provider",
     "Resolved",
     "RouteError",
@@ -264,10 +267,11 @@ def _log_fallbacks(table: RouteTable) -> None:
             print(f"[flagos fallback] {r.op}: skipped {route_name} ({reason}) -> {r.route}", file=sys.stderr)
 
 
-def _apply(settings: _env.Settings) -> _State:
+def _apply(settings: _env.Settings, table: RouteTable | None = None) -> _State:
     global _state
     path = conf_path(settings, _C.accelerator())
-    table = _resolve(settings, path)  # raises before anything is published
+    if table is None:
+        table = _resolve(settings, path)  # raises before anything is published
     _intercept(_structured_functional_ops() | _OVERRIDEABLE_HOOKS | set(table.entries))
     _publish(table)
     _C.set_log_dispatch("dispatch" in settings.log)
@@ -325,16 +329,31 @@ def _register_device() -> None:
     )
 
 
+def _settle_at_exit() -> None:
+    """Let the autograd engine's flagos device threads finish before the interpreter goes (see
+    settle_autograd_threads in csrc/python/module.cpp); only where autograd has run."""
+    if not _one_accelerator.autograd_used():
+        return
+    try:
+        _C.settle_autograd_threads()
+    except Exception as exc:  # an exit path must not raise; say what went wrong
+        print(f"torch_fl: could not settle the autograd threads at exit: {exc}", file=sys.stderr)
+
+
 def _init() -> None:
+    # Everything that can fail on the user's configuration runs before the first registration.
     settings = _env.read_settings(os.environ)
     accel = _choose_accelerator(settings.accelerator)
+    _builtin_providers(accel)
+    table = _resolve(settings, conf_path(settings, accel))
     if accel in ("cuda", "dcu"):
         torch.cuda.init()  # flagos memory comes from CUDA's caching allocator, created here
     _C.init(accel, settings.emu_devices)
     _register_device()
-    _builtin_providers(accel)
     _C.set_provider_dispatcher(_call_provider)
-    _apply(settings)
+    _apply(settings, table)
+    _one_accelerator.install()
+    atexit.register(_settle_at_exit)
 
 
 _init()

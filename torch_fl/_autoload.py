@@ -1,9 +1,36 @@
-"""Target of torch's device autoload (``torch.backends`` entry point).
+"""torch's device autoload hook for torch-fl, installed as the top-level module ``_torch_fl_autoload``.
 
-Kept apart from the package's ``__init__`` so that ``import torch_fl`` (which
-imports torch, which autoloads this) never sees itself half-initialised.
+torch calls ``load`` at every ``import torch`` (the ``torch.backends`` entry point). Installing the wheel must not
+change a process that never asks for flagos: registering the device makes flagos PyTorch's one accelerator, which
+stops plain CUDA autograd in that process. So ``load`` does nothing unless ``FLAGOS_AUTOLOAD=1``; otherwise
+``import torch_fl`` is how a program opts in. This file lives outside the torch_fl package in the wheel because
+importing any module inside torch_fl runs torch_fl's ``__init__``, which registers the device.
 """
+
+from __future__ import annotations
+
+import os
+import warnings
+
+VAR = "FLAGOS_AUTOLOAD"
 
 
 def load() -> None:
-    import torch_fl  # noqa: F401  (importing registers the device)
+    value = os.environ.get(VAR, "").strip()
+    if value in ("", "0"):
+        return
+    if value != "1":
+        warnings.warn(
+            f"{VAR}={value!r} is not one of 0, 1: torch_fl was not loaded with torch. Set {VAR}=1 to load it with "
+            f"`import torch`, or unset {VAR} and `import torch_fl` where flagos is wanted.",
+            stacklevel=2,
+        )
+        return
+    try:
+        import torch_fl  # noqa: F401  (importing registers the device)
+    except Exception as exc:  # `import torch` must keep working; the explicit import shows the full error
+        warnings.warn(
+            f"{VAR}=1, but torch_fl could not be loaded, so the flagos device is not available: "
+            f"{type(exc).__name__}: {exc}",
+            stacklevel=2,
+        )

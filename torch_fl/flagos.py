@@ -7,12 +7,19 @@ import torch
 from . import _C
 
 __all__ = [
+    "Event",
+    "Stream",
+    "StreamContext",
     "current_device",
+    "current_stream",
+    "default_stream",
     "device",
     "device_count",
+    "get_amp_supported_dtype",
     "get_rng_state",
     "initial_seed",
     "is_available",
+    "is_bf16_supported",
     "is_initialized",
     "manual_seed",
     "manual_seed_all",
@@ -23,6 +30,8 @@ __all__ = [
     "seed",
     "set_device",
     "set_rng_state",
+    "set_stream",
+    "stream",
     "synchronize",
 ]
 
@@ -127,3 +136,116 @@ def set_rng_state(new_state: torch.Tensor, device: _Device = None) -> None:
 
 def _is_in_bad_fork() -> bool:
     return False
+
+
+# ---- streams and events -------------------------------------------------------------------------------------
+# On GPUs these are the vendor's streams and events; under emulation every stream is one serial queue (work has
+# finished when the call returns) and events record the host clock. The objects are torch's own torch.Stream and
+# torch.Event on a flagos device: torch checks their exact type in places (Event.elapsed_time, for one), so
+# Stream and Event below build those objects instead of subclassing them, and isinstance() still answers.
+
+
+class _OnFlagos(type):
+    _base: type
+
+    def __instancecheck__(cls, obj: object) -> bool:
+        return isinstance(obj, cls._base) and torch.device(obj.device).type == "flagos"  # type: ignore[attr-defined]
+
+
+class Stream(metaclass=_OnFlagos):
+    """A new flagos stream, like ``torch.cuda.Stream``: a ``torch.Stream`` with ``query``, ``synchronize``,
+    ``wait_event``, ``wait_stream``, ``record_event``, and ``with stream:`` to make it current."""
+
+    _base = torch.Stream
+
+    def __new__(cls, device: _Device = None, priority: int = 0) -> torch.Stream:  # type: ignore[misc]
+        return torch.Stream(device=torch.device("flagos", _index(device)), priority=priority)
+
+
+class Event(metaclass=_OnFlagos):
+    """A flagos event, like ``torch.cuda.Event``: a ``torch.Event`` with ``record``, ``wait``, ``query``,
+    ``synchronize`` and ``elapsed_time`` (milliseconds; both events need ``enable_timing=True``)."""
+
+    _base = torch.Event
+
+    def __new__(  # type: ignore[misc]
+        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ) -> torch.Event:
+        return torch.Event(
+            device=torch.device("flagos", current_device()),
+            enable_timing=enable_timing,
+            blocking=blocking,
+            interprocess=interprocess,
+        )
+
+
+def _stream(fields: tuple[int, int, int]) -> torch.Stream:
+    stream_id, device_index, device_type = fields
+    return torch.Stream(stream_id=stream_id, device_index=device_index, device_type=device_type)
+
+
+def current_stream(device: _Device = None) -> torch.Stream:
+    """The stream flagos work on ``device`` is queued on now (per thread, as on CUDA)."""
+    return _stream(_C.current_stream(_index(device)))
+
+
+def default_stream(device: _Device = None) -> torch.Stream:
+    return _stream(_C.default_stream(_index(device)))
+
+
+def set_stream(stream: torch.Stream | None) -> None:
+    """Make ``stream`` current on its device (prefer the ``stream(...)`` context manager)."""
+    if stream is None:
+        return
+    _check_flagos_stream(stream)
+    _C.exchange_stream(stream.stream_id, stream.device_index)
+
+
+def _check_flagos_stream(stream: object) -> None:
+    if not isinstance(stream, Stream):
+        raise ValueError(f"expected a flagos stream (torch.flagos.Stream() or torch.Stream on flagos), got {stream!r}")
+
+
+class StreamContext:
+    """Make ``stream`` current, and its device too, for the duration of a ``with`` block; ``None`` does nothing."""
+
+    def __init__(self, stream: torch.Stream | None) -> None:
+        if stream is not None:
+            _check_flagos_stream(stream)
+        self.stream = stream
+        self._previous: list[tuple[int, tuple[int, int, int]]] = []
+
+    def __enter__(self) -> torch.Stream | None:
+        if self.stream is None:
+            return None
+        index = self.stream.device_index
+        previous_device = current_device()
+        if index != previous_device:
+            _C.set_device(index)
+        self._previous.append((previous_device, _C.exchange_stream(self.stream.stream_id, index)))
+        return self.stream
+
+    def __exit__(self, *exc: object) -> None:
+        if self.stream is None:
+            return
+        previous_device, (stream_id, index, _) = self._previous.pop()
+        _C.exchange_stream(stream_id, index)
+        if previous_device != index:
+            _C.set_device(previous_device)
+
+
+def stream(stream: torch.Stream | None) -> StreamContext:
+    """``with torch.flagos.stream(s):`` queues flagos work on ``s`` (like ``torch.cuda.stream``)."""
+    return StreamContext(stream)
+
+
+# ---- automatic mixed precision (torch.autocast("flagos"), torch.amp.GradScaler("flagos")) -------------------
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """The lower-precision dtypes ``torch.autocast("flagos", dtype=...)`` accepts."""
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return True
