@@ -1,0 +1,30 @@
+"""A process that used autograd on flagos always exits cleanly, also when the CPUs are busy.
+
+torch's autograd engine runs flagos backward work on a thread per device; such a thread can still hold work that
+needs the GIL just after backward() returns. torch_fl settles those threads at exit (csrc/python/module.cpp),
+so a short train-then-exit script never aborts in interpreter shutdown.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+DRIVER = Path(__file__).with_name("exit_driver.py")
+RUNS = 200
+
+
+def test_short_backward_then_exit_runs_always_exit_cleanly(run_argv) -> None:
+    spinner = [sys.executable, "-c", "import time\nend = time.time() + 900\nwhile time.time() < end: pass"]
+    load = [subprocess.Popen(spinner) for _ in range(2)]  # other work competing for the CPUs
+    try:
+        child = run_argv([str(DRIVER), "--runs", str(RUNS), "--parallel", "4"])
+    finally:
+        for p in load:
+            p.kill()
+            p.wait()
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    assert result["runs"] == RUNS
+    assert result["failures"] == 0, f"{result['failures']} of {RUNS} runs did not exit cleanly: {result['first']}"
