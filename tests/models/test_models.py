@@ -13,7 +13,10 @@ process (one process cannot do both flagos and plain-CUDA autograd).
 from __future__ import annotations
 
 import copy
+import json
 import os
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -52,8 +55,8 @@ def _cases() -> list[Any]:
 
 
 @cache
-def _reference_file() -> dict[str, Any]:
-    path = Path(os.environ[REFERENCE_ENV])
+def _reference_file(name: str) -> dict[str, Any]:
+    path = Path(name)
     if not path.is_file():
         raise FileNotFoundError(f"{REFERENCE_ENV}={path}: no such file (write it with tests/models/reference.py)")
     data = torch.load(path, map_location="cpu", weights_only=True)
@@ -65,7 +68,7 @@ def _reference_file() -> dict[str, Any]:
 def reference(name: str, cpu_model: torch.nn.Module) -> dict[str, Any]:
     """The reference run of ``name``: from the file when FLAGOS_MODELS_REFERENCE is set, else on the CPU."""
     if os.environ.get(REFERENCE_ENV):
-        data = _reference_file()
+        data = _reference_file(os.environ[REFERENCE_ENV])
         assert name in data["models"], (
             f"{os.environ[REFERENCE_ENV]} has no run of {name} (it has {sorted(data['models'])}; "
             f"written on {data['meta']['device']})"
@@ -128,3 +131,56 @@ def test_trains_like_reference(name):
     init = dict(cpu.named_parameters())
     moved = [n for n, p in got["params"].items() if not torch.equal(p, init[n].detach())]
     assert len(moved) > len(init) // 2, f"only {len(moved)} of {len(init)} parameters changed in training"
+
+
+HERE = Path(__file__).resolve().parent
+
+
+def _script(name: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(HERE / name), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _last_json(proc: subprocess.Popen) -> dict[str, Any]:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, f"{proc.args} failed ({proc.returncode}):\n{err[-3000:]}"
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_reference_file_from_another_process(tmp_path, monkeypatch):
+    """The GPU design, on the CPU: reference.py writes the plain-device runs in a process without flagos, and
+    the suite compares flagos against that file instead of computing its own reference."""
+    out = tmp_path / "ref.pt"
+    meta = _last_json(_script("reference.py", "--device", "cpu", "--models", "gpt2,vit", "--out", str(out)))
+    assert meta["torch_fl_imported"] is False, "the plain-device reference process imported torch_fl"
+    assert meta["models"] == ["gpt2", "vit"] and meta["steps"] == zoo.STEPS
+    assert out.is_file() and not list(tmp_path.glob(".*tmp*")), "the reference file was not written atomically"
+    monkeypatch.setenv(REFERENCE_ENV, str(out))
+    test_trains_like_reference("gpt2")
+    with pytest.raises(AssertionError, match="has no run of bert"):
+        test_trains_like_reference("bert")
+
+
+def test_steptime_reports_each_arm(tmp_path):
+    runs = {
+        d: _script("steptime.py", "--device", d, "--model", "vit", "--steps", "2", "--warmup", "1")
+        for d in ("cpu", "flagos")
+    }
+    rows = {d: _last_json(p) for d, p in runs.items()}
+    for device, row in rows.items():
+        assert row["device"] == device and row["model"] == "vit" and row["steps"] == 2
+        assert row["ms_min"] <= row["ms_per_step"] <= row["ms_max"] and row["ms_min"] > 0
+        assert row["torch_fl_imported"] is (device == "flagos")
+    files = []
+    for device, row in rows.items():
+        files.append(tmp_path / f"{device}.jsonl")
+        files[-1].write_text(json.dumps(row) + "\n")
+    res = subprocess.run(
+        [sys.executable, str(HERE / "steptime.py"), "--compare", *map(str, files)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    ratio = json.loads(res.stdout.splitlines()[-1])
+    assert ratio["value"] == round(rows["flagos"]["ms_per_step"] / rows["cpu"]["ms_per_step"], 4)
