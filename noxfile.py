@@ -99,7 +99,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Host tests, no docker: tests/unit, then build + install the wheel here and run routing/correctness."""
+    """Host tests, no docker: tests/unit, then build + install the wheel here and run the suites of the matrix."""
     cpu = MATRIX.vendor("cpu")
     host = flow.env.from_environ(os.environ)
     wheelhouses = [p.name for d in host.find_links_dirs for p in d.iterdir()]
@@ -110,6 +110,8 @@ def tests(session: nox.Session) -> None:
         "-r", "docker/cpu/requirements-build.txt", "-r", "docker/cpu/requirements-test.txt", "cmake>=3.25", "ninja",
         "nox==2026.10.20",  # tests/unit/toolchain drives the noxfile itself
     )
+    # the model suite's torchvision, which pins torch exactly: --no-deps (docker/cpu/requirements-models.txt)
+    session.install("--no-deps", "-r", "docker/cpu/requirements-models.txt")
     session.run("pytest", "tests/unit", *session.posargs)
 
     out = ROOT / "build" / "host-wheel"
