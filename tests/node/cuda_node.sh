@@ -3,9 +3,13 @@
 # Docker (e.g. a lent GPU machine): build the wheel against the node's torch,
 # install it, run the routing and correctness suites with FlagGems present,
 # then the route A/B benchmark. Everything lands under $OUT (default reports/cuda-node).
-#   bash tests/node/cuda_node.sh [smoke|full]     BENCH_ARGS="--runs 3 ..." adds bench options
-# At most 7 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md}):
-# a lent machine hands back only a few.
+#   bash tests/node/cuda_node.sh [smoke|full|train|models]     BENCH_ARGS="--runs 3 ..." adds bench options
+#   train:  flagos training against plain cuda in separate processes (tests/node/train_check.py), and the step
+#           time (TIME_PAIRS alternating processes per arm)
+#   models: the model suite against a plain-cuda reference (tests/models), and its step time likewise
+# REUSE_BUILD=1 keeps a wheel an earlier call built on this machine.
+# At most 7 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md};
+# train: train.txt, models.txt): a lent machine hands back only a few.
 set -euo pipefail
 mode=${1:-full}
 OUT=${OUT:-reports/cuda-node}
@@ -33,11 +37,15 @@ done
 if [ -n "${CXX:-}" ]; then echo "C++ compiler: $CXX ($("$CXX" --version | head -1))"; fi
 
 start=$(date +%s)
-rm -rf /tmp/torch-fl-wheel /tmp/torch-fl-build  # a fresh CMake cache: it would keep an earlier compiler
-"$PY" -m pip wheel -v --no-build-isolation --no-deps --config-settings=build-dir=/tmp/torch-fl-build \
-  -w /tmp/torch-fl-wheel . >"$OUT/build.log" 2>&1 \
-  || { tail -40 "$OUT/build.log"; echo "build failed: full log in $OUT/build.log"; exit 1; }
-echo "build: $(( $(date +%s) - start )) s: $(ls /tmp/torch-fl-wheel)"
+if [ "${REUSE_BUILD:-0}" = 1 ] && compgen -G "/tmp/torch-fl-wheel/*.whl" >/dev/null; then
+  echo "build: reusing $(ls /tmp/torch-fl-wheel)"
+else
+  rm -rf /tmp/torch-fl-wheel /tmp/torch-fl-build  # a fresh CMake cache: it would keep an earlier compiler
+  "$PY" -m pip wheel -v --no-build-isolation --no-deps --config-settings=build-dir=/tmp/torch-fl-build \
+    -w /tmp/torch-fl-wheel . >"$OUT/build.log" 2>&1 \
+    || { tail -40 "$OUT/build.log"; echo "build failed: full log in $OUT/build.log"; exit 1; }
+  echo "build: $(( $(date +%s) - start )) s: $(ls /tmp/torch-fl-wheel)"
+fi
 "$PY" -m pip install -q --no-deps --no-compile --target "$site" /tmp/torch-fl-wheel/*.whl
 
 cd /tmp  # import the installed package, never the checkout
@@ -69,6 +77,40 @@ cd "$repo"
 
 tests_copy=/tmp/torch-fl-tests
 rm -rf "$tests_copy" && cp -r tests "$tests_copy" && cp pyproject.toml "$tests_copy/"
+if [ "$mode" = train ]; then
+  status=0
+  check="$tests_copy/node/train_check.py"
+  printf 'default = native\n' >/tmp/all-native.conf
+  rm -f /tmp/train-cuda.jsonl /tmp/train-flagos.jsonl
+  (cd /tmp
+   for config in fp32-adamw-foreach fp32-adamw-fused bf16-autocast fp16-autocast-gradscaler; do
+     "$PY" "$check" run --arm cuda --config "$config" >>/tmp/train-cuda.jsonl
+     "$PY" "$check" run --arm flagos --config "$config" >>/tmp/train-flagos.jsonl
+   done
+   "$PY" "$check" compare /tmp/train-cuda.jsonl /tmp/train-flagos.jsonl || exit 1
+   "$PY" "$check" after-import
+   for i in $(seq "${TIME_PAIRS:-5}"); do  # alternating processes; median ms/step of each
+     for arm in cuda flagos native; do
+       if [ $arm = native ]; then a=flagos; c=/tmp/all-native.conf; else a=$arm; c=; fi
+       env ${c:+FLAGOS_BACKEND_CONFIG=$c} "$PY" "$check" run --arm $a --config fp32-adamw-foreach --time-steps 50 \
+         | "$PY" -c "import json,sys; r=json.load(sys.stdin); print('step ms $arm', round(r['ms_per_step'], 3))"
+     done
+   done) 2>&1 | tee "$OUT/train.txt" || status=1
+  exit "$status"
+fi
+if [ "$mode" = models ]; then
+  status=0
+  rm -f /tmp/steps-cuda.jsonl /tmp/steps-flagos.jsonl
+  (cd "$tests_copy" && "$PY" models/reference.py --device cuda --out /tmp/models-cuda.pt \
+   && FLAGOS_MODELS_REFERENCE=/tmp/models-cuda.pt "$PY" -m pytest -c pyproject.toml models -q -p no:cacheprovider -rs \
+   && for i in $(seq "${TIME_PAIRS:-5}"); do
+        "$PY" models/steptime.py --device cuda >>/tmp/steps-cuda.jsonl
+        "$PY" models/steptime.py --device flagos >>/tmp/steps-flagos.jsonl
+      done && "$PY" models/steptime.py --compare /tmp/steps-cuda.jsonl /tmp/steps-flagos.jsonl) 2>&1 \
+   | tee "$OUT/models.txt"; [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  exit "$status"
+fi
+
 status=0
 t0=$(date +%s)
 (cd "$tests_copy" && "$PY" -m pytest -c pyproject.toml routing correctness -q -p no:cacheprovider -rs \
