@@ -103,7 +103,10 @@ class _DeviceKernels(Mapping[str, str]):
     router never sees them, so they can only be native. Asked of the
     dispatcher, so this list cannot drift from the C++ registrations."""
 
-    REASON = "bookkeeping kernel of the flagos device (allocation, copy, resize or view); always native"
+    REASON = (
+        "kernel of the flagos device itself (allocation, copy, resize, view, record_stream or the shallow-copy "
+        "check); always native"
+    )
 
     @staticmethod
     def _has_kernel(op: str) -> bool:

@@ -6,6 +6,7 @@
 #include <ATen/core/Generator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <torch/csrc/DynamicTypes.h>
+#include <ATen/ops/zeros.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/tensor_memoryformats.h>
