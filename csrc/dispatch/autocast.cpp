@@ -19,13 +19,12 @@ const bool g_fallthrough = [] {
   return true;
 }();
 
-// AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE spells its signatures with at:: names, unqualified.
-using at::IntArrayRef;
-using at::Scalar;
-using at::ScalarType;
-using at::Tensor;
-
 } // namespace
+
+// AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE spells its signatures with at:: names, unqualified, and which names
+// it uses differs between torch lines: the registration sees all of namespace at.
+namespace lists {
+using namespace at;
 
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 #define FLAGOS_LOWER_PRECISION_FP(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
@@ -43,4 +42,5 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 #undef FLAGOS_PROMOTE
 }
 
+} // namespace lists
 } // namespace torch_fl
