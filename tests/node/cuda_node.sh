@@ -7,9 +7,12 @@
 #   train:  flagos training against plain cuda in separate processes (tests/node/train_check.py), and the step
 #           time (TIME_PAIRS alternating processes per arm)
 #   models: the model suite against a plain-cuda reference (tests/models), and its step time likewise
+#   checks: models beside the routing and correctness suites and the exit check under load (emulated runtime,
+#           200 short backward-then-exit runs with and without torch_fl's exit settling); no bench
 # REUSE_BUILD=1 keeps a wheel an earlier call built on this machine.
 # At most 7 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md};
-# train: train.txt, models.txt): a lent machine hands back only a few.
+# train: train.txt; models: models.txt; checks: models.txt, pytest.txt, junit.xml, exit.txt): a lent
+# machine hands back only a few.
 set -euo pipefail
 mode=${1:-full}
 OUT=${OUT:-reports/cuda-node}
@@ -77,6 +80,22 @@ cd "$repo"
 
 tests_copy=/tmp/torch-fl-tests
 rm -rf "$tests_copy" && cp -r tests "$tests_copy" && cp pyproject.toml "$tests_copy/"
+if [ "$mode" = checks ]; then
+  status=0
+  (cd "$tests_copy" && "$PY" -m pytest -c pyproject.toml routing correctness -q -p no:cacheprovider -rs -n 8 \
+     --junitxml="$OUT/junit.xml" >"$OUT/pytest.txt" 2>&1) &
+  suites=$!
+  (cd /tmp && for settle in --no-settle ""; do
+     echo "exit_driver $settle: $(FLAGOS_ACCELERATOR=cpu "$PY" "$tests_copy/routing/exit_driver.py" --runs 200 \
+       --parallel 16 $settle 2>&1 | tail -1)"
+   done >"$OUT/exit.txt") &
+  exits=$!
+  REUSE_BUILD=1 bash "$0" models >/dev/null 2>&1 || status=1
+  wait "$suites" || status=1
+  wait "$exits" || status=1
+  tail -3 "$OUT/pytest.txt"; cat "$OUT/exit.txt"
+  exit "$status"
+fi
 if [ "$mode" = train ]; then
   status=0
   check="$tests_copy/node/train_check.py"
@@ -90,7 +109,7 @@ if [ "$mode" = train ]; then
        >>/tmp/train-native.jsonl
    done
    echo "flagos (shipped cuda conf) against plain cuda:"
-   "$PY" "$check" compare /tmp/train-cuda.jsonl /tmp/train-flagos.jsonl; rc=$?
+   rc=0; "$PY" "$check" compare /tmp/train-cuda.jsonl /tmp/train-flagos.jsonl || rc=1
    echo "flagos (every op native) against plain cuda:"
    "$PY" "$check" compare /tmp/train-cuda.jsonl /tmp/train-native.jsonl || rc=1
    "$PY" "$check" after-import
