@@ -91,6 +91,15 @@ if [ "$mode" = checks ]; then
    done >"$OUT/exit.txt") &
   exits=$!
   REUSE_BUILD=1 bash "$0" models >/dev/null 2>&1 || status=1
+  (cd /tmp && printf 'default = native\n' >/tmp/all-native.conf && rm -f /tmp/math-*.jsonl
+   for config in bf16-autocast fp16-autocast-gradscaler; do
+     "$PY" "$tests_copy/node/train_check.py" run --arm cuda --config $config --math-attention >>/tmp/math-cuda.jsonl
+     FLAGOS_BACKEND_CONFIG=/tmp/all-native.conf "$PY" "$tests_copy/node/train_check.py" run --arm flagos \
+       --config $config >>/tmp/math-flagos.jsonl
+   done
+   echo "flagos (every op native) against plain cuda with math attention:"
+   "$PY" "$tests_copy/node/train_check.py" compare /tmp/math-cuda.jsonl /tmp/math-flagos.jsonl) 2>&1 \
+   | grep -v -e "UserWarning" -e "mask = row_mask" >>"$OUT/models.txt"
   wait "$suites" || status=1
   wait "$exits" || status=1
   tail -3 "$OUT/pytest.txt"; cat "$OUT/exit.txt"

@@ -1,6 +1,7 @@
 """Training on flagos against plain CUDA, each arm in its own process (PyTorch allows one accelerator per process).
 
-    python train_check.py run --arm cuda|flagos --config NAME [--time-steps N]   one JSON line on stdout
+    python train_check.py run --arm cuda|flagos --config NAME [--time-steps N] [--math-attention]
+                                                                              one JSON line on stdout
     python train_check.py compare CUDA.jsonl FLAGOS.jsonl                         per config: losses, updates
     python train_check.py after-import                                            plain cuda after import torch_fl
 
@@ -8,6 +9,8 @@ The model is the 2-layer TransformerEncoder of the training-step benchmark (d_mo
 seq 128, batch 8), built on the CPU from one seed and moved to the arm's device, then trained 3 steps. The cuda
 arm never imports torch_fl (torch's device autoload is off unless FLAGOS_AUTOLOAD=1), so it also shows that
 plain CUDA training works with the wheel installed. ``--time-steps`` adds a timed stretch after the checked steps.
+``--math-attention`` makes the cuda arm use torch's math attention (flagos has no fused attention choice yet), the
+control that tells attention-kernel rounding apart from anything flagos does.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ def build(device: str) -> tuple[torch.nn.Module, list[tuple[torch.Tensor, torch.
     return model.to(device), [(x.to(device), y.to(device)) for x, y in batches]
 
 
-def run(arm: str, config: str, time_steps: int) -> dict[str, object]:
+def run(arm: str, config: str, time_steps: int, math_attention: bool = False) -> dict[str, object]:
     if arm == "flagos":
         import torch_fl  # noqa: F401
     else:
@@ -57,10 +60,16 @@ def run(arm: str, config: str, time_steps: int) -> dict[str, object]:
     opt = torch.optim.AdamW(model.parameters(), lr=LR, **{kind: True})
     scaler = torch.amp.GradScaler(device, enabled=scaled)
     sync = torch.flagos.synchronize if arm == "flagos" else torch.cuda.synchronize
+    from contextlib import nullcontext
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def attention() -> object:
+        return sdpa_kernel(SDPBackend.MATH) if math_attention else nullcontext()
 
     def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         opt.zero_grad(set_to_none=True)
-        with torch.autocast(device, dtype=dtype or torch.float32, enabled=dtype is not None):
+        with torch.autocast(device, dtype=dtype or torch.float32, enabled=dtype is not None), attention():
             loss = torch.nn.functional.mse_loss(model(x).float(), y)
         scaler.scale(loss).backward()
         scaler.step(opt)
@@ -149,13 +158,14 @@ def main() -> int:
     r.add_argument("--arm", choices=["cuda", "flagos"], required=True)
     r.add_argument("--config", choices=sorted(CONFIGS), required=True)
     r.add_argument("--time-steps", type=int, default=0)
+    r.add_argument("--math-attention", action="store_true")
     c = sub.add_parser("compare")
     c.add_argument("cuda")
     c.add_argument("flagos")
     sub.add_parser("after-import")
     args = parser.parse_args()
     if args.command == "run":
-        print(json.dumps(run(args.arm, args.config, args.time_steps)))
+        print(json.dumps(run(args.arm, args.config, args.time_steps, args.math_attention)))
         return 0
     if args.command == "compare":
         return compare(args.cuda, args.flagos)
