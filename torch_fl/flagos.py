@@ -135,7 +135,9 @@ def set_rng_state(new_state: torch.Tensor, device: _Device = None) -> None:
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """A fork of a process that has initialised a GPU runtime cannot use it (torch.manual_seed asks before it
+    seeds flagos in DataLoader workers, for one); the emulation has no such state."""
+    return _C.accelerator() in ("cuda", "dcu") and torch.cuda._is_in_bad_fork()
 
 
 # ---- streams and events -------------------------------------------------------------------------------------

@@ -88,6 +88,7 @@ def test_timing_events_measure_elapsed_time() -> None:
     assert end.elapsed_time(start) < 0
     generic = torch.Event(device="flagos", enable_timing=True)
     generic.record()
+    generic.synchronize()
     assert end.elapsed_time(generic) >= 0  # torch.flagos.Event and torch.Event are the same kind
 
 
@@ -99,7 +100,7 @@ def test_elapsed_time_needs_timing_events_recorded() -> None:
         plain_a.elapsed_time(plain_b)
     timed_a, timed_b = torch.flagos.Event(enable_timing=True), torch.flagos.Event(enable_timing=True)
     timed_a.record()
-    with pytest.raises(RuntimeError, match="recorded"):
+    with pytest.raises((RuntimeError, ValueError), match="recorded"):
         timed_a.elapsed_time(timed_b)
 
 

@@ -27,15 +27,17 @@ report("state", {
 
 
 def test_import_torch_alone_does_not_load_torch_fl(run_child) -> None:
-    child = run_child(
-        """
+    code = """
         import sys, torch
         report("loaded", "torch_fl" in sys.modules)
         report("backend_name", torch._C._get_privateuse1_backend_name())
         report("accelerator", str(torch.accelerator.current_accelerator()))
         """
-    )
-    assert child.data == {"loaded": False, "backend_name": "privateuseone", "accelerator": "None"}
+    installed = run_child(code)
+    without = run_child(code, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})  # plain torch: None, or cuda on a GPU
+    assert installed.data["loaded"] is False
+    assert installed.data["backend_name"] == "privateuseone"
+    assert installed.data == without.data
 
 
 def test_cpu_training_with_the_wheel_installed_equals_training_without_it(run_child) -> None:
