@@ -4,8 +4,7 @@
 #include "runtime/runtime.h"
 
 #include <ATen/cuda/CUDAGeneratorImpl.h>
-#include <ATen/cuda/PinnedMemoryAllocator.h>
-#include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/Context.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -43,7 +42,7 @@ class CudaRuntime final : public Runtime {
   c10::DeviceIndex device_count() const override { return c10::cuda::device_count(); }
   c10::DeviceIndex current_device() const override { return c10::cuda::current_device(); }
   void set_device(c10::DeviceIndex index) const override { c10::cuda::set_device(index); }
-  bool in_use(c10::DeviceIndex index) const override { return c10::cuda::hasPrimaryContext(index); }
+  bool in_use(c10::DeviceIndex index) const override { return hooks().hasPrimaryContext(index); }
 
   c10::Allocator* allocator() override { return &allocator_; }
   c10::DataPtr adopt(c10::DataPtr vendor_ptr, size_t, c10::DeviceIndex index) override {
@@ -102,8 +101,8 @@ class CudaRuntime final : public Runtime {
     guard_->recordDataPtrOnStream(ptr, to_vendor(stream));
   }
 
-  c10::Allocator* pinned_allocator() override { return at::cuda::getPinnedMemoryAllocator(); }
-  bool is_pinned(const void* ptr) const override { return at::detail::getCUDAHooks().isPinnedPtr(ptr); }
+  c10::Allocator* pinned_allocator() override { return hooks().getPinnedMemoryAllocator(); }
+  bool is_pinned(const void* ptr) const override { return hooks().isPinnedPtr(ptr); }
 
   const at::Generator& vendor_generator(c10::DeviceIndex index) const override {
     return at::cuda::detail::getDefaultCUDAGenerator(index);
@@ -113,6 +112,11 @@ class CudaRuntime final : public Runtime {
   }
 
  private:
+  // The vendor's own hooks (CUDA's, or HIP's under the CUDA name on DCU): pinned host memory, contexts. Asked
+  // by device type, so this file names no vendor header that hipify would have to know.
+  static const at::AcceleratorHooksInterface& hooks() {
+    return at::globalContext().getAcceleratorHooksInterface(c10::DeviceType::CUDA);
+  }
   static c10::Stream to_vendor(c10::Stream s) {
     return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::CUDA, s.device_index()), s.id());
   }
