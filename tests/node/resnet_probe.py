@@ -1,4 +1,6 @@
-"""Forward of resnet18 (train mode) module by module on flagos and on plain cuda in one process (no autograd)."""
+"""Forward of resnet18 (train mode) module by module on flagos and on plain cuda in one process (no autograd, so
+both devices can run here). Run it with FLAGOS_OP_<op>=native overrides to find which route changes a result,
+e.g. FLAGOS_OP_mean__dim=native."""
 import copy
 
 import torch
@@ -15,7 +17,10 @@ for dev in ("cuda", "flagos"):
     seen = outs[dev] = {}
     for name, mod in model.named_modules():
         if name:
-            mod.register_forward_hook(lambda m, i, o, name=name, seen=seen: seen.setdefault(name, o.detach().cpu()))
+            def keep(m, i, o, name=name, seen=seen) -> None:  # returns None: the module's output stays as it is
+                seen.setdefault(name, o.detach().cpu())
+
+            mod.register_forward_hook(keep)
     with torch.no_grad():
         model(x.to(dev))
 for name, want in outs["cuda"].items():
