@@ -8,7 +8,7 @@ import copy
 import pytest
 import torch
 
-import torch_fl  # noqa: F401
+import torch_fl
 
 
 def _mlp() -> torch.nn.Module:
@@ -57,7 +57,9 @@ def test_bf16_autocast_matches_cpu_autocast(assert_same) -> None:
 
 
 def test_grad_scaler_trains_like_the_cpu_scaler(assert_same) -> None:
-    """Three fp16 autocast steps with GradScaler: the same scales, skipped steps and parameters as on CPU."""
+    """Three fp16 autocast steps with GradScaler: the same scales and skipped steps as on CPU, and the same
+    parameters: bit for bit under emulation (the CPU's own kernels); on a GPU, fp16 kernels round differently and
+    Adam's first steps are about lr * sign(grad), so an element may differ by up to a step per step."""
     torch.manual_seed(2)
     batches = [(torch.randn(8, 16), torch.randn(8, 4)) for _ in range(3)]
 
@@ -79,8 +81,12 @@ def test_grad_scaler_trains_like_the_cpu_scaler(assert_same) -> None:
     cpu_model, cpu_scales = train("cpu")
     flagos_model, flagos_scales = train("flagos")
     assert flagos_scales == cpu_scales
+    emulated = torch_fl.accelerator() == "cpu"
     for (name, p_cpu), p_flagos in zip(cpu_model.named_parameters(), flagos_model.parameters(), strict=True):
-        assert_same(p_flagos.detach(), p_cpu.detach(), path=name)
+        if emulated:
+            assert_same(p_flagos.detach(), p_cpu.detach(), path=name)
+        else:
+            torch.testing.assert_close(p_flagos.detach().cpu(), p_cpu.detach(), rtol=0, atol=2 * 3 * 1e-2)
 
 
 def test_grad_scaler_skips_a_step_with_inf_gradients() -> None:
