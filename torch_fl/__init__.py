@@ -26,8 +26,7 @@ except ImportError as _exc:  # typically: importing the source tree instead of t
     raise ImportError(
         f"torch_fl's compiled extension is missing from {Path(__file__).parent} ({_exc}). If that is a source "
         "checkout, run Python from another directory so the installed wheel is imported, or build it first "
-        "(pip install --no-build-isolation .). Set TORCH_DEVICE_BACKEND_AUTOLOAD=0 to stop `import torch` "
-        "from loading torch_fl."
+        "(pip install --no-build-isolation .). `import torch` loads torch_fl only when FLAGOS_AUTOLOAD=1."
     ) from _exc
 from . import _conf, _env, _one_accelerator, _routing, providers
 from . import flagos as flagos
