@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch.autograd.variable import Variable
 
 # Device types whose gradients need streams in the autograd engine (at::accelerator::isAccelerator).
@@ -56,17 +55,12 @@ class _GuardedEngine:
             return self._engine.run_backward(tensors, *args, **kwargs)
         except RuntimeError as exc:
             if _ENGINE_ASSERT in str(exc) and not isinstance(exc, OneAcceleratorError):
-                raise OneAcceleratorError(message(_first_other_accelerator() or "cuda")) from exc
+                # the assert does not say which device; cuda is the one it is met with (HIP torch says cuda too)
+                raise OneAcceleratorError(message("cuda")) from exc
             raise
 
     def __getattr__(self, name: str) -> Any:  # queue_callback, is_checkpoint_valid, ...
         return getattr(self._engine, name)
-
-
-def _first_other_accelerator() -> str | None:
-    if torch.cuda.is_available():
-        return "cuda"
-    return None
 
 
 _guard: _GuardedEngine | None = None
