@@ -1,4 +1,4 @@
-"""Time one training step (forward, backward, AdamW step) of a model of the suite; one JSON line per process.
+"""Time one training step (forward, backward, optimizer step) of a model of the suite; one JSON line per process.
 
     python tests/models/steptime.py --device cuda                 # the largest model of the suite
     python tests/models/steptime.py --device flagos --model vit --steps 50
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"steptime.py: unknown model {name!r}; the suite has {sorted(zoo.MODELS)}")
     spec = zoo.MODELS[name]
     model = zoo.build(name).to(device).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=zoo.LR, weight_decay=0.01)
+    opt = spec.optimizer(model.parameters())
     batch = {k: v.to(device) for k, v in spec.batch(0).items()}
 
     def step() -> None:

@@ -1,7 +1,7 @@
 """Real models train on flagos exactly as on the reference device.
 
 Each model of model_zoo.MODELS is built on the CPU from a small config (seeded random weights, dropout off),
-deep-copied and moved to flagos, then trained model_zoo.STEPS AdamW steps. Compared with the reference:
+deep-copied and moved to flagos, then trained model_zoo.STEPS steps of its optimizer (AdamW; SGD for the CNN). Compared with the reference:
 losses and every parameter and buffer after training, parameter count and sharing, eval-mode outputs and
 greedy ``generate`` tokens of the language models.
 
