@@ -12,9 +12,10 @@ torchvision; a missing one is an error, never a skip.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -410,8 +411,30 @@ def _generate(spec: ModelSpec, model: torch.nn.Module, device: torch.device | st
     ).cpu()
 
 
+@contextlib.contextmanager
+def full_float32() -> Iterator[None]:
+    """TensorFloat-32 off for convolutions and matmuls while a model runs; the flags are restored after.
+
+    cudnn convolves float32 in TF32 by default. flagos runs the same cudnn convolutions (bit for bit on the H200),
+    but its batch norm is torch's own kernel where plain CUDA takes cudnn's, and the two differ by about 5e-7. TF32
+    rounds convolution inputs to 10 mantissa bits, so that difference grows to 1e-3 in ResNet-18's logits, as much
+    as between plain CUDA and the CPU; with TF32 off it stays at 3e-6. The comparison is made in full float32.
+    """
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 def run_model(name: str, model: torch.nn.Module, device: torch.device | str, steps: int = STEPS) -> dict[str, Any]:
     """Train ``model`` (already on ``device``) ``steps`` steps of its optimizer and record the results on the CPU."""
+    with full_float32():
+        return _run_model(name, model, device, steps)
+
+
+def _run_model(name: str, model: torch.nn.Module, device: torch.device | str, steps: int) -> dict[str, Any]:
     spec = MODELS[name]
     model.train()
     opt = spec.optimizer(model.parameters())

@@ -1,9 +1,10 @@
 """Real models train on flagos exactly as on the reference device.
 
 Each model of model_zoo.MODELS is built on the CPU from a small config (seeded random weights, dropout off),
-deep-copied and moved to flagos, then trained model_zoo.STEPS steps of its optimizer (AdamW; SGD for the CNN). Compared with the reference:
-losses and every parameter and buffer after training, parameter count and sharing, eval-mode outputs and
-greedy ``generate`` tokens of the language models.
+deep-copied and moved to flagos, then trained model_zoo.STEPS steps of its optimizer (AdamW; SGD for the CNN)
+in full float32 (model_zoo.full_float32). Compared with the reference: losses and every parameter and buffer
+after training, parameter count and sharing, eval-mode outputs and greedy ``generate`` tokens of the language
+models.
 
 The reference is the CPU, computed in this process (CPU emulation, CI), or, when FLAGOS_MODELS_REFERENCE
 names a file written by reference.py, that file: on a GPU the reference must come from plain CUDA in another
