@@ -28,7 +28,7 @@ def test_a_clean_wheel_has_no_problems(tmp_path):
         ["torch_fl/__init__.py", "torch_fl/_C.cpython-311-x86_64-linux-gnu.so", "torch_fl/configs/backends_cpu.conf"],
     )
     info = wheelcheck.inspect(w)
-    assert info.local_label == "cpu"
+    assert info.local_label == "pt213cpu"
     assert info.tag == "manylinux_2_34_x86_64.manylinux_2_36_x86_64"
     assert info.extension_modules == ("torch_fl/_C.cpython-311-x86_64-linux-gnu.so",)
     assert info.grafted == ()
