@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
@@ -24,6 +25,7 @@ def _load_variant_module():
     if spec is None or spec.loader is None:
         raise RuntimeError(f"cannot load the variant scheme from {_VARIANT_PY}")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
     return module
 
