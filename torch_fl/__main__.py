@@ -26,7 +26,8 @@ def _fit() -> dict[str, Any]:
 
     from . import _variant
 
-    toolchain = _variant.toolchain_from_torch(torch.__version__, torch.version.cuda, getattr(torch.version, "hip", None))
+    hip = getattr(torch.version, "hip", None)
+    toolchain = _variant.toolchain_from_torch(torch.__version__, torch.version.cuda, hip)
     devices = torch.cuda.device_count() if toolchain != "cpu" else 0
     node = _variant.Node(torch.__version__, toolchain, devices)
     wanted = node.wanted

@@ -115,7 +115,9 @@ def fit(installed: Variant, node: Node, built_runtimes: tuple[str, ...] = ()) ->
             f"the node has torch {node.torch_version}"
         )
     if installed.toolchain != node.toolchain:
-        out.append(f"vendor runtime: the wheel is built for {installed.toolchain}, the node's torch is {node.toolchain}")
+        out.append(
+            f"vendor runtime: the wheel is built for {installed.toolchain}, the node's torch is {node.toolchain}"
+        )
     if node.toolchain != "cpu" and node.devices == 0:
         out.append(f"accelerator: torch is a {node.toolchain} build but sees no device (driver, visibility?)")
     runtime = _runtime_of(installed.toolchain)
