@@ -41,7 +41,8 @@ PY
 log "node: $("$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "gpus", torch.cuda.device_count())'); wants +$label ($pytag)"
 
 index="$repo/wheels/$variant"
-if compgen -G "$index/torch_fl-*+$label-$pytag-*.whl" >/dev/null && [ -f "$index/simple/torch-fl/index.html" ]; then
+if [ "${REBUILD:-0}" != 1 ] && compgen -G "$index/torch_fl-*+$label-$pytag-*.whl" >/dev/null \
+   && [ -f "$index/simple/torch-fl/index.html" ]; then
   log "index: the carried wheels/$variant has $(cd "$index" && ls torch_fl-*+"$label"-"$pytag"-*.whl)"
 else
   log "index: the carried wheels/$variant has no +$label $pytag wheel ($(cd "$index" 2>/dev/null && ls torch_fl-*.whl 2>/dev/null | tr '\n' ' ')); building it as the builder does"
@@ -66,9 +67,13 @@ r = index.build(Path(sys.argv[1]), sys.argv[2]); print("index:", ", ".join(d.fil
     "$index" "$variant" | tee -a "$OUT/node.txt"
 fi
 
-# The node: its own Python with torch (a venv over the system site-packages), nothing of torch-fl.
+# The node: its own Python with torch (a venv over the system site-packages), nothing of torch-fl. When $PY is
+# itself a venv, its site-packages (where torch is) are added with a .pth file, since --system-site-packages
+# reaches only the base interpreter's.
 "$PY" -m venv --system-site-packages /tmp/torch-fl-node
 node_py=/tmp/torch-fl-node/bin/python
+"$PY" -c 'import sys, sysconfig; sys.prefix != sys.base_prefix and print(sysconfig.get_paths()["purelib"])' \
+  >"$("$node_py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/torch-site.pth"
 pipline="pip install torch-fl --index-url file://$index/simple/"
 log "install: $pipline"
 (cd /tmp && PIP_CONFIG_FILE=/dev/null "$node_py" -m pip install --no-cache-dir --index-url "file://$index/simple/" torch-fl) \
