@@ -130,6 +130,7 @@ def tests(session: nox.Session) -> None:
     session.install(*torch_args, cpu.torch.requirement)
     session.install(
         "-r", "docker/cpu/requirements-build.txt", "-r", "docker/cpu/requirements-test.txt", "cmake>=3.25", "ninja",
+        "-r", "build_tools/requirements-index.txt",  # tests/unit/distribution writes real indexes
         "nox==2026.10.20",  # tests/unit/toolchain drives the noxfile itself
     )
     # the model suite's torchvision, which pins torch exactly: --no-deps (docker/cpu/requirements-models.txt)

@@ -70,13 +70,18 @@ fi
 # The node: its own Python with torch (a venv over the system site-packages), nothing of torch-fl. When $PY is
 # itself a venv, its site-packages (where torch is) are added with a .pth file, since --system-site-packages
 # reaches only the base interpreter's.
-"$PY" -m venv --system-site-packages /tmp/torch-fl-node
 node_py=/tmp/torch-fl-node/bin/python
+if "$PY" -m venv --system-site-packages /tmp/torch-fl-node 2>/dev/null; then
+  node_pip=("$node_py" -m pip)
+else  # no ensurepip on this Python: a venv without pip, filled by the Python's own pip
+  rm -rf /tmp/torch-fl-node && "$PY" -m venv --system-site-packages --without-pip /tmp/torch-fl-node
+  node_pip=("$PY" -m pip --python "$node_py")
+fi
 "$PY" -c 'import sys, sysconfig; sys.prefix != sys.base_prefix and print(sysconfig.get_paths()["purelib"])' \
   >"$("$node_py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/torch-site.pth"
 pipline="pip install torch-fl --index-url file://$index/simple/"
 log "install: $pipline"
-(cd /tmp && PIP_CONFIG_FILE=/dev/null "$node_py" -m pip install --no-cache-dir --index-url "file://$index/simple/" torch-fl) \
+(cd /tmp && PIP_CONFIG_FILE=/dev/null "${node_pip[@]}" install --no-cache-dir --index-url "file://$index/simple/" torch-fl) \
   2>&1 | tail -3 | tee -a "$OUT/node.txt"
 cd /tmp  # import the installed package, never the checkout
 export FLAGOS_ACCELERATOR=${FLAGOS_ACCELERATOR:-cuda}
