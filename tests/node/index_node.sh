@@ -2,7 +2,7 @@
 # A GPU node installs torch-fl from a file:// index exactly as a cluster node would, then the routing and
 # correctness suites and the route A/B benchmark run from the installed wheel (never from the checkout).
 #   bash tests/node/index_node.sh            BENCH_ARGS="--runs 2" replaces the default "--short"
-# Environment: VARIANT (default cu130), PYTHON, PYTEST_ARGS (added to pytest), ROUTES (smoke routes, default
+# Environment: VARIANT (default cu130), PYTHON, REUSE_BUILD=1 (keep a wheel an earlier call built), PYTEST_ARGS (added to pytest), ROUTES (smoke routes, default
 # "native flaggems"), FLAGOS_ACCELERATOR and BENCH_VENDOR (default cuda; cpu to try it on a laptop).
 # The index is the carried wheels/<variant>/ (made by `nox -s build-cuda` + `nox -s index`). When it holds no wheel
 # for this node's Python and torch line (a cp312 node, while the local builder's Debian base has Python 3.11), the
@@ -18,7 +18,8 @@ PY=${PYTHON:-python3}
 repo=$(pwd)
 variant=${VARIANT:-cu130}
 tools=/tmp/torch-fl-tools
-rm -rf "$tools" /tmp/torch-fl-index /tmp/torch-fl-node /tmp/torch-fl-dist /tmp/torch-fl-repaired
+rm -rf "$tools" /tmp/torch-fl-index /tmp/torch-fl-node
+[ "${REUSE_BUILD:-0}" = 1 ] || rm -rf /tmp/torch-fl-dist /tmp/torch-fl-repaired
 export PYTHONUNBUFFERED=1
 # .whl/ (the node extras of tests/node/cuda_node.sh) and build/node-wheels/ (the build and index tools, fetched by
 # the pip download line in the README's "On a cluster")
@@ -51,12 +52,16 @@ else
     if [ "${lib#/}" != "$lib" ]; then CXX=$(command -v "$cxx") && export CXX && break; fi
   done
   start=$(date +%s)
+  if [ "${REUSE_BUILD:-0}" = 1 ] && compgen -G "/tmp/torch-fl-repaired/*.whl" >/dev/null; then
+    log "build: reusing $(cd /tmp/torch-fl-repaired && ls ./*.whl) (REUSE_BUILD=1)"
+  else
   excludes=$("$PY" -c 'import tomllib, sys; m = tomllib.load(open("configs/toolchains.toml", "rb"))
 print(" ".join(next(r for r in m["vendors"].values() if r["variant"] == sys.argv[1])["auditwheel"]["exclude"]))' "$variant")
   { VARIANT=$variant BUILD_ENV="CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)" "$PY" docker/scripts/build_wheel.py . /tmp/torch-fl-dist \
     && AUDITWHEEL_EXCLUDE=$excludes "$PY" docker/scripts/repair_wheel.py /tmp/torch-fl-dist /tmp/torch-fl-repaired; } \
     >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; echo "build failed: $OUT/build.log"; exit 1; }
   log "build + repair: $(( $(date +%s) - start )) s: $(cd /tmp/torch-fl-repaired && ls ./*.whl)"
+  fi
   grep -A12 "(repaired)" /tmp/torch-fl-repaired/auditwheel-show.txt >>"$OUT/node.txt" || true
   mkdir -p /tmp/torch-fl-index
   cp -r "$index" "/tmp/torch-fl-index/$variant" 2>/dev/null || mkdir -p "/tmp/torch-fl-index/$variant"
@@ -70,12 +75,15 @@ fi
 # The node: its own Python with torch (a venv over the system site-packages), nothing of torch-fl. When $PY is
 # itself a venv, its site-packages (where torch is) are added with a .pth file, since --system-site-packages
 # reaches only the base interpreter's.
+# Without pip of its own the venv has no seeded setuptools either, which would shadow the one torch needs; the
+# node's pip installs into it (pip --python), else (an old pip) the venv gets its own.
 node_py=/tmp/torch-fl-node/bin/python
-if "$PY" -m venv --system-site-packages /tmp/torch-fl-node 2>/dev/null; then
-  node_pip=("$node_py" -m pip)
-else  # no ensurepip on this Python: a venv without pip, filled by the Python's own pip
-  rm -rf /tmp/torch-fl-node && "$PY" -m venv --system-site-packages --without-pip /tmp/torch-fl-node
+"$PY" -m venv --system-site-packages --without-pip /tmp/torch-fl-node
+if "$PY" -m pip --python "$node_py" --version >/dev/null 2>&1; then
   node_pip=("$PY" -m pip --python "$node_py")
+else
+  rm -rf /tmp/torch-fl-node && "$PY" -m venv --system-site-packages /tmp/torch-fl-node
+  node_pip=("$node_py" -m pip)
 fi
 "$PY" -c 'import sys, sysconfig; sys.prefix != sys.base_prefix and print(sysconfig.get_paths()["purelib"])' \
   >"$("$node_py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/torch-site.pth"
@@ -85,7 +93,12 @@ log "install: $pipline"
   2>&1 | tail -3 | tee -a "$OUT/node.txt"
 cd /tmp  # import the installed package, never the checkout
 export FLAGOS_ACCELERATOR=${FLAGOS_ACCELERATOR:-cuda}
-log "installed: torch-fl $("$node_py" -c 'from importlib.metadata import version; print(version("torch-fl"))') at $("$node_py" -c 'import torch_fl, os; print(os.path.dirname(torch_fl.__file__))')"
+installed=$("$node_py" -c 'from importlib.metadata import version; print(version("torch-fl"))')
+where=$("$node_py" -c 'import torch_fl, os; print(os.path.dirname(torch_fl.__file__))')
+log "installed: torch-fl $installed at $where"
+if [ "$installed" != "0.1.0+$label" ] || [ "${where#/tmp/torch-fl-node/}" = "$where" ]; then
+  log "FAIL: the node venv must hold torch-fl 0.1.0+$label (another torch-fl on the node's path shadows it?)"; exit 1
+fi
 "$node_py" -m torch_fl info --check 2>&1 | tee -a "$OUT/node.txt"
 for route in ${ROUTES:-native flaggems}; do
   FLAGOS_OP_add__Tensor=$route FLAGOS_LOG=dispatch "$node_py" -c "
