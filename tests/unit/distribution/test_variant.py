@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 
 import pytest
-from conftest import REPO
 from packaging.version import Version
+
+REPO = Path(__file__).resolve().parents[3]
 
 _spec = importlib.util.spec_from_file_location("variant_under_test", REPO / "torch_fl" / "_variant.py")
 assert _spec is not None and _spec.loader is not None
