@@ -89,8 +89,16 @@ fi
   >"$("$node_py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/torch-site.pth"
 pipline="pip install torch-fl --index-url file://$index/simple/"
 log "install: $pipline"
-(cd /tmp && PIP_CONFIG_FILE=/dev/null "${node_pip[@]}" install --no-cache-dir --index-url "file://$index/simple/" torch-fl) \
-  2>&1 | tail -3 | tee -a "$OUT/node.txt"
+if ! (cd /tmp && PIP_CONFIG_FILE=/dev/null "${node_pip[@]}" install --no-cache-dir --index-url "file://$index/simple/" \
+      torch-fl) >/tmp/torch-fl-pip.log 2>&1; then
+  # pip also checks torch's own requirements; an offline node whose torch was installed without some of them cannot
+  # satisfy that from this index. Said loudly, then torch-fl alone (its one requirement, the torch line, holds).
+  tail -3 /tmp/torch-fl-pip.log | tee -a "$OUT/node.txt"
+  log "WARNING: the pip line failed on torch's own requirements (above); installing torch-fl with --no-deps"
+  (cd /tmp && PIP_CONFIG_FILE=/dev/null "${node_pip[@]}" install --no-cache-dir --no-deps \
+     --index-url "file://$index/simple/" torch-fl) >/tmp/torch-fl-pip.log 2>&1
+fi
+tail -2 /tmp/torch-fl-pip.log | tee -a "$OUT/node.txt"
 cd /tmp  # import the installed package, never the checkout
 export FLAGOS_ACCELERATOR=${FLAGOS_ACCELERATOR:-cuda}
 installed=$("$node_py" -c 'from importlib.metadata import version; print(version("torch-fl"))')
