@@ -5,6 +5,10 @@
     nox -s build-cpu -- --dry-run    print every docker command without running it
     nox -s bench-cpu                 the full benchmark in the test container (-- --short etc. go to bench/run.py)
     nox -s base-image                make the local base image on hosts that cannot pull (debootstrap)
+    nox -s index                     PEP 503 index + flat find-links page in every wheels/<variant>/
+    nox -s publish -- DEST           copy the wheels and indexes to DEST/<variant>/ (a directory or share), atomically
+    nox -s install-cpu               install from the index as a node does (HTTP, file://, --find-links), in bare
+                                     containers, for every torch line of the variant
 
 Flags of build-*/test-*/bench-* (given after `--`, before any pytest arguments): --dry-run, --rebuild (ignore
 the up-to-date wheel and images), --bench-full / --no-bench (test-*; default: the short benchmark).
@@ -25,7 +29,7 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from build_tools import context, flow, matrix, plan  # noqa: E402
+from build_tools import context, distribute, flow, matrix, plan  # noqa: E402
 from build_tools.summary import Summary  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
@@ -41,6 +45,10 @@ ACTIONS = {
     "build": ("Build + auditwheel-repair the {v} wheel in Docker into wheels/{variant}/", flow.build),
     "test": ("Test the repaired {v} wheel in a compiler-free container; reports in reports/{v}/", flow.test),
     "bench": ("Full benchmark of the {v} wheel in its test container; reports in reports/{v}/bench/", flow.bench),
+    "install": (
+        "Install the {v} wheel from wheels/{variant}/'s index as a node does, in containers with only Python + torch",
+        distribute.install,
+    ),
 }
 
 
@@ -81,6 +89,20 @@ def base_image(session: nox.Session) -> None:
     _run(session, "base-image", flow.base_image)
 
 
+@nox.session
+def index(session: nox.Session) -> None:
+    """PEP 503 index (simple/) and flat find-links page (index.html) in every wheels/<variant>/ with wheels."""
+    session.install("-r", "build_tools/requirements-index.txt")
+    session.run("python", "-m", "build_tools.distribute", "index")
+
+
+@nox.session
+def publish(session: nox.Session) -> None:
+    """`nox -s publish -- DEST`: index, then copy each variant's wheels + index to DEST/<variant>/ atomically."""
+    session.install("-r", "build_tools/requirements-index.txt")
+    session.run("python", "-m", "build_tools.distribute", "publish", *session.posargs)
+
+
 @nox.session(python=False)
 def clean(session: nox.Session) -> None:
     """Remove build/, reports/, built wheels and torch-fl images (`-- --all`: base images, BuildKit cache)."""
@@ -108,6 +130,7 @@ def tests(session: nox.Session) -> None:
     session.install(*torch_args, cpu.torch.requirement)
     session.install(
         "-r", "docker/cpu/requirements-build.txt", "-r", "docker/cpu/requirements-test.txt", "cmake>=3.25", "ninja",
+        "-r", "build_tools/requirements-index.txt",  # tests/unit/distribution writes real indexes
         "nox==2026.10.20",  # tests/unit/toolchain drives the noxfile itself
     )
     # the model suite's torchvision, which pins torch exactly: --no-deps (docker/cpu/requirements-models.txt)

@@ -38,6 +38,9 @@ class TorchSpec:
     requirement: str
     index_url: str = ""
     from_image: bool = False
+    # the builder installs torch with --no-deps (its headers and libraries are all a CPU-only build needs; the
+    # test image still installs it with its dependencies)
+    builder_no_deps: bool = False
 
     @property
     def name(self) -> str:
@@ -227,6 +230,7 @@ def _toolchain(path: Path, vendor: str, table: Mapping[str, Any]) -> Toolchain:
         requirement=torch.str("requirement"),
         index_url=torch.str("index_url", required=False),
         from_image=torch.bool("from_image"),
+        builder_no_deps=torch.bool("builder_no_deps"),
     )
     torch.reject_unknown()
     if not spec.name:

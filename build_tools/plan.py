@@ -3,7 +3,7 @@
 Every vendor's Dockerfile receives the same build args (see docker/README.md):
 
     BUILDER_IMAGE TEST_IMAGE PYTHON_VERSION VARIANT TORCH_REQUIREMENT TORCH_PIP_ARGS TORCH_FROM_IMAGE
-    BUILD_ENV AUDITWHEEL_EXCLUDE
+    TORCH_BUILDER_PIP_ARGS BUILD_ENV AUDITWHEEL_EXCLUDE
 
 and has the targets ``build`` (compiled + repaired wheel inside), ``wheel`` (scratch stage holding only the
 repaired wheel and its build report, exported with ``--output``) and ``test`` (compiler-free, wheel installed,
@@ -112,6 +112,7 @@ def build_args(chain: Toolchain, inp: BuildInputs) -> list[str]:
         "TORCH_REQUIREMENT": chain.torch.requirement,
         "TORCH_PIP_ARGS": " ".join(inp.torch_pip_args),
         "TORCH_FROM_IMAGE": "1" if chain.torch.from_image else "0",
+        "TORCH_BUILDER_PIP_ARGS": "--no-deps" if chain.torch.builder_no_deps else "",
         "BUILD_ENV": " ".join(f"{k}={v}" for k, v in sorted(chain.build_env.items())),
         "AUDITWHEEL_EXCLUDE": " ".join(chain.auditwheel_exclude),
     }

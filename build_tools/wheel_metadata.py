@@ -1,41 +1,51 @@
-"""scikit-build-core dynamic-metadata provider: version variant and torch pin.
+"""scikit-build-core dynamic-metadata provider: the variant version and the torch pin.
 
-The compiled extension only works with the torch minor line it was built
-against, so the wheel says so (``torch>=2.13,<2.14``), and its local version
-names the toolchain variant (``0.1.0+cpu``, ``+cu130``, ``+dtk2604``) so that
-per-variant indexes never mix.
+The compiled extension only works with the torch minor line it was built against, so the wheel says so
+(``torch>=2.13,<2.14``), and its local version names that line and the toolchain (``0.1.0+pt213cpu``,
+``+pt211cu130``, ``+pt210dtk2604``): two builds never collide, and per-toolchain indexes never mix
+(torch_fl/_variant.py has the scheme; it is loaded by path so that the package itself is never imported here).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
-import re
+import sys
 from collections.abc import Mapping
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
-from packaging.version import Version
-
 VARIANT_ENV = "TORCH_FL_VARIANT"
+_VARIANT_PY = Path(__file__).resolve().parents[1] / "torch_fl" / "_variant.py"
+
+
+def _load_variant_module():
+    spec = importlib.util.spec_from_file_location("torch_fl_variant_scheme", _VARIANT_PY)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot load the variant scheme from {_VARIANT_PY}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+variants = _load_variant_module()
 
 
 def torch_variant(torch_version: str) -> str:
-    """The variant tag implied by an installed torch's version string."""
-    local = Version(torch_version).local or ""
-    if dtk := re.search(r"dtk(\d+)", local):
-        return f"dtk{dtk.group(1)}"
-    if re.fullmatch(r"cu\d+|rocm[\d.]+|cpu", local):
-        return local.replace(".", "")
+    """The toolchain implied by an installed torch's version string (asks torch when it has no local tag)."""
+    local = torch_version.split("+", 1)[1] if "+" in torch_version else ""
+    if local:
+        return variants.toolchain_from_torch(torch_version)
     os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # never import an installed torch_fl mid-build
     import torch  # no local tag (PyPI's default build): ask torch itself
 
-    cuda = torch.version.cuda
-    return "cu" + cuda.replace(".", "") if cuda else "cpu"
+    return variants.toolchain_from_torch(torch_version, torch.version.cuda, getattr(torch.version, "hip", None))
 
 
 def torch_pin(torch_version: str) -> str:
-    v = Version(torch_version)
-    return f"torch>={v.major}.{v.minor},<{v.major}.{v.minor + 1}"
+    return variants.Variant(variants.torch_line(torch_version), "cpu").torch_requirement
 
 
 def dynamic_metadata(settings: Mapping[str, Any], project: Mapping[str, Any]) -> dict[str, Any]:
@@ -49,7 +59,9 @@ def dynamic_metadata(settings: Mapping[str, Any], project: Mapping[str, Any]) ->
             "torch is not installed in the building Python: install the torch you build against, "
             "then build with --no-build-isolation (pip wheel --no-build-isolation .)"
         ) from None
-    variant = os.environ.get(VARIANT_ENV) or torch_variant(torch_version)
-    if not re.fullmatch(r"[a-z0-9]+", variant):
-        raise RuntimeError(f"{VARIANT_ENV}={variant!r} is not a valid local version tag: use e.g. cpu, cu130, dtk2604")
-    return {"version": f"{base}+{variant}", "dependencies": [torch_pin(torch_version)]}
+    toolchain = os.environ.get(VARIANT_ENV) or torch_variant(torch_version)
+    try:
+        variant = variants.make(torch_version, toolchain)
+    except variants.VariantError as exc:
+        raise RuntimeError(f"{VARIANT_ENV}={toolchain!r}: {exc}") from None
+    return {"version": f"{base}+{variant.label}", "dependencies": [variant.torch_requirement]}

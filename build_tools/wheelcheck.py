@@ -104,9 +104,11 @@ def inspect(path: Path) -> WheelInfo:
 def problems(info: WheelInfo, *, variant: str, python_tag: str, excludes: Sequence[str]) -> list[str]:
     """What is wrong with a repaired wheel for a matrix row; empty when it is fine."""
     out = []
-    # a family such as "dtk*" (variant read from the image by the builder) matches dtk2504, dtk2604, ...
-    if not fnmatch.fnmatchcase(info.local_label or "", variant):
-        out.append(f"version {info.version} does not carry the variant label +{variant}")
+    # the label is pt<torch line><toolchain> (torch_fl/_variant.py); a family such as "dtk*" (read from the image
+    # by the builder) matches dtk2504, dtk2604, ...
+    m = re.fullmatch(r"pt\d{3}(?P<toolchain>[a-z0-9]+)", info.local_label or "")
+    if not m or not fnmatch.fnmatchcase(m.group("toolchain"), variant):
+        out.append(f"version {info.version} does not carry the variant label +pt<torch line>{variant}")
     if python_tag not in info.python_tags:
         out.append(f"python tag {'.'.join(info.python_tags)} is not {python_tag}")
     if not any(t.startswith("manylinux_") or t.startswith("manylinux") for t in info.platform_tags):

@@ -1,6 +1,7 @@
 """``python -m torch_fl``: what this process's flagos device will do.
 
-    python -m torch_fl info              accelerator, build, torch, conf, overrides, route counts
+    python -m torch_fl info              accelerator, build, torch, conf, overrides, route counts, and whether the
+                                         installed variant fits this node (--check: exit 1 when it does not)
     python -m torch_fl route add.Tensor  the route an op takes and where that was decided
     python -m torch_fl routes            every explicit route
 Each takes ``--json`` for machine-readable output.
@@ -14,6 +15,38 @@ import sys
 from collections import Counter
 from dataclasses import asdict
 from typing import Any
+
+
+def _fit() -> dict[str, Any]:
+    """Does the installed variant fit this node (torch line, vendor runtime, accelerator present)? If not, which
+    variant to install instead (torch_fl/_variant.py)."""
+    import torch
+
+    import torch_fl
+
+    from . import _variant
+
+    hip = getattr(torch.version, "hip", None)
+    toolchain = _variant.toolchain_from_torch(torch.__version__, torch.version.cuda, hip)
+    devices = torch.cuda.device_count() if toolchain != "cpu" else 0
+    node = _variant.Node(torch.__version__, toolchain, devices)
+    wanted = node.wanted
+    try:
+        installed = _variant.from_version(torch_fl.__version__)
+        problems = _variant.fit(installed, node, tuple(torch_fl._C.built_runtimes()))
+        label = installed.label
+    except _variant.VariantError as exc:
+        problems, label = [str(exc)], None
+    return {
+        "installed": label,
+        "node": f"torch {torch.__version__} ({toolchain}), {devices} {toolchain} device(s)"
+        if toolchain != "cpu"
+        else f"torch {torch.__version__} (cpu)",
+        "fits": not problems,
+        "problems": problems,
+        "wanted": wanted.label,
+        "install": f"pip install torch-fl --index-url <base>/{wanted.toolchain}/simple   (0.1.0+{wanted.label})",
+    }
 
 
 def _info() -> dict[str, Any]:
@@ -35,6 +68,7 @@ def _info() -> dict[str, Any]:
         "overrides": {o.var: ", ".join(o.routes) for o in state.settings.overrides},
         "explicit_routes": dict(sorted(counts.items())),
         "log": sorted(state.settings.log),
+        "variant": _fit(),
     }
 
 
@@ -49,9 +83,24 @@ def _route(op: str) -> dict[str, Any]:
     return out
 
 
+def _fit_lines(fit: dict[str, Any]) -> list[str]:
+    if fit["fits"]:
+        return [f"{fit['installed']} fits this node: {fit['node']}"]
+    lines = [f"{fit['installed'] or 'unknown'} does NOT fit this node: {fit['node']}"]
+    lines += [f"  - {p}" for p in fit["problems"]]
+    lines.append(f"  install variant {fit['wanted']}: {fit['install']}")
+    return lines
+
+
 def _print_info(info: dict[str, Any]) -> None:
     width = max(len(k) for k in info)
     for key, value in info.items():
+        if key == "variant":
+            lines = _fit_lines(value)
+            print(f"{key:<{width}}  {lines[0]}")
+            for line in lines[1:]:
+                print(f"{'':<{width}}  {line}")
+            continue
         if isinstance(value, dict):
             value = ", ".join(f"{k}={v}" for k, v in value.items()) or "none"
         elif isinstance(value, list):
@@ -79,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_info = sub.add_parser("info", help="accelerator, build, torch, conf and route summary")
     p_info.add_argument("--json", action="store_true")
+    p_info.add_argument("--check", action="store_true", help="exit 1 when the installed variant does not fit")
     p_route = sub.add_parser("route", help="the route one op takes, e.g. add.Tensor")
     p_route.add_argument("op")
     p_route.add_argument("--json", action="store_true")
@@ -90,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "info":
             info = _info()
             print(json.dumps(info, indent=2)) if args.json else _print_info(info)
+            if args.check and not info["variant"]["fits"]:
+                return 1
         elif args.command == "route":
             route = _route(args.op)
             print(json.dumps(route, indent=2)) if args.json else _print_route(route)

@@ -40,7 +40,7 @@ def test_metadata_uses_env_variant_and_rejects_bad_tags(monkeypatch: pytest.Monk
     monkeypatch.setattr(wheel_metadata.metadata, "version", lambda name: "2.13.0+cpu")
     monkeypatch.setenv("TORCH_FL_VARIANT", "dtk2604")
     out = wheel_metadata.dynamic_metadata({"base-version": "0.1.0"}, {})
-    assert out == {"version": "0.1.0+dtk2604", "dependencies": ["torch>=2.13,<2.14"]}
+    assert out == {"version": "0.1.0+pt213dtk2604", "dependencies": ["torch>=2.13,<2.14"]}
     monkeypatch.setenv("TORCH_FL_VARIANT", "dtk-26.04")
     with pytest.raises(RuntimeError, match="TORCH_FL_VARIANT"):
         wheel_metadata.dynamic_metadata({"base-version": "0.1.0"}, {})

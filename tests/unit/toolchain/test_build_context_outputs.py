@@ -120,7 +120,7 @@ def test_pytest_ini_comes_from_pyproject_without_source_tree_keys(fake_repo):
 
 
 def test_stage_tests_leaves_out_host_only_suites(fake_repo, tmp_path):
-    wheel = tmp_path / "torch_fl-0.1.0+cpu-cp311-cp311-manylinux_2_36_x86_64.whl"
+    wheel = tmp_path / "torch_fl-0.1.0+pt213cpu-cp311-cp311-manylinux_2_36_x86_64.whl"
     wheel.write_bytes(b"zip")
     context.stage_tests(fake_repo, "cpu", SPEC, wheel)
     root = context.context_dir(fake_repo, "cpu")

@@ -66,7 +66,10 @@ def test_every_vendor_row_is_complete(repo):
     m = matrix.load(repo / "configs" / "toolchains.toml")
     for chain in m.vendors.values():
         assert chain.summary and "\n" not in chain.summary
-        assert chain.dockerfile == f"docker/{chain.vendor}/Dockerfile"
+        # a row of another torch line of a variant (cpu214) reuses that variant's Dockerfile
+        owners = [c.vendor for c in m.vendors.values() if c.wheel_dir == chain.wheel_dir]
+        assert chain.dockerfile in {f"docker/{v}/Dockerfile" for v in owners}
+        assert (repo / chain.dockerfile).is_file()
         assert chain.torch.requirement
         assert chain.bench_vendor
         # a vendor's own tests are never deselected ("" runs everything; GPU tests skip with a reason)

