@@ -23,8 +23,18 @@ WORKER = HERE / "worker.py"
 sys.path.insert(0, str(HERE))
 import worker  # noqa: E402  (its model, batches and step count are the single-process reference's too)
 
-WORLDS = (2, 4)
 TIMEOUT_S = 240
+
+
+def _worlds() -> tuple[int, ...]:
+    """2 and 4 ranks; on GPUs no more ranks than devices (NCCL gives each rank a GPU of its own)."""
+    if torch_fl.accelerator() == "cpu":
+        return (2, 4)
+    return tuple(w for w in (2, 4) if w <= torch.flagos.device_count())
+
+
+WORLDS = _worlds()
+needs_two = pytest.mark.skipif(not WORLDS, reason="needs 2 flagos devices with one GPU each (NCCL, RCCL)")
 
 
 def _free_port() -> int:
@@ -35,6 +45,7 @@ def _free_port() -> int:
 
 def launch(scenario: str, world: int, tmp: Path) -> list[dict]:
     """Run ``scenario`` on ``world`` ranks; the ranks' results, or a failure that shows what each rank printed."""
+    tmp.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     procs = []
     for rank in range(world):
@@ -101,9 +112,10 @@ def test_every_collective(collectives, world, case):
         assert expected in names, f"{expected} was not checked (checked: {sorted(names)})"
 
 
+@needs_two
 def test_default_map_sends_flagos_to_flagos(collectives):
     """init_process_group() without a backend maps the flagos device to the flagos backend."""
-    assert "flagos:flagos" in collectives(2)[0]["backend_for_flagos"].replace(" ", "")
+    assert "flagos:flagos" in collectives(WORLDS[0])[0]["backend_for_flagos"].replace(" ", "")
 
 
 @pytest.mark.parametrize("world", WORLDS)
@@ -112,14 +124,29 @@ def test_ddp_equals_one_process_on_the_whole_batch(tmp_path, world):
     trained on the whole batch (the CPU model here)."""
     per_rank = launch("ddp", world, tmp_path)
     reference = worker.tiny_model()
-    worker.train(reference, slice(0, 32), torch.device("cpu"))
+    worker.train("tiny", reference, 0, 1, torch.device("cpu"))
     want = {n: p.detach() for n, p in reference.named_parameters()}
+    _same_params(per_rank, want, rtol=1e-5, atol=1e-6)
+
+
+@needs_two
+def test_ddp_encoder_equals_one_device(tmp_path):
+    """The 2-layer TransformerEncoder: DDP over two flagos devices ends where one flagos device ends that
+    trained on the whole batch (both run the vendor's kernels: no host reference in between)."""
+    one = launch("ddp-encoder", 1, tmp_path / "one")[0]
+    want = {n: torch.tensor(v) for n, v in one["params"].items()}
+    _same_params(launch("ddp-encoder", 2, tmp_path / "two"), want, rtol=1e-4, atol=1e-5)
+
+
+def _same_params(per_rank: list[dict], want: dict[str, torch.Tensor], *, rtol: float, atol: float) -> None:
     for rank, res in enumerate(per_rank):
+        assert sorted(res["params"]) == sorted(want), f"rank {rank}: other parameters than the reference"
         for name, values in res["params"].items():
-            torch.testing.assert_close(torch.tensor(values), want[name], rtol=1e-5, atol=1e-6,
+            torch.testing.assert_close(torch.tensor(values), want[name], rtol=rtol, atol=atol,
                                        msg=lambda m, rank=rank, name=name: f"rank {rank} {name}: {m}")
 
 
+@needs_two
 def test_dead_rank_fails_the_others_with_a_named_error(tmp_path):
     """A rank that dies makes the others' next collective fail within the group timeout (5 s), with an error
     that names the collective, the rank and the library, instead of hanging."""

@@ -3,7 +3,8 @@
     python worker.py SCENARIO OUT_DIR         (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT in the environment)
 
 Scenarios: ``collectives`` (every collective in float32 and bfloat16, contiguous and not, sync and async),
-``ddp`` (a small model trained with DistributedDataParallel), ``dead-peer`` (the last rank exits before an
+``ddp`` and ``ddp-encoder`` (a small MLP or a 2-layer TransformerEncoder trained with DistributedDataParallel),
+``dead-peer`` (the last rank exits before an
 all_reduce; the others must fail within the timeout, naming the collective). Each check computes its expected
 value from the ranks' inputs, so the parent only reads verdicts.
 """
@@ -164,37 +165,53 @@ def scenario_collectives() -> dict:
     return out
 
 
+# Models of the DDP scenarios: name -> (build, global batch maker). Batches split evenly over 1, 2 or 4 ranks.
 def tiny_model() -> torch.nn.Module:
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
 
 
-def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The global batch of ``step``: 8 rows per rank of the largest world the suite runs (4)."""
+def tiny_batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(100 + step)
     return torch.randn(32, 8, generator=g), torch.randn(32, 4, generator=g)
 
 
+def encoder_model() -> torch.nn.Module:
+    """The 2-layer TransformerEncoder of the training checks (d_model 256, 4 heads, ffn 1024), dropout off."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, batch_first=True)
+    return torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+
+def encoder_batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(200 + step)
+    return torch.randn(8, 128, 256, generator=g), torch.randn(8, 128, 256, generator=g)
+
+
+MODELS = {"tiny": (tiny_model, tiny_batch), "encoder": (encoder_model, encoder_batch)}
 DDP_STEPS = 3
 
 
-def train(model: torch.nn.Module, rows: slice, device: torch.device) -> None:
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+def train(name: str, model: torch.nn.Module, rank: int, world: int, device: torch.device) -> None:
+    """DDP_STEPS SGD steps on this rank's share of each global batch (SGD: its steps follow the gradient, so
+    summation-order rounding stays rounding; Adam would turn it into steps of its learning rate)."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
     for step in range(DDP_STEPS):
-        x, y = batch(step)
+        x, y = MODELS[name][1](step)
+        per = x.shape[0] // world
+        rows = slice(rank * per, (rank + 1) * per)
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(model(x[rows].to(device)), y[rows].to(device))
         loss.backward()
         opt.step()
 
 
-def scenario_ddp() -> dict:
+def scenario_ddp(name: str) -> dict:
     dist.init_process_group("flagos")
     from torch.nn.parallel import DistributedDataParallel
 
-    per = 32 // WORLD
-    model = DistributedDataParallel(tiny_model().to(DEV))
-    train(model, slice(RANK * per, (RANK + 1) * per), DEV)
+    model = DistributedDataParallel(MODELS[name][0]().to(DEV))
+    train(name, model, RANK, WORLD, DEV)
     dist.destroy_process_group()
     return {"params": {n: p.detach().cpu().tolist() for n, p in model.module.named_parameters()}}
 
@@ -218,7 +235,13 @@ def main() -> None:
     RANK, WORLD = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     DEV = torch.device("flagos", RANK % torch.flagos.device_count())
     scenario, out_dir = sys.argv[1], Path(sys.argv[2])
-    result = {"collectives": scenario_collectives, "ddp": scenario_ddp, "dead-peer": scenario_dead_peer}[scenario]()
+    scenarios = {
+        "collectives": scenario_collectives,
+        "ddp": lambda: scenario_ddp("tiny"),
+        "ddp-encoder": lambda: scenario_ddp("encoder"),
+        "dead-peer": scenario_dead_peer,
+    }
+    result = scenarios[scenario]()
     tmp = out_dir / f".rank{RANK}.json.tmp"
     tmp.write_text(json.dumps(result))
     tmp.replace(out_dir / f"rank{RANK}.json")
