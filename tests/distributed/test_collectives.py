@@ -43,6 +43,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# How a rank that lost its peer learns of it: Gloo fails the collective by itself; NCCL does when the waiting
+# thread blocks on the work (instead of the watchdog tearing the process down after the timeout).
+PEER_LOSS_ENV = {"TORCH_NCCL_BLOCKING_WAIT": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"}
+
+
 def launch(scenario: str, world: int, tmp: Path) -> list[dict]:
     """Run ``scenario`` on ``world`` ranks; the ranks' results, or a failure that shows what each rank printed."""
     tmp.mkdir(parents=True, exist_ok=True)
@@ -51,6 +56,8 @@ def launch(scenario: str, world: int, tmp: Path) -> list[dict]:
     for rank in range(world):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        if scenario == "dead-peer":
+            env.update(PEER_LOSS_ENV)
         procs.append(subprocess.Popen([sys.executable, str(WORKER), scenario, str(tmp)], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     logs = []

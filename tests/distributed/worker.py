@@ -234,6 +234,7 @@ def main() -> None:
     global RANK, WORLD, DEV
     RANK, WORLD = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     DEV = torch.device("flagos", RANK % torch.flagos.device_count())
+    torch.flagos.set_device(DEV.index)  # one device per rank, current before the group exists (as for cuda)
     scenario, out_dir = sys.argv[1], Path(sys.argv[2])
     scenarios = {
         "collectives": scenario_collectives,

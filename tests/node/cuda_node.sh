@@ -3,7 +3,7 @@
 # Docker (e.g. a lent GPU machine): build the wheel against the node's torch,
 # install it, run the routing and correctness suites with FlagGems present,
 # then the route A/B benchmark. Everything lands under $OUT (default reports/cuda-node).
-#   bash tests/node/cuda_node.sh [smoke|full|train|models]     BENCH_ARGS="--runs 3 ..." adds bench options
+#   bash tests/node/cuda_node.sh [smoke|full|train|models|dist|checks]     BENCH_ARGS="--runs 3 ..." adds bench options
 #   train:  flagos training against plain cuda in separate processes (tests/node/train_check.py), and the step
 #           time (TIME_PAIRS alternating processes per arm)
 #   models: the model suite against a plain-cuda reference (tests/models), and its step time likewise
