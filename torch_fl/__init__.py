@@ -356,6 +356,10 @@ def _init() -> None:
     _apply(settings, table)
     _one_accelerator.install()
     atexit.register(_settle_at_exit)
+    if torch.distributed.is_available():
+        from . import distributed
+
+        distributed.register()
 
 
 _init()

@@ -1,5 +1,6 @@
 // torch_fl._C: the Python face of the runtime and the router. Python parses the
 // confs and environment; this module only receives finished decisions.
+#include "comm/backend.h"
 #include "dispatch/router.h"
 #include "runtime/runtime.h"
 
@@ -128,6 +129,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_fl native core: the flagos runtime and per-operator router";
 
   m.def("built_runtimes", &built_runtimes, "Accelerators this build can run, best first.");
+  bind_comm(m);
   m.def("init", &init_runtime, py::arg("accelerator"), py::arg("emulated_devices"));
   m.def("accelerator", []() -> py::object {
     return runtime_ready() ? py::object(py::str(runtime().name())) : py::object(py::none());

@@ -1,0 +1,304 @@
+// Collectives on flagos tensors. The vendor's own c10d backend does the work (Gloo under emulation, NCCL on CUDA,
+// RCCL through a DTK torch's "nccl" backend on DCU): it is created in Python (torch_fl/distributed.py) and
+// wrapped here. Each call hands it vendor views of the caller's tensors (same memory, no copy), so the library
+// reads and writes the user's storage. This file names no vendor API, so it builds unchanged for every runtime.
+#include "comm/backend.h"
+
+#include "runtime/runtime.h"
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/utils/pybind.h>
+
+#include <utility>
+#include <vector>
+
+namespace torch_fl {
+namespace {
+
+using c10d::Work;
+using WorkPtr = c10::intrusive_ptr<Work>;
+
+bool is_flagos(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// A vendor tensor over the flagos tensor's bytes. Its storage holds a reference to the flagos storage, so memory
+// that an asynchronous collective still uses stays alive while the backend keeps the view (backends keep their
+// tensors until the work completes).
+at::Tensor view(const at::Tensor& t) {
+  if (!is_flagos(t)) return t;
+  Runtime& rt = runtime();
+  c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
+  auto* keep = new c10::Storage(t.storage());
+  c10::DataPtr data(original->mutable_data(), keep, [](void* ctx) { delete static_cast<c10::Storage*>(ctx); },
+                    rt.vendor_device(t.device().index()));
+  auto storage = c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), original->nbytes(), std::move(data), nullptr, /*resizable=*/false);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      c10::Storage(std::move(storage)), c10::DispatchKeySet(rt.vendor_key()), t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  if (t.is_conj()) impl->_set_conj(true);
+  if (t.is_neg()) impl->_set_neg(true);
+  return at::Tensor(std::move(impl));
+}
+
+// Vendor tensors for one collective. Contiguous flagos tensors are passed as views of their memory (no copy).
+// A strided one goes through a contiguous vendor copy, since libraries read strided tensors wrongly or refuse
+// them (Gloo's reduce_scatter and send do); results written to such a copy are copied back at wait().
+class Staging {
+ public:
+  at::Tensor in(const at::Tensor& t) {
+    at::Tensor v = view(t);
+    return v.is_contiguous() ? v : v.contiguous();
+  }
+  at::Tensor inout(const at::Tensor& t) { return staged(t, /*keep_contents=*/true); }
+  at::Tensor out(const at::Tensor& t) { return staged(t, /*keep_contents=*/false); }
+
+  template <class F>
+  std::vector<at::Tensor> each(const std::vector<at::Tensor>& ts, F f) {
+    std::vector<at::Tensor> r;
+    r.reserve(ts.size());
+    for (const auto& t : ts) r.push_back((this->*f)(t));
+    return r;
+  }
+  template <class F>
+  std::vector<std::vector<at::Tensor>> each(const std::vector<std::vector<at::Tensor>>& lists, F f) {
+    std::vector<std::vector<at::Tensor>> r;
+    r.reserve(lists.size());
+    for (const auto& l : lists) r.push_back(each(l, f));
+    return r;
+  }
+
+  // (destination view, contiguous copy) pairs to write back once the collective is done
+  std::vector<std::pair<at::Tensor, at::Tensor>> copy_back;
+
+ private:
+  at::Tensor staged(const at::Tensor& t, bool keep_contents) {
+    at::Tensor v = view(t);
+    if (v.is_contiguous()) return v;
+    at::Tensor c = keep_contents ? v.contiguous() : at::empty_like(v, at::MemoryFormat::Contiguous);
+    copy_back.emplace_back(v, c);
+    return c;
+  }
+};
+
+std::string message(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
+  return e.what();
+}
+
+// The vendor's work under the collective's name: wait() failures (a peer that died, a timeout) say which
+// collective on which rank failed, with the library's own message.
+class NamedWork final : public Work {
+ public:
+  NamedWork(WorkPtr vendor, const char* what, int rank, int size, std::string library,
+            std::vector<std::pair<at::Tensor, at::Tensor>> copy_back)
+      : Work(rank), vendor_(std::move(vendor)), what_(what), size_(size), library_(std::move(library)),
+        copy_back_(std::move(copy_back)) {}
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    try {
+      const bool done = vendor_->wait(timeout);
+      std::lock_guard<std::mutex> lock(copy_mutex_);
+      for (auto& [dst, src] : copy_back_) dst.copy_(src); // on the current stream, which wait() ordered after
+      copy_back_.clear();
+      return done;
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, "flagos collective ", what_, " failed on rank ", rank_, " of ", size_, " (", library_,
+                  "): ", message(e));
+    }
+  }
+  bool isCompleted() override { return vendor_->isCompleted(); }
+  bool isSuccess() const override { return vendor_->isSuccess(); }
+  std::exception_ptr exception() const override { return vendor_->exception(); }
+  int sourceRank() const override { return vendor_->sourceRank(); }
+  void synchronize() override { vendor_->synchronize(); }
+  void blockCurrentStream() override { vendor_->blockCurrentStream(); }
+  void abort() override { vendor_->abort(); }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return vendor_->getFuture(); }
+  float getDuration() const override { return vendor_->getDuration(); }
+  uint64_t getSequencenumber() const override { return vendor_->getSequencenumber(); }
+
+ private:
+  WorkPtr vendor_;
+  const char* what_;
+  int size_;
+  std::string library_;
+  std::mutex copy_mutex_;
+  std::vector<std::pair<at::Tensor, at::Tensor>> copy_back_;
+};
+
+class FlagosBackend final : public c10d::Backend {
+ public:
+  explicit FlagosBackend(c10::intrusive_ptr<c10d::Backend> vendor)
+      : Backend(vendor->getRank(), vendor->getSize()), vendor_(std::move(vendor)) {}
+
+  const std::string getBackendName() const override { return "flagos"; }
+  const c10::intrusive_ptr<c10d::Backend>& vendor() const { return vendor_; }
+
+  WorkPtr broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
+    Staging s;
+    auto v = s.each(tensors, &Staging::inout);
+    return run("broadcast", s, [&] { return vendor_->broadcast(v, opts); });
+  }
+  WorkPtr allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
+    Staging s;
+    auto v = s.each(tensors, &Staging::inout);
+    return run("all_reduce", s, [&] { return vendor_->allreduce(v, opts); });
+  }
+  WorkPtr allreduce_coalesced(std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override {
+    Staging s;
+    auto v = s.each(tensors, &Staging::inout);
+    return run("all_reduce_coalesced", s, [&] { return vendor_->allreduce_coalesced(v, opts); });
+  }
+  WorkPtr reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
+    Staging s;
+    auto v = s.each(tensors, &Staging::inout);
+    return run("reduce", s, [&] { return vendor_->reduce(v, opts); });
+  }
+  WorkPtr allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                    const c10d::AllgatherOptions& opts) override {
+    Staging s;
+    auto o = s.each(outputs, &Staging::out);
+    auto i = s.each(inputs, &Staging::in);
+    return run("all_gather", s, [&] { return vendor_->allgather(o, i, opts); });
+  }
+  WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) override {
+    Staging s;
+    auto o = s.out(output);
+    auto i = s.in(input);
+    return run("all_gather_into_tensor", s, [&] { return vendor_->_allgather_base(o, i, opts); });
+  }
+  WorkPtr allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                              const c10d::AllgatherOptions& opts) override {
+    Staging s;
+    auto o = s.each(outputs, &Staging::out);
+    auto i = s.each(inputs, &Staging::in);
+    return run("all_gather_coalesced", s, [&] { return vendor_->allgather_coalesced(o, i, opts); });
+  }
+  WorkPtr allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllgatherOptions& opts) override {
+    Staging s;
+    auto o = s.each(outputs, &Staging::out);
+    auto i = s.each(inputs, &Staging::in);
+    return run("all_gather_into_tensor_coalesced", s, [&] { return vendor_->allgather_into_tensor_coalesced(o, i, opts); });
+  }
+  WorkPtr gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                 const c10d::GatherOptions& opts) override {
+    Staging s;
+    auto o = s.each(outputs, &Staging::out);
+    auto i = s.each(inputs, &Staging::in);
+    return run("gather", s, [&] { return vendor_->gather(o, i, opts); });
+  }
+  WorkPtr scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                  const c10d::ScatterOptions& opts) override {
+    Staging s;
+    auto o = s.each(outputs, &Staging::out);
+    auto i = s.each(inputs, &Staging::in);
+    return run("scatter", s, [&] { return vendor_->scatter(o, i, opts); });
+  }
+  WorkPtr reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                         const c10d::ReduceScatterOptions& opts) override {
+    Staging s;
+    auto o = s.each(outputs, &Staging::out);
+    auto i = s.each(inputs, &Staging::in);
+    return run("reduce_scatter", s, [&] { return vendor_->reduce_scatter(o, i, opts); });
+  }
+  WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override {
+    Staging s;
+    auto o = s.out(output);
+    auto i = s.in(input);
+    return run("reduce_scatter_tensor", s, [&] { return vendor_->_reduce_scatter_base(o, i, opts); });
+  }
+  WorkPtr reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::ReduceScatterOptions& opts) override {
+    Staging s;
+    auto o = s.each(outputs, &Staging::out);
+    auto i = s.each(inputs, &Staging::in);
+    return run("reduce_scatter_tensor_coalesced", s, [&] { return vendor_->reduce_scatter_tensor_coalesced(o, i, opts); });
+  }
+  WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split,
+                        std::vector<int64_t>& input_split, const c10d::AllToAllOptions& opts) override {
+    Staging s;
+    auto o = s.out(output);
+    auto i = s.in(input);
+    return run("all_to_all_single", s, [&] { return vendor_->alltoall_base(o, i, output_split, input_split, opts); });
+  }
+  WorkPtr alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                   const c10d::AllToAllOptions& opts) override {
+    Staging s;
+    auto o = s.each(outputs, &Staging::out);
+    auto i = s.each(inputs, &Staging::in);
+    return run("all_to_all", s, [&] { return vendor_->alltoall(o, i, opts); });
+  }
+  WorkPtr send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
+    Staging s;
+    auto v = s.each(tensors, &Staging::in);
+    return run("send", s, [&] { return vendor_->send(v, dst, tag); });
+  }
+  WorkPtr recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
+    Staging s;
+    auto v = s.each(tensors, &Staging::out);
+    return run("recv", s, [&] { return vendor_->recv(v, src, tag); });
+  }
+  WorkPtr recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
+    Staging s;
+    auto v = s.each(tensors, &Staging::out);
+    return run("recv", s, [&] { return vendor_->recvAnysource(v, tag); });
+  }
+  WorkPtr barrier(const c10d::BarrierOptions& opts) override {
+    Staging s;
+    return run("barrier", s, [&] { return vendor_->barrier(opts); });
+  }
+
+  bool supportsCoalescing() const override { return vendor_->supportsCoalescing(); }
+  void startCoalescing() override { vendor_->startCoalescing(); }
+  WorkPtr endCoalescing() override {
+    Staging s;
+    return run("coalesced collectives", s, [&] { return vendor_->endCoalescing(); });
+  }
+  void setTimeout(std::chrono::milliseconds timeout) override { vendor_->setTimeout(timeout); }
+  void setGroupUid(const std::string& uid) override {
+    Backend::setGroupUid(uid);
+    vendor_->setGroupUid(uid);
+  }
+  c10d::ErrorType getError() override { return vendor_->getError(); }
+
+ private:
+  // Starts the vendor's collective and wraps its work, so that a failure, now or at wait(), names the
+  // collective, the rank and the library.
+  template <class Start>
+  WorkPtr run(const char* what, Staging& staging, Start&& start) {
+    WorkPtr work;
+    try {
+      work = start();
+    } catch (const std::exception& e) {
+      fail(what, e);
+    }
+    return c10::make_intrusive<NamedWork>(
+        std::move(work), what, getRank(), getSize(), vendor_->getBackendName(), std::move(staging.copy_back));
+  }
+
+  [[noreturn]] void fail(const char* what, const std::exception& e) const {
+    TORCH_CHECK(false, "flagos collective ", what, " failed on rank ", getRank(), " of ", getSize(), " (",
+                vendor_->getBackendName(), "): ", message(e));
+  }
+
+  c10::intrusive_ptr<c10d::Backend> vendor_;
+};
+
+} // namespace
+
+void bind_comm(pybind11::module_& m) {
+  m.def("comm_backend", [](c10::intrusive_ptr<c10d::Backend> vendor) -> c10::intrusive_ptr<c10d::Backend> {
+    TORCH_CHECK(vendor, "comm_backend: no vendor backend given");
+    return c10::make_intrusive<FlagosBackend>(std::move(vendor));
+  }, pybind11::arg("vendor"), "Wrap the vendor's c10d backend so that it runs collectives on flagos tensors.");
+  m.def("comm_vendor_backend", [](const c10::intrusive_ptr<c10d::Backend>& backend) -> c10::intrusive_ptr<c10d::Backend> {
+    auto* ours = dynamic_cast<FlagosBackend*>(backend.get());
+    TORCH_CHECK(ours != nullptr, "comm_vendor_backend: ", backend->getBackendName(), " is not a flagos backend");
+    return ours->vendor();
+  }, pybind11::arg("backend"), "The vendor backend inside a flagos backend (for diagnostics).");
+}
+
+} // namespace torch_fl
