@@ -219,6 +219,8 @@ def build(flow: Flow, vendor: str, summary: Summary) -> Built:
     staged = context.stage_build(flow.repo, chain, flow.matrix.build, host.find_links_dirs)
     torch_args, torch_note = plan.torch_source(chain, _staged_wheel_names(staged))
     flow.echo(torch_note)
+    if chain.collectives:
+        flow.echo(f"collectives: {chain.collectives}")
     extra_index = [a for a in torch_args if a.startswith("http")]
     key = context.combine(
         "build",

@@ -69,6 +69,8 @@ class Toolchain:
     test_env: Mapping[str, str] = field(default_factory=dict)
     pytest_markers: str = ""
     bench_vendor: str = ""
+    # how the flagos collectives backend reaches the vendor's library (one line, shown by build-<vendor>)
+    collectives: str = ""
 
     @property
     def variant_from_image(self) -> bool:
@@ -275,12 +277,15 @@ def _toolchain(path: Path, vendor: str, table: Mapping[str, Any]) -> Toolchain:
         test_env=r.str_map("test_env"),
         pytest_markers=r.str("pytest_markers"),
         bench_vendor=r.str("bench_vendor"),
+        collectives=r.str("collectives", required=False),
     )
     r.reject_unknown()
     if "\n" in chain.summary:
         raise r.error("summary", "must be one line")
     if "\n" in chain.image_hint:
         raise r.error("image_hint", "must be one line")
+    if "\n" in chain.collectives:
+        raise r.error("collectives", "must be one line")
     return chain
 
 

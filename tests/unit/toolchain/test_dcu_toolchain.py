@@ -404,6 +404,9 @@ def test_build_dcu_dry_run_prints_every_docker_command(fake_repo, no_dtk_daemon,
     said = "\n".join(lines)
     assert f"base image {dcu.builder_image} is not present locally (a real run would stop here:" in said
     assert "torch: preinstalled in" in said
+    # how collectives reach RCCL: through the DTK torch, and RCCL itself stays out of the wheel
+    assert f"collectives: {dcu.collectives}" in said and "RCCL" in dcu.collectives
+    assert "librccl*.so*" in dcu.auditwheel_exclude
 
 
 def test_test_dcu_dry_run_plans_a_container_with_the_devices(fake_repo, no_dtk_daemon, capsys, dcu):
