@@ -1,5 +1,7 @@
 // torch_fl._C: the Python face of the runtime and the router. Python parses the
 // confs and environment; this module only receives finished decisions.
+#include "dispatch/data_movement.h"
+#include "dispatch/decompositions.h"
 #include "dispatch/router.h"
 #include "runtime/runtime.h"
 
@@ -128,7 +130,8 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_fl native core: the flagos runtime and per-operator router";
 
   m.def("built_runtimes", &built_runtimes, "Accelerators this build can run, best first.");
-  m.def("init", &init_runtime, py::arg("accelerator"), py::arg("emulated_devices"));
+  m.def("init", &init_runtime, py::arg("accelerator"), py::arg("emulated_devices"),
+      py::arg("trap_host_access") = false);
   m.def("accelerator", []() -> py::object {
     return runtime_ready() ? py::object(py::str(runtime().name())) : py::object(py::none());
   });
@@ -195,6 +198,8 @@ PYBIND11_MODULE(_C, m) {
   }, "The route the router would take for an operator now.");
   m.def("intercept_ops", &intercept_ops, "Route these ops by name even where torch has a generic kernel.");
   m.def("intercepted_ops", &intercepted_ops);
+  m.def("transfer_ops", &transfer_ops, "Ops that move data between devices (never on the cpu route).");
+  m.def("decomposed_ops", &decomposed_ops, "Ops the router decomposes where the route's kernel is missing.");
   m.def("fast_path_ops", &fast_path_ops, "Ops with an unboxed router entry (native route without boxing).");
   m.def("set_log_dispatch", &set_log_dispatch);
   m.def("log_dispatch", &log_dispatch);
