@@ -57,25 +57,7 @@ def stages(text: str) -> dict[str, str]:
     return {name: image for image, name in re.findall(r"^FROM\s+(\S+)\s+AS\s+(\S+)\s*$", text, re.M | re.I)}
 
 
-def arg_default(text: str, name: str) -> str:
-    found = re.search(rf"^ARG {name}=(\S+)$", text, re.M)
-    assert found, name
-    return found.group(1)
-
-
 # ------------------------------------------------------------------------------------------------ the row
-def test_row_is_a_cuda_devel_builder_and_runtime_tester(cuda):
-    assert re.fullmatch(r"nvidia/cuda:13\.0\.\d+-devel-ubuntu24\.04", cuda.builder_image)
-    assert re.fullmatch(r"nvidia/cuda:13\.0\.\d+-runtime-ubuntu24\.04", cuda.test_image)
-    assert cuda.builder_image.split(":")[1].split("-")[0] == cuda.test_image.split(":")[1].split("-")[0]
-    assert cuda.python == "3.12"  # Ubuntu 24.04's python3
-    assert cuda.variant == "cu130" and cuda.torch.requirement.endswith("+cu130")
-    assert cuda.torch.index_url == "https://download.pytorch.org/whl/cu130"
-    assert not cuda.torch.from_image
-    assert cuda.test_env["FLAGOS_ACCELERATOR"] == "cuda" and cuda.bench_vendor == "cuda"
-    assert "cuda" not in cuda.pytest_markers  # CUDA-marked tests run in this container (dcu ones skip themselves)
-
-
 def test_the_test_container_asks_for_gpus(cuda):
     assert "--gpus=all" in cuda.docker_run_flags
     assert any(f.startswith("--shm-size=") for f in cuda.docker_run_flags)
@@ -106,11 +88,6 @@ def test_dockerfile_has_the_contract_targets_and_bases(cuda):
         "wheel": "scratch",
         "test": "${TEST_IMAGE}",
     }
-    # the Dockerfile's defaults are the matrix row (so a bare `docker build` agrees with nox)
-    assert arg_default(text, "BUILDER_IMAGE") == cuda.builder_image
-    assert arg_default(text, "TEST_IMAGE") == cuda.test_image
-    assert arg_default(text, "PYTHON_VERSION") == cuda.python
-    assert arg_default(text, "VARIANT") == cuda.variant
     inputs = plan.BuildInputs(Path("ctx"), DOCKERFILE, "b", "t", [], Path("pip.conf"), env.from_environ({}), "k")
     passed = [a.split("=", 1)[0] for a in plan.build_args(cuda, inputs) if "=" in a]
     for arg in passed:
@@ -208,21 +185,18 @@ def test_build_cuda_dry_run_plans_both_builds_and_runs_nothing(fake_repo, empty_
         assert c[c.index("-f") + 1] == str(repo / "docker" / "cuda" / "Dockerfile")
         args = dict(c[i + 1].split("=", 1) for i, a in enumerate(c) if a == "--build-arg" and "=" in c[i + 1])
         assert args["BUILDER_IMAGE"] == cuda.builder_image and args["TEST_IMAGE"] == cuda.test_image
-        assert args["PYTHON_VERSION"] == "3.12" and args["VARIANT"] == "cu130"
-        assert args["TORCH_REQUIREMENT"] == "torch==2.13.0+cu130"
-        assert args["TORCH_PIP_ARGS"] == "--extra-index-url https://download.pytorch.org/whl/cu130"
-        excluded = args["AUDITWHEEL_EXCLUDE"].split()
-        for glob in ("libcudart.so*", "libcuda.so*", "libnvrtc*.so*", "libcublas*.so*", "libcudnn*.so*"):
-            assert glob in excluded
-        for glob in ("libnccl*.so*", "libtorch*.so*", "libc10*.so*"):
-            assert glob in excluded
+        # the plan is the row: what the matrix says is what docker is told
+        assert args["PYTHON_VERSION"] == cuda.python and args["VARIANT"] == cuda.variant
+        assert args["TORCH_REQUIREMENT"] == cuda.torch.requirement
+        assert args["TORCH_PIP_ARGS"] == f"--extra-index-url {cuda.torch.index_url}"
+        assert args["AUDITWHEEL_EXCLUDE"].split() == list(cuda.auditwheel_exclude)
         assert "--gpus=all" not in c, "building needs no GPU"
     assert "-t" in cmds[0] and cmds[0][cmds[0].index("-t") + 1].startswith("torch-fl/cuda-builder:")
-    assert any(a.startswith("type=local,dest=") and ".cu130.tmp-" in a for a in cmds[1])
+    assert any(a.startswith("type=local,dest=") and f".{cuda.variant}.tmp-" in a for a in cmds[1])
     assert [(s.name, s.status) for s in summary.stages] == [("stage build context", "ran"), ("build wheel", "planned")]
     text = "\n".join(lines)
-    assert "dry run: base image nvidia/cuda:13.0" in text and "a real run would try to pull it" in text
-    assert not (repo / "wheels" / "cu130").exists() and not (repo / "build" / "logs").exists()
+    assert f"dry run: base image {cuda.builder_image}" in text and "a real run would try to pull it" in text
+    assert not (repo / "wheels" / cuda.variant).exists() and not (repo / "build" / "logs").exists()
 
 
 def test_test_cuda_dry_run_reports_the_missing_gpu_and_plans_a_gpu_container(fake_repo, empty_daemon, capsys):
