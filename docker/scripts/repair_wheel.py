@@ -24,6 +24,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+
 def manylinux_tag(libc: str | None = None, machine: str | None = None) -> str:
     """``manylinux_2_36_x86_64`` from ``os.confstr('CS_GNU_LIBC_VERSION')`` ("glibc 2.36") and the machine."""
     libc = libc if libc is not None else (os.confstr("CS_GNU_LIBC_VERSION") or "")

@@ -17,7 +17,7 @@ def test_transfer_on_the_cpu_route_is_refused_at_import(run_argv, var, op):
     child = run_argv(["-c", IMPORT], {var: "cpu"}, expect_ok=False)
     assert "imported" not in child.stdout
     assert f"env {var}: {op} = cpu" in child.stderr, child.describe()
-    assert "moves data between devices" in child.stderr and "route {op} to native".format(op=op) in child.stderr
+    assert "moves data between devices" in child.stderr and f"route {op} to native" in child.stderr
     assert "Segmentation fault" not in child.stderr and child.rc == 1, child.describe()
 
 
@@ -57,7 +57,7 @@ def test_native_transfers_keep_host_results_on_the_host(run_child, write_conf):
     # the routes under test were really taken
     assert child.routes_of("_to_copy", "to_host") == ["native"], child.describe()
     assert "native" in child.routes_of("copy_", "copy_to_host"), child.describe()
-    assert child.data["to_host"] == {"device": "cpu", "dtype": "torch.float32", "shape": [6], "values": [0, 1, 2, 3, 4, 5]}
+    assert child.data["to_host"] == {"device": "cpu", "dtype": "torch.float32", "shape": [6], "values": list(range(6))}
     assert child.data["to_dtype"] == ["flagos:0", "torch.float64"]
     assert child.data["copy_to_host"] == ["cpu", [0, 1, 2, 3, 4, 5], True]
     assert child.data["copy_from_host"]["device"] == "flagos:0" and child.data["copy_from_host"]["values"] == [7.0] * 6

@@ -110,9 +110,7 @@ def test_typo_bad_route_and_garbage_are_reported_together(run_argv, write_conf):
 
 
 def test_env_errors_do_not_hide_conf_errors(run_argv, write_conf):
-    path, tags = write_conf("one.conf", "default = native
-mul.Tensor = gpu   #@route
-")
+    path, tags = write_conf("one.conf", "default = native\nmul.Tensor = gpu   #@route\n")
     env = {"FLAGOS_BACKEND_CONFIG": str(path), "FLAGOS_LOG": "dispatchh", "FLAGOS_EMU_DEVICES": "99"}
     child = run_argv(["-c", IMPORT], env, expect_ok=False)
     assert "3 problems in the flagos route configuration" in child.stderr, child.describe()

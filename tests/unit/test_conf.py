@@ -236,7 +236,8 @@ def test_parse_conf_text_resolves_includes_against_base_dir(tmp_path: Path) -> N
 
 
 def test_collecting_parse_keeps_good_lines_and_every_problem(tmp_path: Path) -> None:
-    path = write(tmp_path / "mixed.conf", "add.Tensor = native\ngarbage here\nrelu = ,\ninclude nowhere.conf\nabs = cpu\n")
+    text = "add.Tensor = native\ngarbage here\nrelu = ,\ninclude nowhere.conf\nabs = cpu\n"
+    path = write(tmp_path / "mixed.conf", text)
     parsed, problems = conf.parse_conf_collecting(path)
     assert routes(parsed) == {"add.Tensor": ("native",), "abs": ("cpu",)}
     assert [(p.path, p.line) for p in problems] == [(str(path), 2), (str(path), 3), (str(path), 4)]
