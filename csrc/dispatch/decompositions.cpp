@@ -15,8 +15,10 @@ at::Tensor with_bias(at::Tensor gates, const std::optional<at::Tensor>& bias) {
   return bias.has_value() && bias->defined() ? gates + *bias : gates;
 }
 
+// None and an undefined tensor (autograd's "no gradient") both mean absent.
 std::optional<at::Tensor> optional_tensor(const c10::IValue& v) {
-  return v.isNone() ? std::nullopt : std::optional<at::Tensor>(v.toTensor());
+  if (v.isNone() || !v.toTensor().defined()) return std::nullopt;
+  return v.toTensor();
 }
 
 // (input_gates, hidden_gates, cx, input_bias?, hidden_bias?) -> (hy, cy, workspace)

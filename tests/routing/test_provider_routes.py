@@ -313,7 +313,7 @@ def test_a_provider_cannot_register_an_unknown_op(run_child):
     [
         ("lambda a, b, alpha=1: torch.zeros(7)", ["result 0 has shape [7] where the op gives [8]"]),
         ("lambda a, b, alpha=1: (a + b).double()", ["has dtype Double where the op gives Float"]),
-        ("lambda a, b, alpha=1: (a, a)", ["result 0 is not a tensor"]),
+        ("lambda a, b, alpha=1: (a, a)", ["result 0 is not a Tensor (tuple)"]),
     ],
 )
 def test_a_wrong_provider_result_is_an_error_naming_provider_and_op(run_child, kernel, words):
