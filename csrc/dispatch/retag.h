@@ -65,6 +65,7 @@ class Retagger {
   void note_host_tensor(const at::Tensor& t);
   c10::IValue value_from_vendor(c10::IValue value);
   void note_device(c10::DeviceIndex index);
+  bool is_transfer() const; // a copy between devices (data_movement.h)
   void sync_written();
   c10::Storage adopt_storage(const c10::Storage& vendor);
   at::Tensor relabel_fresh(const at::Tensor& t);
@@ -76,7 +77,6 @@ class Retagger {
   c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 2> adopted_;
   c10::SmallVector<size_t, 1> unset_generators_;
   const at::Tensor* host_tensor_ = nullptr; // a non-scalar host tensor among the arguments
-  const bool transfer_;                      // a copy between devices (data_movement.h)
   bool results_elsewhere_ = false;           // a Device argument names a device other than flagos
   c10::SmallVector<const c10::TensorImpl*, 2> host_arguments_;
   host_access::Scope access_;                // flagos blocks open while the call runs (last: closed first)

@@ -136,10 +136,17 @@ at::Tensor vendor_alias(const at::Tensor& flagos) {
   return make_tensor_on(alias_storage_of(flagos), c10::DispatchKeySet(runtime().vendor_key()), flagos);
 }
 
-Retagger::Retagger(const c10::OperatorHandle& op) : op_(op), transfer_(is_transfer_op(op.operator_name())) {}
+Retagger::Retagger(const c10::OperatorHandle& op) : op_(op) {}
+
+// Asked only when a call mixes devices, so the hot path never compares op names.
+bool Retagger::is_transfer() const {
+  return is_transfer_op(op_.operator_name());
+}
 
 void Retagger::note_device(c10::DeviceIndex index) {
-  if (transfer_ && device_ >= 0) return; // copies may join two flagos devices; the first one guards the call
+  if (device_ >= 0 && (index < 0 ? runtime().current_device() : index) != device_ && is_transfer()) {
+    return; // copies may join two flagos devices; the first one guards the call
+  }
   check_same_device(device_, index, op_);
 }
 
@@ -178,7 +185,7 @@ void Retagger::note_host_tensor(const at::Tensor& t) {
 
 void Retagger::check_arguments() const {
   // Copies join host and device by definition; everything else keeps to one device.
-  if (host_tensor_ != nullptr && device_ >= 0 && !transfer_ && runtime().vendor_type() == c10::DeviceType::CPU) {
+  if (host_tensor_ != nullptr && device_ >= 0 && runtime().vendor_type() == c10::DeviceType::CPU && !is_transfer()) {
     reject_host_tensor(*host_tensor_, device_, op_);
   }
 }

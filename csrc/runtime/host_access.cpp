@@ -25,7 +25,9 @@ struct Block {
   size_t mapped;  // bytes mapped (whole pages)
   int open_count; // calls that have it open now
   size_t slot;    // index in g_ranges
+  uint64_t id;    // a freed block's address can come back for a new one within one call: ids tell them apart
 };
+uint64_t g_next_id = 1; // under blocks_mutex
 
 std::mutex& blocks_mutex() {
   static std::mutex m;
@@ -124,7 +126,7 @@ void* allocate_block(size_t nbytes) {
   }
   g_ranges[slot].end.store(reinterpret_cast<uintptr_t>(data) + mapped, std::memory_order_relaxed);
   g_ranges[slot].begin.store(reinterpret_cast<uintptr_t>(data), std::memory_order_release);
-  blocks().emplace(data, Block{mapped, 0, slot});
+  blocks().emplace(data, Block{mapped, 0, slot, g_next_id++});
   return data;
 }
 
@@ -139,22 +141,23 @@ void free_block(void* data) {
 
 void Scope::open(const void* data) {
   if (data == nullptr || !enabled()) return;
-  for (const void* seen : opened_) {
-    if (seen == data) return;
-  }
   std::lock_guard<std::mutex> lock(blocks_mutex());
   auto it = blocks().find(data);
   if (it == blocks().end()) return; // host memory, or a block from before the trap
+  for (const auto& [seen, id] : opened_) {
+    if (seen == data && id == it->second.id) return;
+  }
   if (it->second.open_count++ == 0) protect(data, it->second.mapped, PROT_READ | PROT_WRITE);
-  opened_.push_back(data);
+  opened_.emplace_back(data, it->second.id);
 }
 
 Scope::~Scope() {
   if (opened_.empty()) return;
   std::lock_guard<std::mutex> lock(blocks_mutex());
-  for (const void* data : opened_) {
+  for (const auto& [data, id] : opened_) {
     auto it = blocks().find(data);
-    if (it == blocks().end()) continue; // freed while open (a result released inside the call)
+    // Freed while open (an argument's storage replaced inside the call), maybe with its address reused
+    if (it == blocks().end() || it->second.id != id) continue;
     if (--it->second.open_count == 0) {
       try {
         protect(data, it->second.mapped, PROT_NONE);

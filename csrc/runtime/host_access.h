@@ -16,6 +16,8 @@
 #include <c10/util/SmallVector.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <utility>
 
 namespace torch_fl::host_access {
 
@@ -38,7 +40,7 @@ class Scope {
   void open(const void* data);
 
  private:
-  c10::SmallVector<const void*, 4> opened_;
+  c10::SmallVector<std::pair<const void*, uint64_t>, 4> opened_; // (block, its id)
 };
 
 } // namespace torch_fl::host_access
