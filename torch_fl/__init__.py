@@ -199,6 +199,9 @@ def _choose_accelerator(requested: str | None) -> str:
     return "cpu"
 
 
+providers.set_known_ops(lambda: known_ops())
+
+
 def _builtin_providers(accel: str) -> None:
     if "flaggems" not in providers.providers():
         register_provider("flaggems", FlagGemsProvider(accel))
@@ -210,8 +213,27 @@ def conf_path(settings: _env.Settings | None = None, accel: str | None = None) -
     return settings.backend_config or str(CONF_DIR / f"backends_{accel}.conf")
 
 
+@cache
+def transfer_ops() -> frozenset[str]:
+    """Ops that move data between devices (csrc/dispatch/data_movement.h): native or a provider, never cpu."""
+    bases = frozenset(_C.transfer_ops())
+    return frozenset(op for op in known_ops() if op.partition(".")[0] in bases)
+
+
 def _resolve(settings: _env.Settings, path: str) -> RouteTable:
-    conf = _conf.parse_conf(path)
+    conf, problems = _conf.parse_conf_collecting(path)
+    try:
+        table = _resolve_conf(settings, conf)
+    except RouteError as exc:
+        raise RouteError([*map(str, problems), *exc.problems]) from None
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise RouteError([str(p) for p in problems])
+    return table
+
+
+def _resolve_conf(settings: _env.Settings, conf: _conf.Conf) -> RouteTable:
     known, views = _aten_schemas()
     routes_by_name = providers.providers()
     chain_names = {r for e in conf.entries.values() for r in e.routes}
@@ -227,6 +249,7 @@ def _resolve(settings: _env.Settings, path: str) -> RouteTable:
         providers=routes_by_name,
         pinned_native=_DeviceKernels(),
         view_ops=views,
+        transfer_ops=transfer_ops(),
         decode=_env.decode_op,
     )
 
@@ -308,7 +331,10 @@ def route(op: str) -> Resolved:
     """The route ``op`` (e.g. ``"add.Tensor"``) takes, and where that was decided."""
     assert _state is not None
     if op not in known_ops():
-        raise KeyError(f"unknown operator {op!r}; names are aten schema names such as 'add.Tensor'")
+        raise KeyError(
+            f"unknown operator {op!r}; {_routing.nearest_ops(op, known_ops())}; "
+            "names are aten schema names such as 'add.Tensor'"
+        )
     if op in _DeviceKernels():
         return Resolved(op, "native", "flagos device kernel (csrc/dispatch/kernels.cpp)", ("native",), ())
     return _state.table.route_for(op)
@@ -342,15 +368,42 @@ def _settle_at_exit() -> None:
         print(f"torch_fl: could not settle the autograd threads at exit: {exc}", file=sys.stderr)
 
 
+def _check_configuration() -> tuple[_env.Settings, str, RouteTable]:
+    """Everything that can be wrong with the user's configuration, found in one pass: env variables,
+    the conf and the routes (with the providers they name). One problem raises its own kind of error
+    (EnvError, ConfError, RouteError); several raise one RouteError that lists them all."""
+    settings, env_problems = _env.read_settings_collecting(os.environ)
+    accel = "cpu"
+    try:
+        accel = _choose_accelerator(settings.accelerator)
+    except EnvError as exc:
+        env_problems.append(str(exc))
+    if settings.emu_trap and accel != "cpu":
+        env_problems.append(
+            f"{_env.EMU_TRAP_VAR}=1 applies to the CPU emulation only, and this process runs "
+            f"{_env.ACCELERATOR_VAR}={accel}; unset one of the two"
+        )
+    _builtin_providers(accel)
+    try:
+        table = _resolve(settings, conf_path(settings, accel))
+        other: list[str] = []
+    except (_conf.ConfError, RouteError) as exc:
+        if not env_problems:
+            raise
+        other = list(exc.problems) if isinstance(exc, RouteError) else [str(exc)]
+    if env_problems and not other:
+        raise EnvError("\n".join(env_problems))
+    if env_problems:
+        raise RouteError([*env_problems, *other])
+    return settings, accel, table
+
+
 def _init() -> None:
     # Everything that can fail on the user's configuration runs before the first registration.
-    settings = _env.read_settings(os.environ)
-    accel = _choose_accelerator(settings.accelerator)
-    _builtin_providers(accel)
-    table = _resolve(settings, conf_path(settings, accel))
+    settings, accel, table = _check_configuration()
     if accel in ("cuda", "dcu"):
         torch.cuda.init()  # flagos memory comes from CUDA's caching allocator, created here
-    _C.init(accel, settings.emu_devices)
+    _C.init(accel, settings.emu_devices, settings.emu_trap)
     _register_device()
     _C.set_provider_dispatcher(_call_provider)
     _apply(settings, table)

@@ -22,7 +22,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 
-__all__ = ["Conf", "ConfEntry", "ConfError", "Origin", "parse_conf", "parse_conf_text"]
+__all__ = ["Conf", "ConfEntry", "ConfError", "Origin", "parse_conf", "parse_conf_collecting", "parse_conf_text"]
 
 DEFAULT_KEY = "default"
 MAX_CONF_BYTES = 4 * 1024 * 1024
@@ -70,10 +70,22 @@ class Conf:
 
 
 def parse_conf(path: str | os.PathLike[str]) -> Conf:
-    """Parse the conf at ``path`` and everything it includes."""
+    """Parse the conf at ``path`` and everything it includes; raises the first problem found."""
+    conf, problems = parse_conf_collecting(path)
+    if problems:
+        raise problems[0]
+    return conf
+
+
+def parse_conf_collecting(path: str | os.PathLike[str]) -> tuple[Conf, list[ConfError]]:
+    """Parse like ``parse_conf``, but keep going past bad lines: the statements that parse, and
+    every problem, so that start-up can report them together with the other configuration errors."""
     state = _State()
-    _load_file(os.fspath(path), state, stack=(), include_site=None)
-    return state.finish()
+    try:
+        _load_file(os.fspath(path), state, stack=(), include_site=None)
+    except ConfError as exc:  # the file as a whole could not be read
+        state.problems.append(exc)
+    return state.finish(), state.problems
 
 
 def parse_conf_text(text: str, path: str = "<string>", *, base_dir: str | os.PathLike[str] | None = None) -> Conf:
@@ -84,6 +96,8 @@ def parse_conf_text(text: str, path: str = "<string>", *, base_dir: str | os.Pat
     state = _State()
     base = os.fspath(base_dir) if base_dir is not None else os.path.dirname(path)
     _parse_lines(text, path, base, state, stack=(path,))
+    if state.problems:
+        raise state.problems[0]
     return state.finish()
 
 
@@ -97,6 +111,7 @@ class _State:
     default: ConfEntry | None = None
     entries: dict[str, ConfEntry] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    problems: list[ConfError] = field(default_factory=list)
 
     def set(self, entry: ConfEntry) -> None:
         if entry.op == DEFAULT_KEY:
@@ -170,23 +185,32 @@ def _parse_lines(text: str, path: str, base_dir: str, state: _State, stack: tupl
     # Split on "\n" only: str.splitlines also breaks on \x0c, \x1c, \u2028 ... and would put
     # line numbers out of step with what an editor shows.
     for number, raw in enumerate(text.split("\n"), start=1):
-        statement = raw.split("#", 1)[0].strip()
-        if not statement:
-            continue
-        include = _INCLUDE_RE.fullmatch(statement)
-        if include and not (include["arg"] or "").startswith("="):
-            _include(include["arg"], Origin(path, number), base_dir, state, stack)
-            continue
-        entry = _parse_assignment(statement, Origin(path, number))
-        if entry.op in seen:
-            raise ConfError(
-                path,
-                number,
-                f"{_q(entry.op)} is already set at {path}:{seen[entry.op]} in this file; "
-                "delete one of the two lines (only an including file may override a line)",
-            )
-        seen[entry.op] = number
-        state.set(entry)
+        try:
+            _parse_statement(raw, number, path, base_dir, state, stack, seen)
+        except ConfError as exc:  # one bad line does not hide the next one
+            state.problems.append(exc)
+
+
+def _parse_statement(
+    raw: str, number: int, path: str, base_dir: str, state: _State, stack: tuple[str, ...], seen: dict[str, int]
+) -> None:
+    statement = raw.split("#", 1)[0].strip()
+    if not statement:
+        return
+    include = _INCLUDE_RE.fullmatch(statement)
+    if include and not (include["arg"] or "").startswith("="):
+        _include(include["arg"], Origin(path, number), base_dir, state, stack)
+        return
+    entry = _parse_assignment(statement, Origin(path, number))
+    if entry.op in seen:
+        raise ConfError(
+            path,
+            number,
+            f"{_q(entry.op)} is already set at {path}:{seen[entry.op]} in this file; "
+            "delete one of the two lines (only an including file may override a line)",
+        )
+    seen[entry.op] = number
+    state.set(entry)
 
 
 def _include(arg: str | None, site: Origin, base_dir: str, state: _State, stack: tuple[str, ...]) -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "decode_op",
     "encode_op",
     "read_settings",
+    "read_settings_collecting",
 ]
 
 ACCELERATORS = ("cpu", "cuda", "dcu")
@@ -39,8 +40,9 @@ ACCELERATOR_VAR = "FLAGOS_ACCELERATOR"
 BACKEND_CONFIG_VAR = "FLAGOS_BACKEND_CONFIG"
 LOG_VAR = "FLAGOS_LOG"
 EMU_DEVICES_VAR = "FLAGOS_EMU_DEVICES"
+EMU_TRAP_VAR = "FLAGOS_EMU_TRAP"
 OP_PREFIX = "FLAGOS_OP_"
-KNOWN_VARIABLES = (ACCELERATOR_VAR, BACKEND_CONFIG_VAR, LOG_VAR, EMU_DEVICES_VAR)
+KNOWN_VARIABLES = (ACCELERATOR_VAR, BACKEND_CONFIG_VAR, LOG_VAR, EMU_DEVICES_VAR, EMU_TRAP_VAR)
 
 # Variables from older builds that no longer do anything: say what replaced them.
 RETIRED_VARIABLES = {
@@ -75,29 +77,40 @@ class Settings:
     overrides: tuple[Override, ...]
     log: frozenset[str]
     emu_devices: int
+    emu_trap: bool = False  # protect emulated device memory from host reads (a debug mode, runtime/host_access.h)
 
 
 def read_settings(environ: Mapping[str, str]) -> Settings:
     """Parse the FLAGOS_* variables of ``environ``; every problem found is reported at once."""
+    settings, problems = read_settings_collecting(environ)
+    if problems:
+        raise EnvError("\n".join(problems))
+    return settings
+
+
+def read_settings_collecting(environ: Mapping[str, str]) -> tuple[Settings, list[str]]:
+    """Parse like ``read_settings`` but return the problems beside the settings, where a bad
+    variable counts as unset, so that start-up can go on to check the conf and report everything."""
     problems = _misspelt_variables(environ)
     accelerator = _attempt(problems, _accelerator, environ.get(ACCELERATOR_VAR))
     backend_config = _attempt(problems, _backend_config, environ.get(BACKEND_CONFIG_VAR))
     log = _attempt(problems, _log_categories, environ.get(LOG_VAR))
     emu_devices = _attempt(problems, _emu_devices, environ.get(EMU_DEVICES_VAR))
+    emu_trap = _attempt(problems, _emu_trap, environ.get(EMU_TRAP_VAR))
     overrides = []
     for var in sorted(name for name in environ if name.startswith(OP_PREFIX)):
         override = _attempt(problems, _override, var, environ[var])
         if override is not None:
             overrides.append(override)
-    if problems:
-        raise EnvError("\n".join(problems))
-    return Settings(
+    settings = Settings(
         accelerator=accelerator,
         backend_config=backend_config,
         overrides=tuple(overrides),
-        log=log,
-        emu_devices=emu_devices,
+        log=log if log is not None else frozenset(),
+        emu_devices=emu_devices if emu_devices is not None else EMU_DEVICES_DEFAULT,
+        emu_trap=bool(emu_trap),
     )
+    return settings, problems
 
 
 def encode_op(op: str) -> str:
@@ -184,6 +197,17 @@ def _emu_devices(value: str | None) -> int:
     if not 1 <= count <= EMU_DEVICES_MAX:
         raise EnvError(f"{EMU_DEVICES_VAR}={value!r} is out of range; use {choices}")
     return count
+
+
+def _emu_trap(value: str | None) -> bool:
+    if value is None or value.strip() in ("", "0"):
+        return False
+    if value.strip() == "1":
+        return True
+    raise EnvError(
+        f"{EMU_TRAP_VAR}={value!r} is not 0 or 1; set 1 to make host reads of emulated flagos memory fault "
+        "(a debug mode of FLAGOS_ACCELERATOR=cpu), or unset it"
+    )
 
 
 def _override(var: str, value: str) -> Override | None:

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 __all__ = [
     "BUILTIN_DEFAULT_ORIGIN",
+    "nearest_ops",
     "BUILTIN_ROUTES",
     "ROUTE_ALIASES",
     "Provider",
@@ -36,6 +37,7 @@ BUILTIN_ROUTES = (NATIVE, CPU)
 ROUTE_ALIASES = {"cuda": NATIVE}  # older confs say `add.Tensor = cuda`
 BUILTIN_DEFAULT_ORIGIN = "built-in default"
 VIEW_KEPT_NATIVE = "view op kept native (the cpu route cannot return a view)"
+TRANSFER_KEPT_NATIVE = "data-movement op kept native (the cpu route moves data with it)"
 NAME_RULE = "names are aten schema names as in torch.ops.aten.<name>.<overload>"
 
 
@@ -85,18 +87,21 @@ def resolve(
     providers: Mapping[str, Provider],
     pinned_native: Mapping[str, str],
     view_ops: Collection[str],
+    transfer_ops: Collection[str] = (),
     decode: Callable[[str, Collection[str]], str] | None = None,
 ) -> RouteTable:
     """Resolve ``conf`` (``.default``, ``.entries``) and env ``overrides`` into a RouteTable.
 
-    ``decode`` maps an override's encoded name to an op (``_env.decode_op``) and raises
-    ValueError when it cannot.
+    ``transfer_ops`` move data between devices (``_to_copy``, ``copy_`` ...): the cpu route is
+    built from them, so they never take it. ``decode`` maps an override's encoded name to an op
+    (``_env.decode_op``) and raises ValueError when it cannot.
     """
     ctx = _Context(
         known_ops=frozenset(known_ops),
         providers=providers,
         pinned=pinned_native,
         views=frozenset(view_ops),
+        transfers=frozenset(transfer_ops),
     )
     requests = _conf_requests(conf, ctx)
     requests.update(_override_requests(overrides, ctx, decode or _sibling_decode()))
@@ -121,6 +126,7 @@ class _Context:
     providers: Mapping[str, Provider]
     pinned: Mapping[str, str]
     views: frozenset[str]
+    transfers: frozenset[str] = frozenset()
     problems: list[str] = field(default_factory=list)
     _reasons: dict[str, str | None] = field(default_factory=dict)
 
@@ -208,6 +214,13 @@ def _policy_allows(op: str, chain: tuple[str, ...], written: tuple[str, ...], wh
         ctx.problems.append(
             f"{where}: {op} = {shown}: {op} is device bookkeeping that flagos implements itself "
             f"({ctx.pinned[op]}), so it always runs native; remove this line"
+        )
+        return False
+    if op in ctx.transfers and CPU in chain:
+        ctx.problems.append(
+            f"{where}: {op} = {shown}: {op} moves data between devices, and the cpu route is made of such "
+            "moves (it copies its arguments to the host and its results back), so it cannot run it; "
+            f"route {op} to native (the device's own copies) or remove this line"
         )
         return False
     if op in ctx.views and CPU in chain:
@@ -302,23 +315,39 @@ def _provider_ops(route: str, ctx: _Context, exclude: set[str]) -> list[str]:
 
 
 def _kept_native(default: Resolved, ctx: _Context, exclude: set[str]) -> dict[str, Resolved]:
-    """With a cpu default, view ops still need native: the cpu route copies, so it cannot return a view.
+    """With a cpu default, view ops still need native (the cpu route copies, so it cannot return a
+    view), and so do the data-movement ops (the cpu route is made of them).
 
     Pinned ops get no entry: the device runs them itself and the router never sees them.
     """
     if default.route != CPU:
         return {}
-    return {
-        op: Resolved(op, NATIVE, VIEW_KEPT_NATIVE, (NATIVE,))
-        for op in sorted(ctx.views)
+    kept = {
+        op: Resolved(op, NATIVE, TRANSFER_KEPT_NATIVE, (NATIVE,))
+        for op in sorted(ctx.transfers)
         if op in ctx.known_ops and op not in exclude and op not in ctx.pinned
     }
+    kept.update(
+        (op, Resolved(op, NATIVE, VIEW_KEPT_NATIVE, (NATIVE,)))
+        for op in sorted(ctx.views)
+        if op in ctx.known_ops and op not in exclude and op not in ctx.pinned
+    )
+    return kept
+
+
+def nearest_ops(op: str, known_ops: Collection[str]) -> str:
+    """'nearest: a, b, c' (difflib), or why there is no suggestion; for messages about unknown names."""
+    return _nearest_ops(op, known_ops)
 
 
 def _nearest_ops(op: str, known_ops: Collection[str]) -> str:
     base, _, overload = op.partition(".")
     if overload == "default" and base in known_ops:
         return f"the default overload is written without a suffix: '{base}'"
+    overloads = sorted(name for name in known_ops if name.startswith(op + "."))
+    if not overload and overloads:  # `add` for add.Tensor, add.Scalar, ...
+        shown = ", ".join(overloads[:8]) + (", ..." if len(overloads) > 8 else "")
+        return f"{op} needs an overload: {shown}"
     near = difflib.get_close_matches(op, list(known_ops), n=5, cutoff=0.6)
     return f"nearest: {', '.join(near)}" if near else "no operator has a similar name"
 

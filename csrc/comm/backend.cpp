@@ -4,6 +4,7 @@
 // reads and writes the user's storage. This file names no vendor API, so it builds unchanged for every runtime.
 #include "comm/backend.h"
 
+#include "runtime/host_access.h"
 #include "runtime/runtime.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -22,15 +23,22 @@ bool is_flagos(const at::Tensor& t) {
   return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
 }
 
-// A vendor tensor over the flagos tensor's bytes. Its storage holds a reference to the flagos storage, so memory
-// that an asynchronous collective still uses stays alive while the backend keeps the view (backends keep their
-// tensors until the work completes).
+// What a view's memory holds on to: the flagos storage (so memory that an asynchronous collective still uses
+// stays alive while the backend keeps the view; backends keep their tensors until the work completes) and, under
+// the emulation's host-read trap, the block opened for as long as the library may read or write it.
+struct ViewHold {
+  explicit ViewHold(const c10::Storage& s) : storage(s) { open.open(s.data()); }
+  c10::Storage storage;
+  host_access::Scope open;
+};
+
+// A vendor tensor over the flagos tensor's bytes, holding them (ViewHold).
 at::Tensor view(const at::Tensor& t) {
   if (!is_flagos(t)) return t;
   Runtime& rt = runtime();
   c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
-  auto* keep = new c10::Storage(t.storage());
-  c10::DataPtr data(original->mutable_data(), keep, [](void* ctx) { delete static_cast<c10::Storage*>(ctx); },
+  auto* hold = new ViewHold(t.storage());
+  c10::DataPtr data(original->mutable_data(), hold, [](void* ctx) { delete static_cast<ViewHold*>(ctx); },
                     rt.vendor_device(t.device().index()));
   auto storage = c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), original->nbytes(), std::move(data), nullptr, /*resizable=*/false);

@@ -1,14 +1,13 @@
 // Bookkeeping kernels the flagos device implements itself: allocation, copies,
 // resizing, the metadata-only views and record_stream. They never go through the router
 // (they are what the routes are built from), so they are always native.
-#include "dispatch/retag.h"
+#include "dispatch/data_movement.h"
 #include "runtime/runtime.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
-#include <ATen/ops/copy_native.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
@@ -107,12 +106,7 @@ at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size, c10::
 // (also across devices). Both sides are viewed as vendor tensors and the
 // vendor's copy does the work, with its own stream semantics.
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  at::Tensor dst_vendor = vendor_alias(dst);
-  const at::Tensor src_vendor = vendor_alias(self);
-  c10::OptionalDeviceGuard guard;
-  if (dst.device().is_privateuseone()) guard.reset_device(dst.device());
-  else if (self.device().is_privateuseone()) guard.reset_device(self.device());
-  at::native::copy_(dst_vendor, src_vendor, non_blocking);
+  copy_between(dst, self, non_blocking);
   return dst;
 }
 

@@ -6,6 +6,8 @@
 // tensor shared with another thread is never seen half re-tagged.
 #pragma once
 
+#include "runtime/host_access.h"
+
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
@@ -20,7 +22,7 @@ at::Tensor vendor_alias(const at::Tensor& flagos);
 // Re-tags the arguments of one operator call and maps its results back.
 class Retagger {
  public:
-  explicit Retagger(const c10::OperatorHandle& op) : op_(op) {}
+  explicit Retagger(const c10::OperatorHandle& op);
 
   // Replace flagos tensors, devices and generators among the operator's
   // arguments (the top `num_args` entries of the stack) with vendor ones.
@@ -63,6 +65,7 @@ class Retagger {
   void note_host_tensor(const at::Tensor& t);
   c10::IValue value_from_vendor(c10::IValue value);
   void note_device(c10::DeviceIndex index);
+  bool is_transfer() const; // a copy between devices (data_movement.h)
   void sync_written();
   c10::Storage adopt_storage(const c10::Storage& vendor);
   at::Tensor relabel_fresh(const at::Tensor& t);
@@ -74,6 +77,9 @@ class Retagger {
   c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 2> adopted_;
   c10::SmallVector<size_t, 1> unset_generators_;
   const at::Tensor* host_tensor_ = nullptr; // a non-scalar host tensor among the arguments
+  bool results_elsewhere_ = false;           // a Device argument names a device other than flagos
+  c10::SmallVector<const c10::TensorImpl*, 2> host_arguments_;
+  host_access::Scope access_;                // flagos blocks open while the call runs (last: closed first)
 };
 
 } // namespace torch_fl

@@ -1,11 +1,13 @@
 // The boxed fallback that routes every aten operator on the flagos device, and
 // the re-tagging it relies on (dispatch/retag.h).
 #include "dispatch/router.h"
+#include "dispatch/data_movement.h"
+#include "dispatch/decompositions.h"
+#include "dispatch/provider_check.h"
 #include "dispatch/retag.h"
 #include "runtime/runtime.h"
 
 #include <ATen/core/Generator.h>
-#include <ATen/native/CPUFallback.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/TensorImpl.h>
 #include <torch/library.h>
@@ -18,17 +20,6 @@ namespace torch_fl {
 
 at::Generator vendor_generator_of(const at::Generator& gen); // runtime/device.cpp
 
-namespace {
-
-std::atomic<const RouteTable*> g_table{nullptr};
-std::atomic<bool> g_log_dispatch{false};
-std::atomic<ProviderHook> g_provider_hook{nullptr};
-
-const RouteTable& empty_table() {
-  static const RouteTable table;
-  return table;
-}
-
 bool is_flagos(const at::Tensor& t) {
   return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
 }
@@ -40,6 +31,29 @@ bool is_generator_argument(const c10::Argument& arg) {
     return opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
   }
   return false;
+}
+
+void check_same_device(c10::DeviceIndex& seen, c10::DeviceIndex index, const c10::OperatorHandle& op) {
+  if (index < 0) index = runtime().current_device();
+  if (seen < 0) {
+    seen = index;
+    return;
+  }
+  TORCH_CHECK(seen == index,
+      "Expected all tensors to be on the same device, but found at least two devices, flagos:", int(seen),
+      " and flagos:", int(index), "! (when running ", short_op_name(op.operator_name()),
+      " on the flagos device; move one of them with .to())");
+}
+
+namespace {
+
+std::atomic<const RouteTable*> g_table{nullptr};
+std::atomic<bool> g_log_dispatch{false};
+std::atomic<ProviderHook> g_provider_hook{nullptr};
+
+const RouteTable& empty_table() {
+  static const RouteTable table;
+  return table;
 }
 
 bool is_written(const c10::Argument& arg) {
@@ -69,19 +83,6 @@ c10::Storage alias_storage_of(const at::Tensor& t) {
       c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
       c10::DataPtr(impl->mutable_data(), rt.vendor_device(t.device().index())),
       c10::GetAllocator(rt.vendor_type()), /*resizable=*/true));
-}
-
-// Flagos tensors of one call must share a device, as CUDA tensors must.
-void check_same_device(c10::DeviceIndex& seen, c10::DeviceIndex index, const c10::OperatorHandle& op) {
-  if (index < 0) index = runtime().current_device();
-  if (seen < 0) {
-    seen = index;
-    return;
-  }
-  TORCH_CHECK(seen == index,
-      "Expected all tensors to be on the same device, but found at least two devices, flagos:", int(seen),
-      " and flagos:", int(index), "! (when running ", short_op_name(op.operator_name()),
-      " on the flagos device; move one of them with .to())");
 }
 
 // Under emulation the vendor kernels are CPU kernels and would happily take a
@@ -135,7 +136,17 @@ at::Tensor vendor_alias(const at::Tensor& flagos) {
   return make_tensor_on(alias_storage_of(flagos), c10::DispatchKeySet(runtime().vendor_key()), flagos);
 }
 
+Retagger::Retagger(const c10::OperatorHandle& op) : op_(op) {}
+
+// Asked only when a call mixes devices, so the hot path never compares op names.
+bool Retagger::is_transfer() const {
+  return is_transfer_op(op_.operator_name());
+}
+
 void Retagger::note_device(c10::DeviceIndex index) {
+  if (device_ >= 0 && (index < 0 ? runtime().current_device() : index) != device_ && is_transfer()) {
+    return; // copies may join two flagos devices; the first one guards the call
+  }
   check_same_device(device_, index, op_);
 }
 
@@ -153,6 +164,7 @@ at::Tensor Retagger::to_vendor(c10::MaybeOwned<at::Tensor> owned_or_borrowed, bo
   if (alias == nullptr) {
     storages_.push_back({original, alias_storage_of(t), original->mutable_data()});
     alias = &storages_.back().alias;
+    access_.open(original->data()); // the vendor kernel may touch these bytes (FLAGOS_EMU_TRAP)
   }
   at::Tensor v = make_tensor_on(*alias, c10::DispatchKeySet(runtime().vendor_key()), t);
   tensors_.push_back({v, std::move(owned_or_borrowed), written});
@@ -172,7 +184,8 @@ void Retagger::note_host_tensor(const at::Tensor& t) {
 }
 
 void Retagger::check_arguments() const {
-  if (host_tensor_ != nullptr && device_ >= 0 && runtime().vendor_type() == c10::DeviceType::CPU) {
+  // Copies join host and device by definition; everything else keeps to one device.
+  if (host_tensor_ != nullptr && device_ >= 0 && runtime().vendor_type() == c10::DeviceType::CPU && !is_transfer()) {
     reject_host_tensor(*host_tensor_, device_, op_);
   }
 }
@@ -206,7 +219,12 @@ c10::IValue Retagger::value_to_vendor(c10::IValue value, bool written) {
   }
   if (value.isDevice()) {
     const c10::Device d = value.toDevice();
-    if (d.type() != c10::DeviceType::PrivateUse1) return value;
+    if (d.type() != c10::DeviceType::PrivateUse1) {
+      // The results belong where this says (x.to("cpu")). Under emulation a host result looks like a
+      // vendor result, so it must not be relabelled as flagos.
+      results_elsewhere_ = true;
+      return value;
+    }
     note_device(d.index());
     return runtime().vendor_device(device_);
   }
@@ -223,8 +241,9 @@ void Retagger::arguments_to_vendor(torch::jit::Stack* stack) {
       if (is_generator_argument(args[i])) unset_generators_.push_back(first + i);
       continue;
     }
-    if (slot.isTensor() && !is_flagos(slot.toTensor())) { // host scalars, or a mistake
+    if (slot.isTensor() && !is_flagos(slot.toTensor())) { // host scalars, a copy's host side, or a mistake
       note_host_tensor(slot.toTensor());
+      if (slot.toTensor().defined()) host_arguments_.push_back(slot.toTensor().unsafeGetTensorImpl());
       continue;
     }
     slot = value_to_vendor(std::move(slot), is_written(args[i]));
@@ -258,6 +277,12 @@ at::Tensor Retagger::from_vendor(const at::Tensor& t) {
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   for (const auto& a : tensors_) {
     if (a.alias.unsafeGetTensorImpl() == impl) return *a.original; // in-place and out=: the caller's own tensor
+  }
+  // A result is flagos only when it belongs to flagos: not a host argument handed back (the
+  // destination of a copy to the host), not a result placed on another device by a Device argument.
+  if (results_elsewhere_) return t;
+  for (const c10::TensorImpl* host : host_arguments_) {
+    if (host == impl) return t;
   }
   const c10::DispatchKeySet flagos_keys(c10::DispatchKey::PrivateUse1);
   c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
@@ -378,6 +403,12 @@ void set_provider_hook(ProviderHook hook) { g_provider_hook.store(hook); }
 namespace {
 
 void run_on_vendor(const c10::OperatorHandle& op, torch::jit::Stack* stack, const Route* provider) {
+  if (provider == nullptr) {
+    // Torch sends some ops to every accelerator but has kernels for CUDA only: where the vendor
+    // has none, run their decomposition on the flagos tensors, each part taking its own route.
+    Decomposition decomposed = find_decomposition(op.operator_name());
+    if (decomposed != nullptr && !op.hasKernelForDispatchKey(runtime().vendor_key())) return decomposed(stack);
+  }
   Retagger retag(op);
   retag.arguments_to_vendor(stack);
   {
@@ -393,68 +424,25 @@ void run_on_vendor(const c10::OperatorHandle& op, torch::jit::Stack* stack, cons
         const std::string name = short_op_name(op.operator_name());
         std::string var = name;
         for (auto pos = var.find('.'); pos != std::string::npos; pos = var.find('.', pos + 2)) var.replace(pos, 1, "__");
+        const bool cpu_can =
+            runtime().vendor_key() != c10::DispatchKey::CPU && op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
         TORCH_CHECK_NOT_IMPLEMENTED(false, name, " has no ", c10::toString(runtime().vendor_key()),
             " kernel, so its native route cannot run with FLAGOS_ACCELERATOR=", runtime().name(),
-            ". Route it elsewhere (FLAGOS_OP_", var, "=<route>) or run on an accelerator that has it.");
+            cpu_can ? ". Route it to the host (FLAGOS_OP_" + var + "=cpu)"
+                    : std::string(". torch has no CPU kernel for it either, so no route of this machine can run it"),
+            ", or run on an accelerator whose torch has it.");
       }
     } else {
       ProviderHook hook = g_provider_hook.load();
       TORCH_CHECK(hook != nullptr, "no provider hook installed for ", short_op_name(op.operator_name()));
+      const size_t n = op.schema().arguments().size();
+      const std::vector<c10::IValue> arguments(stack->end() - static_cast<std::ptrdiff_t>(n), stack->end());
       hook(provider->provider, op, stack);
+      check_provider_results(op, route_name(current_routes(), *provider), arguments, *stack,
+          runtime().vendor_device(retag.device() < 0 ? runtime().current_device() : retag.device()));
     }
   }
   retag.returns_from_vendor(stack);
-}
-
-void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  // at::native::cpu_fallback moves tensors to the host and back; around it we
-  // do what it cannot know about flagos: the device rule, Device arguments
-  // (factories), generators, and where results go when the first tensor
-  // argument is a host scalar.
-  const auto& args = op.schema().arguments();
-  const size_t first = stack->size() - args.size();
-  c10::DeviceIndex device = -1;
-  c10::SmallVector<size_t, 1> unset_generators;
-  const bool host_vendor = runtime().vendor_type() == c10::DeviceType::CPU;
-  for (size_t i = 0; i < args.size(); ++i) {
-    c10::IValue& v = (*stack)[first + i];
-    if (v.isTensor()) {
-      if (is_flagos(v.toTensor())) check_same_device(device, v.toTensor().device().index(), op);
-    } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) {
-        if (is_flagos(t)) check_same_device(device, t.device().index(), op);
-      }
-    } else if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
-      check_same_device(device, v.toDevice().index(), op);
-      v = c10::Device(c10::DeviceType::CPU);
-    } else if (v.isGenerator() && v.toGenerator().device().type() == c10::DeviceType::PrivateUse1) {
-      TORCH_CHECK(host_vendor, "the cpu route of ", short_op_name(op.operator_name()),
-          " cannot draw from a flagos generator on ", runtime().name(),
-          " (its state lives on the accelerator); pass a CPU generator or route the op natively");
-      v = vendor_generator_of(v.toGenerator());
-    } else if (v.isNone() && is_generator_argument(args[i])) {
-      unset_generators.push_back(first + i);
-    }
-  }
-  if (host_vendor) { // emulation: the flagos generator is a CPU one, so seeding flagos still applies
-    for (size_t slot : unset_generators) {
-      (*stack)[slot] = runtime().vendor_generator(device < 0 ? runtime().current_device() : device);
-    }
-  }
-  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
-  if (device < 0) return;
-  const c10::Device target = flagos_device(device);
-  const size_t n = op.schema().returns().size();
-  for (size_t i = stack->size() - n; i < stack->size(); ++i) {
-    c10::IValue& r = (*stack)[i];
-    if (r.isTensor() && r.toTensor().defined() && r.toTensor().is_cpu()) {
-      r = r.toTensor().to(target);
-    } else if (r.isTensorList()) {
-      c10::List<at::Tensor> moved;
-      for (const at::Tensor& t : r.toTensorList()) moved.push_back(t.defined() && t.is_cpu() ? t.to(target) : t);
-      r = moved;
-    }
-  }
 }
 
 // Route a call of `op`; native and host routes run `vendor_op`, which is `op`

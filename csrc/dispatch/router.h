@@ -50,6 +50,13 @@ std::vector<std::string> intercepted_ops();
 // The short name used in confs and logs: "add.Tensor", "relu".
 std::string short_op_name(const c10::OperatorName& name);
 
+// Rules every route applies (router.cpp), and the cpu route (cpu_route.cpp).
+bool is_flagos(const at::Tensor& t);
+bool is_generator_argument(const c10::Argument& arg);
+// Flagos tensors of one call must share a device, as CUDA tensors must; `seen` starts at -1.
+void check_same_device(c10::DeviceIndex& seen, c10::DeviceIndex index, const c10::OperatorHandle& op);
+void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 // The router's boxed entry point (also what the fast path falls back to).
 void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack);
 // One "[flagos dispatch] op -> route" line on stderr.

@@ -1,6 +1,8 @@
 // torch_fl._C: the Python face of the runtime and the router. Python parses the
 // confs and environment; this module only receives finished decisions.
 #include "comm/backend.h"
+#include "dispatch/data_movement.h"
+#include "dispatch/decompositions.h"
 #include "dispatch/router.h"
 #include "runtime/runtime.h"
 
@@ -72,16 +74,39 @@ void call_python_provider(int provider, const c10::OperatorHandle& op, torch::ji
   torch::jit::drop(*stack, args.size());
   py::object fn = provider_dispatcher();
   TORCH_CHECK(fn && !fn.is_none(), "torch_fl: no provider dispatcher registered");
-  py::object result = fn(provider, short_op_name(schema.operator_name()), py::tuple(positional), keywords);
+  const std::string name = short_op_name(schema.operator_name());
+  py::object result = fn(provider, name, py::tuple(positional), keywords);
   const auto& returns = schema.returns();
+  // A result that is not what the schema says is the provider's mistake: name it (provider_check.cpp
+  // then checks device, shape and dtype).
+  auto wrong = [&](const std::string& what) {
+    Route route;
+    route.kind = RouteKind::Provider;
+    route.provider = static_cast<int16_t>(provider);
+    std::string var = name;
+    for (auto pos = var.find('.'); pos != std::string::npos; pos = var.find('.', pos + 2)) var.replace(pos, 1, "__");
+    TORCH_CHECK(false, "provider '", route_name(current_routes(), route), "' returned a wrong result for ", name, ": ",
+        what, ". Fix the provider's kernel for ", name, ", or route the op elsewhere (FLAGOS_OP_", var, "=native)");
+  };
+  auto convert = [&](py::handle item, size_t i) {
+    try {
+      return torch::jit::toIValue(item, returns[i].type());
+    } catch (const std::exception& e) {
+      wrong("result " + std::to_string(i) + " is not a " + returns[i].type()->str() + " (" +
+          std::string(py::str(py::type::of(item).attr("__name__"))) + ")");
+    }
+    return c10::IValue();
+  };
   if (returns.size() == 1) {
-    stack->push_back(torch::jit::toIValue(result, returns[0].type()));
+    stack->push_back(convert(result, 0));
   } else if (!returns.empty()) {
+    if (!py::isinstance<py::sequence>(result)) wrong("it returned one value, the schema has " + std::to_string(returns.size()));
     auto items = result.cast<py::sequence>();
-    TORCH_CHECK(items.size() == returns.size(), "provider for ", short_op_name(schema.operator_name()),
-        " returned ", items.size(), " values; the schema has ", returns.size());
+    if (items.size() != returns.size()) {
+      wrong("it returned " + std::to_string(items.size()) + " values, the schema has " + std::to_string(returns.size()));
+    }
     for (size_t i = 0; i < returns.size(); ++i) {
-      stack->push_back(torch::jit::toIValue(items[i], returns[i].type()));
+      stack->push_back(convert(items[i], i));
     }
   }
 }
@@ -130,7 +155,8 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("built_runtimes", &built_runtimes, "Accelerators this build can run, best first.");
   bind_comm(m);
-  m.def("init", &init_runtime, py::arg("accelerator"), py::arg("emulated_devices"));
+  m.def("init", &init_runtime, py::arg("accelerator"), py::arg("emulated_devices"),
+      py::arg("trap_host_access") = false);
   m.def("accelerator", []() -> py::object {
     return runtime_ready() ? py::object(py::str(runtime().name())) : py::object(py::none());
   });
@@ -197,6 +223,8 @@ PYBIND11_MODULE(_C, m) {
   }, "The route the router would take for an operator now.");
   m.def("intercept_ops", &intercept_ops, "Route these ops by name even where torch has a generic kernel.");
   m.def("intercepted_ops", &intercepted_ops);
+  m.def("transfer_ops", &transfer_ops, "Ops that move data between devices (never on the cpu route).");
+  m.def("decomposed_ops", &decomposed_ops, "Ops the router decomposes where the route's kernel is missing.");
   m.def("fast_path_ops", &fast_path_ops, "Ops with an unboxed router entry (native route without boxing).");
   m.def("set_log_dispatch", &set_log_dispatch);
   m.def("log_dispatch", &log_dispatch);

@@ -240,12 +240,14 @@ std::vector<std::string> built_runtimes() {
 #endif
 }
 
-void init_runtime(const std::string& name, int emulated_devices) {
+void init_runtime(const std::string& name, int emulated_devices, bool trap_host_access) {
   TORCH_CHECK(g_runtime == nullptr, "the flagos runtime is already initialised as '",
       g_runtime ? g_runtime->name() : "", "'");
+  TORCH_CHECK(!trap_host_access || name == "cpu", "FLAGOS_EMU_TRAP applies to the CPU emulation only, not to FLAGOS_ACCELERATOR=",
+      name, " (device memory there is not host memory); unset one of the two");
   Runtime* chosen = nullptr;
   if (name == "cpu") {
-    chosen = make_emulation_runtime(emulated_devices);
+    chosen = make_emulation_runtime(emulated_devices, trap_host_access);
   }
 #ifdef TORCH_FL_WITH_CUDA
   else if (name == built_runtimes().front()) {

@@ -6,6 +6,7 @@
 // they do on an accelerator. Random numbers come from the CPU default
 // generator (see the constructor).
 #include "runtime/emulation_streams.h"
+#include "runtime/host_access.h"
 #include "runtime/runtime.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -56,6 +57,21 @@ void free_host_block(void* ctx) {
   delete block;
 }
 
+void free_trapped_block(void* ctx) {
+  auto* block = static_cast<HostBlock*>(ctx);
+  block->counters->sub(static_cast<int64_t>(block->nbytes));
+  host_access::free_block(block->data);
+  delete block;
+}
+
+// Device memory under the trap: a protected block (runtime/host_access.h).
+c10::DataPtr trapped_allocation(DeviceCounters* counters, size_t nbytes, c10::DeviceIndex index) {
+  void* data = nbytes ? host_access::allocate_block(nbytes) : nullptr;
+  counters->add(static_cast<int64_t>(nbytes));
+  if (data == nullptr) return {nullptr, new HostBlock{counters, 0, nullptr}, &free_host_block, flagos_device(index)};
+  return {data, new HostBlock{counters, nbytes, data}, &free_trapped_block, flagos_device(index)};
+}
+
 void free_adopted_block(void* ctx) {
   auto* block = static_cast<AdoptedBlock*>(ctx);
   block->counters->sub(static_cast<int64_t>(block->nbytes));
@@ -70,6 +86,7 @@ class HostAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t nbytes) override {
     const c10::DeviceIndex index = tls_current_device;
     auto* counters = (*counters_)[index].get();
+    if (host_access::enabled()) return trapped_allocation(counters, nbytes, index);
     void* data = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
     counters->add(static_cast<int64_t>(nbytes));
     auto* block = new HostBlock{counters, nbytes, data};
@@ -79,7 +96,11 @@ class HostAllocator final : public c10::Allocator {
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    if (count) std::memcpy(dest, src, count);
+    if (!count) return;
+    host_access::Scope access; // device memory may be copied by the device itself
+    access.open(dest);
+    access.open(src);
+    std::memcpy(dest, src, count);
   }
 
  private:
@@ -88,7 +109,8 @@ class HostAllocator final : public c10::Allocator {
 
 class EmulationRuntime final : public Runtime {
  public:
-  explicit EmulationRuntime(int device_count) : allocator_(&counters_) {
+  EmulationRuntime(int device_count, bool trap_host_access) : allocator_(&counters_) {
+    if (trap_host_access) host_access::enable();
     TORCH_CHECK(device_count >= 1 && device_count <= 16,
         "FLAGOS_EMU_DEVICES must be between 1 and 16, got ", device_count);
     for (int i = 0; i < device_count; ++i) {
@@ -118,6 +140,12 @@ class EmulationRuntime final : public Runtime {
   c10::DataPtr adopt(c10::DataPtr vendor_ptr, size_t nbytes, c10::DeviceIndex index) override {
     check_index(index);
     auto* counters = counters_[index].get();
+    if (host_access::enabled()) {
+      // The vendor kernel wrote its result into ordinary host memory: move it behind the trap.
+      c10::DataPtr trapped = trapped_allocation(counters, nbytes, index);
+      allocator_.copy_data(trapped.get(), vendor_ptr.get(), nbytes);
+      return trapped;
+    }
     counters->add(static_cast<int64_t>(nbytes));
     void* data = vendor_ptr.get();
     auto* block = new AdoptedBlock{counters, nbytes, std::move(vendor_ptr)};
@@ -196,8 +224,8 @@ class EmulationRuntime final : public Runtime {
 
 } // namespace
 
-Runtime* make_emulation_runtime(int device_count) {
-  return new EmulationRuntime(device_count);
+Runtime* make_emulation_runtime(int device_count, bool trap_host_access) {
+  return new EmulationRuntime(device_count, trap_host_access);
 }
 
 } // namespace torch_fl

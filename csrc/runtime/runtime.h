@@ -93,11 +93,12 @@ Runtime& runtime();
 bool runtime_ready();
 // Names of the runtimes compiled into this build, best first.
 std::vector<std::string> built_runtimes();
-// Select the runtime; only once per process. Throws with the valid names.
-void init_runtime(const std::string& name, int emulated_devices);
+// Select the runtime; only once per process. Throws with the valid names. `trap_host_access`
+// (emulation only, FLAGOS_EMU_TRAP) protects device memory from host reads (runtime/host_access.h).
+void init_runtime(const std::string& name, int emulated_devices, bool trap_host_access = false);
 
 // Factories, one per vendor translation unit.
-Runtime* make_emulation_runtime(int device_count);
+Runtime* make_emulation_runtime(int device_count, bool trap_host_access);
 #ifdef TORCH_FL_WITH_CUDA
 Runtime* make_cuda_runtime(const char* name);
 #endif

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torch_fl
+import torch_fl  # noqa: F401  (registers the flagos device)
 
 DEVICE = "flagos"
 
@@ -122,21 +122,13 @@ def test_mlp_training_step_matches_cpu(momentum, assert_same):
     assert not torch.equal(dev_model.fc1.weight.detach().cpu(), initial)
 
 
-FUSED_CELL_XFAIL = pytest.mark.xfail(
-    torch_fl.accelerator() == "cpu",
-    strict=True,
-    raises=NotImplementedError,
-    reason="bug reported to the lead: under emulation LSTM/GRU cells call aten::_thnn_fused_lstm_cell / "
-    "_thnn_fused_gru_cell (torch picks them for PrivateUse1 tensors), which have CUDA kernels only",
-)
-
-
 @pytest.mark.parametrize(
     "make",
     [
         pytest.param(lambda: torch.nn.RNN(3, 4, batch_first=True), id="RNN"),
-        pytest.param(lambda: torch.nn.LSTM(3, 4, batch_first=True), id="LSTM", marks=FUSED_CELL_XFAIL),
-        pytest.param(lambda: torch.nn.GRU(3, 4, batch_first=True), id="GRU", marks=FUSED_CELL_XFAIL),
+        # torch picks the CUDA-only fused cells for flagos; the router decomposes them where they are missing
+        pytest.param(lambda: torch.nn.LSTM(3, 4, batch_first=True), id="LSTM"),
+        pytest.param(lambda: torch.nn.GRU(3, 4, batch_first=True), id="GRU"),
     ],
 )
 def test_recurrent_layer_forward_backward(make, assert_same):

@@ -99,9 +99,14 @@ def _split(stderr: str) -> dict[str, list[str]]:
     return segments
 
 
+# Debug modes a test run sets for every child (CI runs the suites with the host-read trap on).
+PASSED_THROUGH = ("FLAGOS_EMU_TRAP",)
+
+
 def child_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """os.environ without any FLAGOS_* variable of the caller, emulation selected, plus ``env``."""
-    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("FLAGOS")}
+    """os.environ without any FLAGOS_* variable of the caller (except the debug modes of
+    PASSED_THROUGH), emulation selected, plus ``env``."""
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("FLAGOS") or k in PASSED_THROUGH}
     clean["FLAGOS_ACCELERATOR"] = "cpu"  # routing semantics asserted here are those of the emulation
     clean["PYTHONFAULTHANDLER"] = "1"
     clean.update(env or {})

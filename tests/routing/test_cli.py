@@ -76,6 +76,8 @@ ARGVS = {
     "default_op": ["route", "hypot", "--json"],
     "env_text": ["route", "atan2"],
     "unknown": ["route", "not_an.op"],
+    "no_overload": ["route", "add"],
+    "typo": ["route", "hypto"],
     "routes": ["routes", "--json"],
 }
 
@@ -123,6 +125,14 @@ def test_route_unknown_op_fails(main_calls):
     rc, out, err = data["unknown"]
     assert rc != 0 and out == ""
     assert "not_an.op" in err
+
+
+def test_route_unknown_op_suggests_names(main_calls):
+    data, _ = main_calls
+    rc, _, err = data["no_overload"]
+    assert rc == 2 and "add needs an overload: " in err and "add.Tensor" in err and "add.Scalar" in err, err
+    rc, _, err = data["typo"]
+    assert rc == 2 and "nearest: hypot" in err, err
 
 
 def test_routes_json(main_calls):

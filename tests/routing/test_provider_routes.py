@@ -290,3 +290,48 @@ def test_routes_intact_after_refusals(bad_child):
     assert child.dispatch("good") == GOOD_ROUTES
     assert child.dispatch("after_all") == child.dispatch("good")
     assert child.data["good"] is True and child.data["after_all"] is True
+
+
+def test_a_provider_cannot_register_an_unknown_op(run_child):
+    child = run_child(
+        """
+        import torch, torch_fl
+        try:
+            torch_fl.register_provider("typo", {"ad.Tensor": torch.add})
+        except ValueError as exc:
+            report("error", str(exc))
+        report("registered", "typo" in torch_fl.providers.providers())
+        """
+    )
+    assert "provider 'typo' registers 1 unknown operator name" in child.data["error"]
+    assert "'ad.Tensor': nearest: add.Tensor" in child.data["error"]
+    assert child.data["registered"] is False
+
+
+@pytest.mark.parametrize(
+    "kernel, words",
+    [
+        ("lambda a, b, alpha=1: torch.zeros(7)", ["result 0 has shape [7] where the op gives [8]"]),
+        ("lambda a, b, alpha=1: (a + b).double()", ["has dtype Double where the op gives Float"]),
+        ("lambda a, b, alpha=1: (a, a)", ["result 0 is not a Tensor (tuple)"]),
+    ],
+)
+def test_a_wrong_provider_result_is_an_error_naming_provider_and_op(run_child, kernel, words):
+    child = run_child(
+        f"""
+        import os, torch, torch_fl
+        torch_fl.register_provider("wrong", {{"add.Tensor": {kernel}}})
+        os.environ["FLAGOS_OP_add__Tensor"] = "wrong"
+        torch_fl.reload_routes()
+        x = torch.ones(8).to("flagos")
+        try:
+            print((x + x).cpu())
+        except Exception as exc:
+            report("error", str(exc).splitlines()[0])
+        """
+    )
+    error = child.data.get("error", "")
+    assert "provider 'wrong' returned a wrong result for add.Tensor" in error, child.describe()
+    assert "FLAGOS_OP_add__Tensor=native" in error
+    for word in words:
+        assert word in error, error

@@ -90,3 +90,48 @@ def test_any_aten_op_can_be_overridden(run_child):
     for label in ("hypot", "logaddexp", "_log_softmax", "cumsum"):
         device, got, want = child.data[label]
         assert device == "flagos:0" and got == want, label
+
+
+def test_typo_bad_route_and_garbage_are_reported_together(run_argv, write_conf):
+    path, tags = write_conf(
+        "three.conf",
+        """
+        default = native
+        ad.Tensor = native       #@typo
+        mul.Tensor = nativ       #@route
+        this line is garbage     #@garbage
+        """,
+    )
+    child = run_argv(["-c", IMPORT], {"FLAGOS_BACKEND_CONFIG": str(path)}, expect_ok=False)
+    assert "3 problems in the flagos route configuration" in child.stderr, child.describe()
+    assert f"{tags['typo']}: unknown operator 'ad.Tensor'; nearest: add.Tensor" in child.stderr
+    assert f"{tags['route']}: unknown route 'nativ'" in child.stderr
+    assert f"{tags['garbage']}: no '='" in child.stderr
+
+
+def test_env_errors_do_not_hide_conf_errors(run_argv, write_conf):
+    path, tags = write_conf("one.conf", "default = native\nmul.Tensor = gpu   #@route\n")
+    env = {"FLAGOS_BACKEND_CONFIG": str(path), "FLAGOS_LOG": "dispatchh", "FLAGOS_EMU_DEVICES": "99"}
+    child = run_argv(["-c", IMPORT], env, expect_ok=False)
+    assert "3 problems in the flagos route configuration" in child.stderr, child.describe()
+    for where in ("FLAGOS_LOG='dispatchh'", "FLAGOS_EMU_DEVICES='99'", f"{tags['route']}: unknown route 'gpu'"):
+        assert where in child.stderr, (where, child.describe())
+
+
+def test_no_cpu_kernel_advice_works(run_child):
+    # torch has no CPU kernel for the fused LSTM cell; the cpu route runs its decomposition on the host
+    child = run_child(
+        """
+        import torch, torch_fl
+        torch.manual_seed(0)
+        lstm, x = torch.nn.LSTM(4, 3), torch.randn(5, 2, 4)
+        want = lstm(x)[0]
+        mark("lstm")
+        got = lstm.to("flagos")(x.to("flagos"))[0]
+        mark("lstm:after")
+        report("lstm", [str(got.device), torch.allclose(got.cpu(), want, atol=1e-6)])
+        """,
+        {"FLAGOS_OP__thnn_fused_lstm_cell": "cpu", "FLAGOS_LOG": "dispatch"},
+    )
+    assert "cpu" in child.routes_of("_thnn_fused_lstm_cell", "lstm"), child.describe()
+    assert child.data["lstm"] == ["flagos:0", True]

@@ -233,3 +233,19 @@ def test_parse_conf_text_resolves_includes_against_base_dir(tmp_path: Path) -> N
     assert parsed.files == (str(tmp_path / "base.conf"),)
     with pytest.raises(ConfError, match=r"^<string>:1: cannot read"):
         conf.parse_conf_text("include base.conf\n", base_dir=tmp_path / "elsewhere")
+
+
+def test_collecting_parse_keeps_good_lines_and_every_problem(tmp_path: Path) -> None:
+    text = "add.Tensor = native\ngarbage here\nrelu = ,\ninclude nowhere.conf\nabs = cpu\n"
+    path = write(tmp_path / "mixed.conf", text)
+    parsed, problems = conf.parse_conf_collecting(path)
+    assert routes(parsed) == {"add.Tensor": ("native",), "abs": ("cpu",)}
+    assert [(p.path, p.line) for p in problems] == [(str(path), 2), (str(path), 3), (str(path), 4)]
+    with pytest.raises(ConfError) as caught:  # the raising form reports the first
+        conf.parse_conf(path)
+    assert caught.value.line == 2
+
+
+def test_collecting_parse_of_a_missing_file_is_one_problem(tmp_path: Path) -> None:
+    parsed, problems = conf.parse_conf_collecting(tmp_path / "absent.conf")
+    assert parsed.entries == {} and [p.line for p in problems] == [0]

@@ -255,3 +255,18 @@ def test_every_torch_op_round_trips() -> None:
     assert len(known) > 1000
     failures = {op for op in known if env.decode_op(env.encode_op(op), known) != op}
     assert not failures
+
+
+def test_collecting_read_counts_bad_values_as_unset() -> None:
+    settings, problems = env.read_settings_collecting(
+        {"FLAGOS_LOG": "nope", "FLAGOS_EMU_DEVICES": "x", "FLAGOS_OP_relu": "cpu", "FLAGOS_EMU_TRAP": "2"}
+    )
+    assert settings.log == frozenset() and settings.emu_devices == env.EMU_DEVICES_DEFAULT
+    assert settings.emu_trap is False
+    assert [o.var for o in settings.overrides] == ["FLAGOS_OP_relu"]
+    assert len(problems) == 3 and any("FLAGOS_EMU_TRAP='2' is not 0 or 1" in p for p in problems)
+
+
+@pytest.mark.parametrize(("value", "on"), [("1", True), ("0", False), ("", False)])
+def test_emu_trap(value: str, on: bool) -> None:
+    assert env.read_settings({"FLAGOS_EMU_TRAP": value}).emu_trap is on

@@ -318,3 +318,53 @@ def test_default_decode_loads_env_next_to_routing() -> None:
         view_ops=set(),
     )
     assert routes.route_for("add_.Tensor").route == "cpu"
+
+
+# --- data-movement ops (transfers) ---------------------------------------------------------
+
+TRANSFERS = frozenset({"_to_copy", "copy_"})
+
+
+def transfer_table(text: str, overrides: tuple[env.Override, ...] = ()) -> routing.RouteTable:
+    return routing.resolve(
+        conf.parse_conf_text(text, "r.conf"),
+        overrides,
+        known_ops=KNOWN | {"_to_copy"},
+        providers={},
+        pinned_native={},
+        view_ops=VIEWS,
+        transfer_ops=TRANSFERS,
+        decode=env.decode_op,
+    )
+
+
+@pytest.mark.parametrize("text", ["_to_copy = cpu", "copy_ = native\n_to_copy = cpu"])
+def test_a_transfer_on_the_cpu_route_is_refused(text: str) -> None:
+    with pytest.raises(routing.RouteError) as caught:
+        transfer_table(text)
+    (problem,) = caught.value.problems
+    assert problem.startswith("r.conf:") and "_to_copy = cpu: _to_copy moves data between devices" in problem
+    assert "route _to_copy to native" in problem
+
+
+def test_a_transfer_override_on_the_cpu_route_is_refused() -> None:
+    with pytest.raises(routing.RouteError) as caught:
+        transfer_table("", (env.Override("FLAGOS_OP__to_copy", "_to_copy", ("cpu",)),))
+    assert caught.value.problems[0].startswith("env FLAGOS_OP__to_copy: _to_copy = cpu")
+
+
+def test_a_transfer_may_be_native() -> None:
+    assert transfer_table("_to_copy = native").route_for("_to_copy").route == "native"
+
+
+def test_a_cpu_default_keeps_transfers_and_views_native() -> None:
+    routes = transfer_table("default = cpu")
+    assert routes.route_for("_to_copy").origin == routing.TRANSFER_KEPT_NATIVE
+    assert routes.route_for("copy_").route == "native"
+    assert routes.route_for("view").origin == routing.VIEW_KEPT_NATIVE
+    assert routes.route_for("add.Tensor").route == "cpu"
+
+
+def test_nearest_names_list_the_overloads_of_a_bare_name() -> None:
+    assert routing.nearest_ops("add", KNOWN) == "add needs an overload: add.Tensor"
+    assert routing.nearest_ops("relux", KNOWN).startswith("nearest: relu")

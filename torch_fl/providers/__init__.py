@@ -9,7 +9,8 @@ or ship one through the ``torch_fl.providers`` entry-point group.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import difflib
+from collections.abc import Callable, Collection, Iterable, Mapping
 from importlib import metadata
 
 Kernel = Callable[..., object]
@@ -18,7 +19,14 @@ ENTRY_POINT_GROUP = "torch_fl.providers"
 
 
 class Provider:
-    """Base class: override ``load`` (op -> kernel) and optionally ``check``."""
+    """Base class: override ``load`` (op -> kernel) and optionally ``check``.
+
+    Every op name a provider serves must be an operator of this torch (``add.Tensor``), checked when
+    its table is loaded. A provider that follows several torch lines (FlagGems) sets
+    ``tracks_other_torch_versions``: names this torch lacks are then ignored instead.
+    """
+
+    tracks_other_torch_versions = False
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -46,7 +54,10 @@ class Provider:
 
     def kernels(self) -> Mapping[str, Kernel]:
         if self._kernels is None:
-            self._kernels = dict(self.load()) if self.unavailable_reason() is None else {}
+            table = dict(self.load()) if self.unavailable_reason() is None else {}
+            if not self.tracks_other_torch_versions:
+                check_op_names(self.name, table)
+            self._kernels = table
         return self._kernels
 
     def ops(self) -> Iterable[str]:
@@ -76,6 +87,30 @@ class TableProvider(Provider):
 
 _REGISTRY: dict[str, Provider] = {}
 _ENTRY_POINTS_LOADED = False
+_KNOWN_OPS: Callable[[], Collection[str]] | None = None  # set by torch_fl: the aten ops of this torch
+
+
+def set_known_ops(known: Callable[[], Collection[str]]) -> None:
+    global _KNOWN_OPS
+    _KNOWN_OPS = known
+
+
+def check_op_names(provider: str, table: Mapping[str, Kernel]) -> None:
+    """Raise ValueError naming every op of ``table`` that this torch does not have, with the nearest names."""
+    if _KNOWN_OPS is None:
+        return
+    known = _KNOWN_OPS()
+    unknown = sorted(op for op in table if op not in known)
+    if not unknown:
+        return
+    lines = []
+    for op in unknown:
+        near = difflib.get_close_matches(op, list(known), n=5, cutoff=0.6)
+        lines.append(f"  {op!r}: " + (f"nearest: {', '.join(near)}" if near else "no operator has a similar name"))
+    raise ValueError(
+        f"provider {provider!r} registers {len(unknown)} unknown operator name(s); names are aten schema names "
+        "as in torch.ops.aten.<name>.<overload> (e.g. 'add.Tensor'):\n" + "\n".join(lines)
+    )
 
 
 def register_provider(
@@ -84,6 +119,8 @@ def register_provider(
     """Register a provider under ``name`` (a route name in confs and FLAGOS_OP_*)."""
     if name in ("native", "cpu", "cuda", "default"):
         raise ValueError(f"provider name {name!r} is reserved for a built-in route; choose another name")
+    if not isinstance(kernels, Provider):
+        check_op_names(name, kernels)  # before registering: nothing half-applied
     provider = kernels if isinstance(kernels, Provider) else TableProvider(name, kernels, available)
     provider.name = name
     _REGISTRY[name] = provider

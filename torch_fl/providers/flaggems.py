@@ -8,6 +8,8 @@ from . import Kernel, Provider
 
 
 class FlagGemsProvider(Provider):
+    tracks_other_torch_versions = True  # FlagGems lists ops of several torch lines; this torch's are used
+
     def __init__(self, accelerator: str) -> None:
         super().__init__("flaggems")
         self.accelerator = accelerator

@@ -100,14 +100,6 @@ def test_repair_script_computes_the_tag_from_glibc():
         repair.manylinux_tag("musl", "x86_64")
 
 
-def test_repair_script_refuses_grafted_torch(tmp_path):
-    repair = load_script("repair_wheel")
-    w = make_wheel(tmp_path / GOOD, ["torch_fl.libs/libtorch_cpu-0123abcd.so", "torch_fl.libs/libfoo-0123abcd.so"])
-    assert repair.grafted_torch_libs(w) == ["torch_fl.libs/libtorch_cpu-0123abcd.so"]
-    # the container-side list is the host-side one (the script is stdlib-only, so it keeps a copy)
-    assert tuple(repair.TORCH_LIBS) == wheelcheck.TORCH_LIBS
-
-
 def test_build_script_parses_build_env():
     build = load_script("build_wheel")
     assert build.parse_build_env("A=1 TORCH_CUDA_ARCH_LIST=8.0;9.0") == {"A": "1", "TORCH_CUDA_ARCH_LIST": "8.0;9.0"}

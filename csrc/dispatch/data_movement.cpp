@@ -1,0 +1,76 @@
+// See data_movement.h.
+#include "dispatch/data_movement.h"
+#include "dispatch/retag.h"
+#include "dispatch/router.h"
+#include "runtime/host_access.h"
+#include "runtime/runtime.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/ops/copy_native.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <array>
+#include <string_view>
+
+namespace torch_fl {
+namespace {
+
+constexpr std::array<std::string_view, 6> kTransfers = {
+    "_to_copy", "copy_", "copy", "_copy_from", "_copy_from_and_resize", "_to_cpu"};
+
+// Strides a fresh copy of `t` keeps: its own when it is dense and non-overlapping (as .to() keeps
+// them), contiguous otherwise (expanded or overlapping tensors cannot be written element-wise).
+c10::SmallVector<int64_t, 6> copy_strides(const at::Tensor& t) {
+  if (t.is_non_overlapping_and_dense()) return c10::SmallVector<int64_t, 6>(t.strides().begin(), t.strides().end());
+  c10::SmallVector<int64_t, 6> strides(t.dim());
+  int64_t step = 1;
+  for (int64_t d = t.dim() - 1; d >= 0; --d) {
+    strides[d] = step;
+    step *= std::max<int64_t>(t.size(d), 1);
+  }
+  return strides;
+}
+
+} // namespace
+
+bool is_transfer_op(const c10::OperatorName& name) {
+  if (name.name.rfind("aten::", 0) != 0) return false;
+  const std::string_view base = std::string_view(name.name).substr(6);
+  for (std::string_view t : kTransfers) {
+    if (t == base) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> transfer_ops() {
+  return {kTransfers.begin(), kTransfers.end()};
+}
+
+void copy_between(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  at::Tensor dst_vendor = vendor_alias(dst);
+  const at::Tensor src_vendor = vendor_alias(src);
+  c10::OptionalDeviceGuard guard;
+  if (dst.device().is_privateuseone()) guard.reset_device(dst.device());
+  else if (src.device().is_privateuseone()) guard.reset_device(src.device());
+  host_access::Scope access;
+  if (dst.device().is_privateuseone()) access.open(dst.storage().data());
+  if (src.device().is_privateuseone()) access.open(src.storage().data());
+  at::native::copy_(dst_vendor, src_vendor, non_blocking);
+}
+
+at::Tensor host_copy(const at::Tensor& t) {
+  at::Tensor host = at::detail::empty_strided_cpu(t.sizes(), copy_strides(t), t.scalar_type());
+  copy_between(host, t, /*non_blocking=*/false);
+  return host;
+}
+
+at::Tensor flagos_copy(const at::Tensor& t, c10::DeviceIndex index) {
+  const c10::DeviceGuard guard(flagos_device(index));
+  at::Tensor out = at::detail::empty_strided_generic(t.sizes(), copy_strides(t),
+      c10::GetAllocator(c10::DeviceType::PrivateUse1), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      t.scalar_type());
+  copy_between(out, t, /*non_blocking=*/false);
+  return out;
+}
+
+} // namespace torch_fl

@@ -1,0 +1,20 @@
+// Checks a provider's results against what the operator promises, so a wrong kernel is an error
+// that names it instead of wrong numbers downstream.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+#include <string>
+#include <vector>
+
+namespace torch_fl {
+
+// `arguments` are the (vendor) arguments the provider was given, `stack` holds its returns.
+// Throws when a result has the wrong count, device, shape or dtype (shape and dtype from the op's
+// Meta kernel, where torch has one), or when an in-place/out= op returns a tensor other than the
+// argument it writes.
+void check_provider_results(const c10::OperatorHandle& op, const std::string& provider,
+    const std::vector<c10::IValue>& arguments, const torch::jit::Stack& stack, c10::Device vendor_device);
+
+} // namespace torch_fl
