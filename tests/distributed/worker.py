@@ -154,7 +154,7 @@ def checks(dtype: torch.dtype, contiguous: bool, async_op: bool) -> dict[str, st
 
 
 def scenario_collectives() -> dict:
-    dist.init_process_group(device_id=DEV)  # no backend named: the device map picks flagos for flagos tensors
+    dist.init_process_group()  # no backend named: the device map picks flagos for flagos tensors
     out = {"backend_for_flagos": str(dist.get_backend_config())}
     for dname, dtype in DTYPES.items():
         for contiguous in (True, False):
