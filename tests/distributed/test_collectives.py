@@ -55,7 +55,7 @@ def launch(scenario: str, world: int, tmp: Path) -> list[dict]:
     procs = []
     for rank in range(world):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONFAULTHANDLER="1")
         if scenario == "dead-peer":
             env.update(PEER_LOSS_ENV)
         procs.append(subprocess.Popen([sys.executable, str(WORKER), scenario, str(tmp)], env=env,
