@@ -32,8 +32,12 @@ _outcomes: dict[str, str] = {}
 
 def pytest_addoption(parser):
     group = parser.getgroup("flagos opinfo")
-    group.addoption("--flagos-conf", choices=expected_failures.CONFS, default="native",
-                    help="default route of the generated conf every operator takes (default: native)")
+    group.addoption(
+        "--flagos-conf",
+        choices=expected_failures.CONFS,
+        default="native",
+        help="default route of the generated conf every operator takes (default: native)",
+    )
     group.addoption("--opinfo-samples", type=int, default=0, help="samples per (operator, dtype); 0 = all")
     group.addoption("--opinfo-counts", default=None, help="write the pass/xfail/fail counts to this JSON file")
 
@@ -67,7 +71,7 @@ def _parse(name: str) -> tuple[str, str, str] | None:
         return None
     head, dtype = name.rsplit("_flagos_", 1)
     check = next((c for c in CHECKS if head.startswith(f"test_{c}_")), None)
-    return (check, head[len(f"test_{check}_"):], dtype) if check else None
+    return (check, head[len(f"test_{check}_") :], dtype) if check else None
 
 
 def pytest_collection_modifyitems(config, items):
@@ -83,8 +87,9 @@ def pytest_collection_modifyitems(config, items):
         if row is None:
             continue
         crash = row.crash and not run_crashers
-        reason = f"{row.reason} [plain CUDA shares it: {row.cuda}]" + (" (crashes the process: not run)" if crash
-                                                                      else "")
+        reason = f"{row.reason} [plain CUDA shares it: {row.cuda}]" + (
+            " (crashes the process: not run)" if crash else ""
+        )
         item.add_marker(pytest.mark.xfail(reason=reason, strict=not row.crash, run=not crash))
 
 
@@ -129,16 +134,23 @@ def pytest_terminal_summary(terminalreporter, config):
         a = checks["all"]
         per = "  ".join(
             f"{c} {checks[c].get('pass', 0)}/{checks[c].get('xfail', 0)}/{checks[c].get('fail', 0)}"
-            for c in CHECKS if c in checks
+            for c in CHECKS
+            if c in checks
         )
-        tr.write_line(f"{dtype:<10} {a.get('pass', 0):>6} {a.get('xfail', 0):>6} {a.get('fail', 0):>6} "
-                      f"{a.get('skip', 0):>6}   {per}")
+        tr.write_line(
+            f"{dtype:<10} {a.get('pass', 0):>6} {a.get('xfail', 0):>6} {a.get('fail', 0):>6} "
+            f"{a.get('skip', 0):>6}   {per}"
+        )
     path = config.getoption("--opinfo-counts")
     if path:
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"accelerator": accelerator, "conf": conf, "samples": int(os.environ["FLAGOS_OPINFO_SAMPLES"]),
-                   "counts": counts}
+        payload = {
+            "accelerator": accelerator,
+            "conf": conf,
+            "samples": int(os.environ["FLAGOS_OPINFO_SAMPLES"]),
+            "counts": counts,
+        }
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
         with os.fdopen(fd, "w") as f:
             json.dump(payload, f, indent=1)

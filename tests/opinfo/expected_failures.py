@@ -42,8 +42,7 @@ class Row:
 
 CONJ_SEGV = "complex conjugate views lose their conj bit when re-tagged and the process dies (SIGSEGV); issue 10 item 2"
 
-ROWS: tuple[Row, ...] = (
-)
+ROWS: tuple[Row, ...] = ()
 
 
 def lookup(check: str, op: str, dtype: str, *, conf: str, accelerator: str) -> Row | None:

@@ -21,7 +21,10 @@ from __future__ import annotations
 import os
 
 import torch
+
 import torch_fl  # noqa: F401  (before torch's test framework: it lists the device types it finds at import)
+
+# isort: split
 from torch.testing._internal import common_device_type as cdt
 from torch.testing._internal.common_device_type import OpDTypes, instantiate_device_type_tests, ops
 from torch.testing._internal.common_methods_invocations import op_db
@@ -96,6 +99,14 @@ def _samples(op, device, dtype, *, requires_grad=False):
         yield sample, ref
 
 
+def _with_out(op, out):
+    return lambda inp, *args, **kwargs: op(inp, *args, **kwargs, out=out)
+
+
+def _empty_like(tree, device):
+    return pytree.tree_map(lambda w: torch.empty_like(w, device=device) if isinstance(w, torch.Tensor) else w, tree)
+
+
 def _call(fn, inp, args, kwargs):
     try:
         return fn(inp, *args, **kwargs), None
@@ -116,14 +127,15 @@ def _traced(fn, inp, args, kwargs):
 class FlagosOpsBase(TestCase):
     """Shared checks; the test methods below are parametrised over op_db by ``@ops``."""
 
-    def same_error(self, exc_ref: BaseException, fn, what: str) -> None:
-        """The reference raised: flagos must raise the same kind of error (the same exception class)."""
+    def same_error(self, exc_ref: BaseException, fn, sample, what: str) -> None:
+        """The reference raised: ``fn`` on the flagos sample must raise the same kind of error (same class)."""
         try:
-            got = fn()
+            got = fn(sample.input, *sample.args, **sample.kwargs)
         except Exception as exc:  # noqa: BLE001
             self.assertIs(
-                type(exc), type(exc_ref), f"{what}: CPU raised {type(exc_ref).__name__}: {exc_ref}; flagos raised "
-                f"{type(exc).__name__}: {exc}"
+                type(exc),
+                type(exc_ref),
+                f"{what}: CPU raised {type(exc_ref).__name__}: {exc_ref}; flagos raised {type(exc).__name__}: {exc}",
             )
             return
         self.fail(f"{what}: CPU raised {type(exc_ref).__name__}: {exc_ref}; flagos returned {type(got).__name__}")
@@ -156,7 +168,7 @@ class FlagosOpsBase(TestCase):
         dev_fn = dev_fn or fn
         want, exc, kind = _traced(fn, *ref)
         if exc is not None:
-            self.same_error(exc, lambda: dev_fn(sample.input, *sample.args, **sample.kwargs), what)
+            self.same_error(exc, dev_fn, sample, what)
             return None
         torch.manual_seed(SEED)
         result = dev_fn(sample.input, *sample.args, **sample.kwargs)
@@ -185,21 +197,14 @@ class TestFlagosOps(FlagosOpsBase):
             want, exc = _call(op, *ref)
             if exc is not None:  # no functional result to shape out= from: empty outs, both must raise alike
                 cpu_out = torch.empty(0, dtype=dtype)
-                _, exc_out = _call(lambda *a, **k: op(*a, **k, out=cpu_out), *ref)
+                _, exc_out = _call(_with_out(op, cpu_out), *ref)
                 if exc_out is not None:
                     dev_out = torch.empty(0, dtype=dtype, device=device)
-                    self.same_error(exc_out, lambda: op(sample.input, *sample.args, **sample.kwargs, out=dev_out),
-                                    what)
+                    self.same_error(exc_out, _with_out(op, dev_out), sample, what)
                 continue
-            like = lambda dev: pytree.tree_map(  # noqa: E731
-                lambda w: torch.empty_like(w, device=dev) if isinstance(w, torch.Tensor) else w, want)
-            cpu_out, dev_out = like("cpu"), like(device)
+            cpu_out, dev_out = _empty_like(want, "cpu"), _empty_like(want, device)
             ptrs = [t.data_ptr() for t in pytree.tree_leaves(dev_out) if isinstance(t, torch.Tensor)]
-
-            def with_out(out):
-                return lambda *a, **k: op(*a, **k, out=out)
-
-            returned = self.compare(with_out(cpu_out), sample, ref, what, dev_fn=with_out(dev_out))
+            returned = self.compare(_with_out(op, cpu_out), sample, ref, what, dev_fn=_with_out(op, dev_out))
             if returned is None:  # both raised
                 continue
             for r, o in zip(pytree.tree_leaves(returned), pytree.tree_leaves(dev_out), strict=True):
@@ -214,13 +219,18 @@ class TestFlagosOps(FlagosOpsBase):
                 continue
             what = f"sample {n} {sample.summary()} in-place"
 
-            def on_clone(inp, *args, **kwargs):
-                target = inp.clone()
-                result = inplace(target, *args, **kwargs)
-                self.assertIs(result, target, msg=f"{what}: returns its input")
-                return target
+            self.compare(self.on_clone(inplace, what), sample, ref, what)
 
-            self.compare(on_clone, sample, ref, what)
+    def on_clone(self, inplace, what):
+        """The in-place variant applied to a clone of the input; it must return that very tensor."""
+
+        def run(inp, *args, **kwargs):
+            target = inp.clone()
+            result = inplace(target, *args, **kwargs)
+            self.assertIs(result, target, msg=f"{what}: returns its input")
+            return target
+
+        return run
 
     @ops([op for op in op_db if op.supports_autograd], dtypes=OpDTypes.supported_backward, allowed_dtypes=GRAD_DTYPES)
     def test_backward(self, device, dtype, op):
@@ -228,7 +238,7 @@ class TestFlagosOps(FlagosOpsBase):
             what = f"sample {n} {sample.summary()} backward"
             want, exc, kind = _traced(op, *ref)
             if exc is not None:
-                self.same_error(exc, lambda: op(sample.input, *sample.args, **sample.kwargs), what)
+                self.same_error(exc, op, sample, what)
                 continue
             torch.manual_seed(SEED)
             got = op(sample.input, *sample.args, **sample.kwargs)
@@ -237,8 +247,11 @@ class TestFlagosOps(FlagosOpsBase):
             g_out = [t for t in pytree.tree_leaves(got) if isinstance(t, torch.Tensor) and t.requires_grad]
             self.assertEqual(len(g_out), len(w_out), msg=f"{what}: outputs that require grad")
             w_in = [t for t in pytree.tree_leaves(ref) if isinstance(t, torch.Tensor) and t.requires_grad]
-            g_in = [t for t in pytree.tree_leaves((sample.input, sample.args, sample.kwargs))
-                    if isinstance(t, torch.Tensor) and t.requires_grad]
+            g_in = [
+                t
+                for t in pytree.tree_leaves((sample.input, sample.args, sample.kwargs))
+                if isinstance(t, torch.Tensor) and t.requires_grad
+            ]
             if not w_out or not w_in:
                 continue
             gen = torch.Generator().manual_seed(SEED + n)
@@ -270,8 +283,14 @@ class TestFlagosOps(FlagosOpsBase):
                 return op.gradcheck_wrapper(fn, inp, *args, **kwargs)
 
             self.assertTrue(
-                torch.autograd.gradcheck(call, [leaves[i] for i in where], fast_mode=True, check_batched_grad=False,
-                                         check_undefined_grad=False, nondet_tol=op.gradcheck_nondet_tol),
+                torch.autograd.gradcheck(
+                    call,
+                    [leaves[i] for i in where],
+                    fast_mode=True,
+                    check_batched_grad=False,
+                    check_undefined_grad=False,
+                    nondet_tol=op.gradcheck_nondet_tol,
+                ),
                 msg=f"sample {n} {sample.summary()} gradcheck",
             )
 
