@@ -37,6 +37,8 @@ try:
 except matrix.MatrixError as exc:  # one clear line instead of a traceback
     sys.exit(f"noxfile: {exc}")
 
+OPINFO_SAMPLES = "1"  # samples per (operator, dtype) in the host session's OpInfo runs; 0 = all
+
 ACTIONS = {
     "build": ("Build + auditwheel-repair the {v} wheel in Docker into wheels/{variant}/", flow.build),
     "test": ("Test the repaired {v} wheel in a compiler-free container; reports in reports/{v}/", flow.test),
@@ -128,3 +130,12 @@ def tests(session: nox.Session) -> None:
         (copy / "pytest.ini").write_text(context.pytest_ini(ROOT / "pyproject.toml", context.DEFAULT_MARKERS))
         session.chdir(copy)
         session.run("pytest", *suites, "-p", "no:cacheprovider", "-m", cpu.pytest_markers, *session.posargs)
+        # torch's op database on flagos, once per route conf; each run installs its conf before torch_fl loads,
+        # so each is a pytest process of its own. The first OPINFO_SAMPLES samples per (op, dtype) keep CI's
+        # 2 cores within budget; -n 2 also keeps a crashing op from ending the run (tests/opinfo/conftest.py).
+        reports = ROOT / "reports" / "opinfo"
+        for conf in ("native", "cpu"):
+            session.run(
+                "pytest", "opinfo", "-p", "no:cacheprovider", "-n", "2", "--flagos-conf", conf,
+                "--opinfo-samples", OPINFO_SAMPLES, f"--opinfo-counts={reports / f'{conf}.json'}", *session.posargs,
+            )
