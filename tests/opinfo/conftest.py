@@ -25,6 +25,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import expected_failures  # noqa: E402
 
+# torch's test framework reads these at import: run the tests its database marks slow (with one sample they
+# are not), and keep the failure text to the failure (no repro command line appended).
+TORCH_TEST_ENV = {"PYTORCH_TEST_WITH_SLOW": "1", "PYTORCH_PRINT_REPRO_ON_FAILURE": "0"}
 CHECKS = ("forward", "out", "inplace", "backward", "gradcheck")
 OUTCOMES = ("pass", "xfail", "fail", "skip")
 _outcomes: dict[str, str] = {}
@@ -63,6 +66,8 @@ def pytest_configure(config):
         os.environ["FLAGOS_BACKEND_CONFIG"] = path
         os.environ["FLAGOS_OPINFO_CONF"] = conf
     os.environ["FLAGOS_OPINFO_SAMPLES"] = str(config.getoption("--opinfo-samples"))
+    for key, value in TORCH_TEST_ENV.items():
+        os.environ.setdefault(key, value)
 
 
 def _parse(name: str) -> tuple[str, str, str] | None:

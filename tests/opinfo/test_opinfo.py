@@ -95,7 +95,7 @@ def _samples(op, device, dtype, *, requires_grad=False):
     for i, sample in enumerate(op.sample_inputs(device, dtype, requires_grad=requires_grad)):
         if MAX_SAMPLES and i >= MAX_SAMPLES:
             return
-        ref = (_to_host(sample.input, keep_grad=True), _to_host(sample.args, keep_grad=True), _to_host(sample.kwargs))
+        ref = tuple(_to_host(part, keep_grad=True) for part in (sample.input, sample.args, sample.kwargs))
         yield sample, ref
 
 

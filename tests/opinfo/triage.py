@@ -26,6 +26,8 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from conftest import TORCH_TEST_ENV  # noqa: E402
 
 
 def _run_shard(conf: str, shard: int, shards: int, out: str, name_filter: str, samples: int) -> None:
@@ -33,7 +35,7 @@ def _run_shard(conf: str, shard: int, shards: int, out: str, name_filter: str, s
     with os.fdopen(fd, "w") as f:
         f.write(f"default = {conf}\n")
     os.environ.update(FLAGOS_BACKEND_CONFIG=path, FLAGOS_OPINFO_CONF=conf, FLAGOS_OPINFO_SAMPLES=str(samples))
-    sys.path.insert(0, str(HERE))
+    os.environ.update(TORCH_TEST_ENV)
     import torch
 
     torch.set_num_threads(1)
@@ -59,7 +61,9 @@ def _one(cls, name: str, index) -> dict:
         cls(name).run(result)
         problems = result.failures + result.errors
         if problems:
-            outcome, msg = "fail", problems[0][1].strip().splitlines()[-1][:400]
+            lines = [line for line in problems[0][1].strip().splitlines() if "PYTORCH_" not in line]
+            said = [line for line in lines if "Error" in line or "Exception" in line]
+            outcome, msg = "fail", (said or lines or ["?"])[-1][:400]
         elif result.skipped:
             outcome, msg = "skip", result.skipped[0][1][:400]
         else:
