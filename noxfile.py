@@ -101,7 +101,8 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Host tests, no docker: tests/unit, then build + install the wheel here and run the suites of the matrix."""
+    """Host tests, no docker: tests/unit, then build + install the wheel here and run the suites of the matrix
+    and the OpInfo suite (once per route conf)."""
     cpu = MATRIX.vendor("cpu")
     host = flow.env.from_environ(os.environ)
     wheelhouses = [p.name for d in host.find_links_dirs for p in d.iterdir()]

@@ -108,6 +108,8 @@ if [ "$mode" = checks ]; then
   exit "$status"
 fi
 if [ "$mode" = opinfo ]; then
+  "$PY" -c "import expecttest, xdist" 2>/dev/null \
+    || { echo "opinfo needs expecttest and pytest-xdist: carry their wheels in .whl/ (pure Python)"; exit 1; }
   status=0; pids=()
   for conf in native cpu; do
     (cd "$tests_copy" && timeout "${OPINFO_TIMEOUT:-420}" "$PY" -m pytest -c pyproject.toml opinfo -q \
