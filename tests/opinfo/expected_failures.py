@@ -61,6 +61,10 @@ STUB_FLAGOS = (
     "the op reaches a CPU DispatchStub with a flagos device type (its tensors were not re-tagged first): "
     "'DispatchStub: missing kernel for flagos'"
 )
+DEVICE_CHECK = (
+    "out=: the kernel's device check sees the flagos device (the out tensor is not re-tagged first): "
+    "'mode only supports CPU, CUDA and XPU device type, got: flagos'"
+)
 OUT_STORAGE = "out=: the out tensor is re-pointed to a new storage instead of written (CPU writes the given storage)"
 GRADCHECK_CAST = (
     "gradcheck harness: the float64 input meets a cast to a lower dtype and autograd refuses the float64 gradient; "
@@ -71,6 +75,7 @@ GRADCHECK_CPU_TOO = (
     "duplicate indices), not a flagos difference"
 )
 
+# fmt: off
 # fmt: off
 ROWS: tuple[Row, ...] = (
     # crash=True rows hold for every accelerator (not run: the crash is in flagos's re-tagging); the others
@@ -120,20 +125,26 @@ ROWS: tuple[Row, ...] = (
     ), ("complex64",), CONJ_SEGV, cuda="no", conf="cpu", crash=True),
     Row("forward", ("linalg.pinv", "pinverse"), ("complex64",), CONJ_VALUES, cuda="no", accelerator="cpu"),
     Row("out", ("linalg.pinv",), ("complex64",), CONJ_VALUES, cuda="no", accelerator="cpu"),
+    Row("out", (
+        "mode",
+    ), ("bfloat16", "bool", "float16", "float32", "int64"), DEVICE_CHECK, cuda="no", accelerator="cpu"),
     Row("gradcheck", (
         "bfloat16", "cfloat", "chalf", "float", "half"
     ), ("float64",), GRADCHECK_CAST, cuda="yes", accelerator="cpu"),
     Row("gradcheck", (
-        "as_strided_scatter", "linalg.lu", "lu_unpack", "native_group_norm", "nn.functional.max_unpool3d"
+        "as_strided_scatter", "linalg.lu", "lu_unpack", "native_group_norm", "nn.functional.max_unpool3d", "normal"
     ), ("float64",), GRADCHECK_CPU_TOO, cuda="yes", accelerator="cpu"),
     Row("out", (
         "linalg.matrix_rank", "linalg.matrix_rank.hermitian"
     ), ("complex64", "float32"), OUT_STORAGE, cuda="unknown", accelerator="cpu"),
     Row("backward", ("sparse.sampled_addmm",), ("complex64", "float32"), SPARSE, cuda="no", accelerator="cpu"),
     Row("backward", ("to_sparse",), ("float32",), SPARSE, cuda="no", accelerator="cpu"),
-    Row("forward", ("sparse.sampled_addmm", "to_sparse"), ("complex64",), SPARSE, cuda="no", accelerator="cpu"),
+    Row("forward", (
+        "to_sparse",
+    ), ("bfloat16", "bool", "complex64", "float16", "float32", "int64"), SPARSE, cuda="no", accelerator="cpu"),
+    Row("forward", ("sparse.sampled_addmm",), ("complex64", "float32"), SPARSE, cuda="no", accelerator="cpu"),
     Row("gradcheck", ("sparse.sampled_addmm", "to_sparse"), ("float64",), SPARSE, cuda="no", accelerator="cpu"),
-    Row("out", ("sparse.sampled_addmm",), ("complex64",), SPARSE, cuda="no", accelerator="cpu"),
+    Row("out", ("sparse.sampled_addmm",), ("complex64", "float32"), SPARSE, cuda="no", accelerator="cpu"),
     Row("inplace", ("conj_physical",), ("complex64",), STUB_FLAGOS, cuda="no", accelerator="cpu"),
     Row("out", ("svd",), ("complex64",), STUB_FLAGOS, cuda="no", accelerator="cpu"),
 )
