@@ -112,7 +112,7 @@ if [ "$mode" = opinfo ]; then
     || { echo "opinfo needs expecttest and pytest-xdist: carry their wheels in .whl/ (pure Python)"; exit 1; }
   status=0; pids=()
   for conf in native cpu; do
-    (cd "$tests_copy" && timeout "${OPINFO_TIMEOUT:-420}" "$PY" -m pytest -c pyproject.toml opinfo -q \
+    (cd "$tests_copy" && timeout "${OPINFO_TIMEOUT:-240}" "$PY" -m pytest -c pyproject.toml opinfo -q \
        -p no:cacheprovider -n "${OPINFO_WORKERS:-7}" --max-worker-restart=1000 --flagos-conf $conf \
        --opinfo-samples "${OPINFO_SAMPLES:-1}" --opinfo-counts "$OUT/opinfo-$conf.json" -rfE \
        >"$OUT/opinfo-$conf.txt" 2>&1) &
