@@ -41,6 +41,8 @@ try:
 except matrix.MatrixError as exc:  # one clear line instead of a traceback
     sys.exit(f"noxfile: {exc}")
 
+OPINFO_SAMPLES = "1"  # samples per (operator, dtype) in the host session's OpInfo runs; 0 = all
+
 ACTIONS = {
     "build": ("Build + auditwheel-repair the {v} wheel in Docker into wheels/{variant}/", flow.build),
     "test": ("Test the repaired {v} wheel in a compiler-free container; reports in reports/{v}/", flow.test),
@@ -121,7 +123,8 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Host tests, no docker: tests/unit, then build + install the wheel here and run the suites of the matrix."""
+    """Host tests, no docker: tests/unit, then build + install the wheel here and run the suites of the matrix
+    and the OpInfo suite (once per route conf)."""
     cpu = MATRIX.vendor("cpu")
     host = flow.env.from_environ(os.environ)
     wheelhouses = [p.name for d in host.find_links_dirs for p in d.iterdir()]
@@ -159,3 +162,12 @@ def tests(session: nox.Session) -> None:
             if group:
                 markers = ("-m", cpu.pytest_markers)
                 session.run("pytest", *group, "-p", "no:cacheprovider", *markers, *session.posargs, env=env)
+        # torch's op database on flagos, once per route conf; each run installs its conf before torch_fl loads,
+        # so each is a pytest process of its own. The first OPINFO_SAMPLES samples per (op, dtype) keep CI's
+        # 2 cores within budget; -n 2 also keeps a crashing op from ending the run (tests/opinfo/conftest.py).
+        reports = ROOT / "reports" / "opinfo"
+        for conf in ("native", "cpu"):
+            session.run(
+                "pytest", "opinfo", "-p", "no:cacheprovider", "-n", "2", "--flagos-conf", conf,
+                "--opinfo-samples", OPINFO_SAMPLES, f"--opinfo-counts={reports / f'{conf}.json'}", *session.posargs,
+            )

@@ -3,18 +3,20 @@
 # Docker (e.g. a lent GPU machine): build the wheel against the node's torch,
 # install it, run the routing and correctness suites with FlagGems present,
 # then the route A/B benchmark. Everything lands under $OUT (default reports/cuda-node).
-#   bash tests/node/cuda_node.sh [smoke|full|train|models|dist|checks]     BENCH_ARGS="--runs 3 ..." adds bench options
+#   bash tests/node/cuda_node.sh [smoke|full|train|models|dist|checks|opinfo]     BENCH_ARGS="--runs 3 ..." adds bench options
 #   train:  flagos training against plain cuda in separate processes (tests/node/train_check.py), and the step
 #           time (TIME_PAIRS alternating processes per arm)
 #   models: the model suite against a plain-cuda reference (tests/models), and its step time likewise
 #   dist:   the distributed suite on 2 GPUs (tests/distributed) and the all_reduce bus bandwidth, flagos
 #           against plain CUDA NCCL in the same processes
+#   opinfo: torch's op database on flagos over CUDA (tests/opinfo), the native and the cpu-default conf side by
+#           side, OPINFO_SAMPLES (default 1) samples per (op, dtype), OPINFO_WORKERS xdist workers per conf (7)
 #   checks: models beside the routing and correctness suites and the exit check under load (emulated runtime,
 #           200 short backward-then-exit runs with and without torch_fl's exit settling); no bench
 # REUSE_BUILD=1 keeps a wheel an earlier call built on this machine.
 # At most 7 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md};
-# train: train.txt; models: models.txt; dist: dist.txt; checks: models.txt, pytest.txt, junit.xml, exit.txt): a lent
-# machine hands back only a few.
+# train: train.txt; models: models.txt; dist: dist.txt; checks: models.txt, pytest.txt, junit.xml, exit.txt;
+# opinfo: opinfo-{native,cpu}.{txt,json}): a lent machine hands back only a few.
 set -euo pipefail
 mode=${1:-full}
 OUT=${OUT:-reports/cuda-node}
@@ -109,10 +111,27 @@ if [ "$mode" = checks ]; then
 fi
 if [ "$mode" = dist ]; then  # needs 2 GPUs (nvidia-h200-x2): collectives, DDP, all_reduce bus bandwidth
   status=0
-  (cd "$tests_copy" && "$PY" -m pytest -c pyproject.toml distributed -q -p no:cacheprovider -rs \
-     && cd /tmp && "$PY" -m torch.distributed.run --nproc-per-node 2 "$tests_copy/distributed/bandwidth.py") 2>&1 \
-   | grep -v -e "UserWarning" -e "FutureWarning" -e "return func" | tee "$OUT/dist.txt"
+  (cd "$tests_copy" && "$PY" -m pytest -c pyproject.toml distributed -q -p no:cacheprovider -rs; rc=$?
+   cd /tmp && "$PY" -m torch.distributed.run --nproc-per-node 2 "$tests_copy/distributed/bandwidth.py" || rc=1
+   exit $rc) 2>&1 | grep -v -e "UserWarning" -e "FutureWarning" -e "return func" | tee "$OUT/dist.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  exit "$status"
+fi
+if [ "$mode" = opinfo ]; then
+  "$PY" -c "import expecttest, xdist" 2>/dev/null \
+    || { echo "opinfo needs expecttest and pytest-xdist: carry their wheels in .whl/ (pure Python)"; exit 1; }
+  status=0; pids=()
+  for conf in native cpu; do
+    (cd "$tests_copy" && timeout "${OPINFO_TIMEOUT:-240}" "$PY" -m pytest -c pyproject.toml opinfo -q \
+       -p no:cacheprovider -n "${OPINFO_WORKERS:-7}" --max-worker-restart=1000 --flagos-conf $conf \
+       --opinfo-samples "${OPINFO_SAMPLES:-1}" --opinfo-counts "$OUT/opinfo-$conf.json" -rfE \
+       >"$OUT/opinfo-$conf.txt" 2>&1) &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  for conf in native cpu; do
+    sed -n '/opinfo counts/,/^counts written/p' "$OUT/opinfo-$conf.txt"; tail -1 "$OUT/opinfo-$conf.txt"
+  done
   exit "$status"
 fi
 if [ "$mode" = train ]; then
