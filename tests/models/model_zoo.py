@@ -413,22 +413,24 @@ def _generate(spec: ModelSpec, model: torch.nn.Module, device: torch.device | st
 
 @contextlib.contextmanager
 def full_float32() -> Iterator[None]:
-    """Full float32 and deterministic cudnn algorithms while a model runs; the flags are restored after.
+    """TensorFloat-32 off for convolutions and matmuls while a model runs; the flags are restored after.
 
     cudnn convolves float32 in TF32 by default. flagos runs the same cudnn convolutions (bit for bit on the H200),
     but its batch norm is torch's own kernel where plain CUDA takes cudnn's, and the two differ by about 5e-7. TF32
     rounds convolution inputs to 10 mantissa bits, so that difference grows to 1e-3 in ResNet-18's logits, as much
-    as between plain CUDA and the CPU; with TF32 off it stays at 3e-6. cudnn's default backward algorithms also
-    accumulate with atomics, so two runs of one device differ; deterministic algorithms make both sides repeatable.
+    as between plain CUDA and the CPU; with TF32 off it stays at 3e-6. The comparison is made in full float32.
     """
-    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
-    saved = cudnn.allow_tf32, matmul.allow_tf32, cudnn.deterministic, cudnn.benchmark
-    cudnn.allow_tf32 = matmul.allow_tf32 = False
-    cudnn.deterministic, cudnn.benchmark = True, False
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     try:
         yield
     finally:
-        cudnn.allow_tf32, matmul.allow_tf32, cudnn.deterministic, cudnn.benchmark = saved
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def learning_rate(name: str) -> float:
+    """The learning rate of ``name``'s optimizer."""
+    return MODELS[name].optimizer([torch.nn.Parameter(torch.zeros(1))]).param_groups[0]["lr"]
 
 
 def run_model(name: str, model: torch.nn.Module, device: torch.device | str, steps: int = STEPS) -> dict[str, Any]:

@@ -165,11 +165,12 @@ if [ "$mode" = models ]; then
   status=0
   rm -f /tmp/steps-cuda.jsonl /tmp/steps-flagos.jsonl
   (cd "$tests_copy" && "$PY" models/reference.py --device cuda --out /tmp/models-cuda.pt \
-   && FLAGOS_MODELS_REFERENCE=/tmp/models-cuda.pt "$PY" -m pytest -c pyproject.toml models -q -p no:cacheprovider -rs \
+   && { FLAGOS_MODELS_REFERENCE=/tmp/models-cuda.pt "$PY" -m pytest -c pyproject.toml models -q -p no:cacheprovider -rs
+        rc=$?; true; } \
    && for i in $(seq "${TIME_PAIRS:-5}"); do
         "$PY" models/steptime.py --device cuda >>/tmp/steps-cuda.jsonl
         "$PY" models/steptime.py --device flagos >>/tmp/steps-flagos.jsonl
-      done && "$PY" models/steptime.py --compare /tmp/steps-cuda.jsonl /tmp/steps-flagos.jsonl) 2>&1 \
+      done && "$PY" models/steptime.py --compare /tmp/steps-cuda.jsonl /tmp/steps-flagos.jsonl && exit "$rc") 2>&1 \
    | tee "$OUT/models.txt"; [ "${PIPESTATUS[0]}" = 0 ] || status=1
   exit "$status"
 fi

@@ -23,9 +23,11 @@ rm -rf "$tools" /tmp/torch-fl-index /tmp/torch-fl-node
 export PYTHONUNBUFFERED=1
 # .whl/ (the node extras of tests/node/cuda_node.sh) and build/node-wheels/ (the build and index tools, fetched by
 # the pip download line in the README's "On a cluster")
-if compgen -G ".whl/*.whl" >/dev/null || compgen -G "build/node-wheels/*.whl" >/dev/null; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$tools" \
-    $(compgen -G ".whl/*.whl" || true) $(compgen -G "build/node-wheels/*.whl" || true)
+# (a wheel in both, such as scikit-build-core, is taken once: pip refuses the same project twice)
+extras=$(for w in build/node-wheels/*.whl .whl/*.whl; do [ -f "$w" ] && echo "$w"; done | awk -F/ '!seen[$NF]++')
+if [ -n "$extras" ]; then
+  # shellcheck disable=SC2086  # one path per word
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$tools" $extras
 fi
 export PYTHONPATH="$tools${PYTHONPATH:+:$PYTHONPATH}" PATH="$tools/bin:$PATH"
 log() { echo "$*" | tee -a "$OUT/node.txt"; }
