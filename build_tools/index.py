@@ -37,7 +37,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
-from . import outputs
+from . import context, outputs
 
 PROJECT = "torch-fl"
 WHEEL_GLOB = "torch_fl-*.whl"
@@ -76,14 +76,6 @@ class Dist:
         return json.dumps(entry, sort_keys=True)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def read_dist(path: Path) -> Dist:
     """A wheel's hash and the metadata the index pages show (Requires-Python, Requires-Dist)."""
     try:
@@ -96,7 +88,7 @@ def read_dist(path: Path) -> Dist:
         raise IndexBuildError(f"{path}: not a wheel ({exc}); remove it or rebuild") from None
     return Dist(
         path=path,
-        sha256=_sha256(path),
+        sha256=context.file_sha256(path),
         requires_python=meta.get("Requires-Python"),
         requires_dist=tuple(meta.get_all("Requires-Dist") or ()),
     )
