@@ -283,6 +283,12 @@ class FlagosBackend final : public c10d::Backend {
     } catch (const std::exception& e) {
       fail(what, e);
     }
+    if (!work) {
+      // No work: torch's NCCL backend (2.8 and later) ran a synchronous collective on the current stream and
+      // returns none, as the caller asked for none. Staged results are copied back on that stream, after it.
+      for (auto& [dst, src] : staging.copy_back) dst.copy_(src);
+      return work;
+    }
     return c10::make_intrusive<NamedWork>(
         std::move(work), what, getRank(), getSize(), vendor_->getBackendName(), std::move(staging.copy_back));
   }
