@@ -23,7 +23,9 @@ WORKER = HERE / "worker.py"
 sys.path.insert(0, str(HERE))
 import worker  # noqa: E402  (its model, batches and step count are the single-process reference's too)
 
-TIMEOUT_S = 240
+# Seconds a launch may take (FLAGOS_DIST_TIMEOUT_S); a rank still running after it is a hang, and each rank
+# prints its Python stack shortly before (worker.py, FLAGOS_DIST_HANG_DUMP_S).
+TIMEOUT_S = float(os.environ.get("FLAGOS_DIST_TIMEOUT_S", "240"))
 
 
 def _worlds() -> tuple[int, ...]:
@@ -55,20 +57,25 @@ def launch(scenario: str, world: int, tmp: Path) -> list[dict]:
     procs = []
     for rank in range(world):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONFAULTHANDLER="1")
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONFAULTHANDLER="1",
+                   FLAGOS_DIST_HANG_DUMP_S=str(max(TIMEOUT_S - 15, 5)))
         if scenario == "dead-peer":
             env.update(PEER_LOSS_ENV)
         procs.append(subprocess.Popen([sys.executable, str(WORKER), scenario, str(tmp)], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     logs = []
+    hung = None
     for rank, p in enumerate(procs):
         try:
-            out, _ = p.communicate(timeout=TIMEOUT_S)
+            out, _ = p.communicate(timeout=TIMEOUT_S if hung is None else 5)
         except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            pytest.fail(f"{scenario} on {world} ranks: rank {rank} still running after {TIMEOUT_S} s (a hang)")
+            hung = rank if hung is None else hung
+            p.kill()
+            out, _ = p.communicate()
         logs.append(f"--- rank {rank} (exit {p.returncode})\n{out[-3000:]}")
+    if hung is not None:
+        pytest.fail(f"{scenario} on {world} ranks: rank {hung} still running after {TIMEOUT_S:.0f} s (a hang)\n"
+                    + "\n".join(logs))
     results = []
     for rank in range(world):
         path = tmp / f"rank{rank}.json"
@@ -81,12 +88,18 @@ def launch(scenario: str, world: int, tmp: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def collectives(tmp_path_factory):
-    """The verdicts of one launch per world size, shared by the tests below."""
-    runs: dict[int, tuple[dict, ...]] = {}
+    """The verdicts of one launch per world size, shared by the tests below (a failed launch fails them all
+    with its message, without launching again)."""
+    runs: dict[int, tuple[dict, ...] | BaseException] = {}
 
     def get(world: int) -> tuple[dict, ...]:
         if world not in runs:
-            runs[world] = tuple(launch("collectives", world, tmp_path_factory.mktemp(f"collectives{world}")))
+            try:
+                runs[world] = tuple(launch("collectives", world, tmp_path_factory.mktemp(f"collectives{world}")))
+            except (AssertionError, pytest.fail.Exception) as exc:
+                runs[world] = exc
+        if isinstance(runs[world], BaseException):
+            raise runs[world]
         return runs[world]
 
     return get

@@ -11,6 +11,7 @@ value from the ranks' inputs, so the parent only reads verdicts.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import sys
@@ -67,6 +68,7 @@ def checks(dtype: torch.dtype, contiguous: bool, async_op: bool) -> dict[str, st
             results[name] = f"{type(exc).__name__}: {exc}"
 
     def run(name: str, fn) -> None:
+        print(f"rank {RANK}: {name}", flush=True)  # the last name a crashed rank printed is the culprit
         try:
             fn()
         except Exception as exc:
@@ -126,10 +128,12 @@ def checks(dtype: torch.dtype, contiguous: bool, async_op: bool) -> dict[str, st
         check("all_to_all_single", out, want)
 
     def send_recv() -> None:
+        # a ring: each rank sends to the next and receives from the previous, batched as NCCL needs (two ranks
+        # that each send first would otherwise wait on each other's unposted receive)
         nxt, prev = (RANK + 1) % WORLD, (RANK - 1) % WORLD
         got = torch.empty(shape, dtype=dtype, device=DEV)
-        works = [dist.isend(on_device(mine, contiguous), nxt), dist.irecv(got, prev)]
-        for w in works:
+        ops = [dist.P2POp(dist.isend, on_device(mine, contiguous), nxt), dist.P2POp(dist.irecv, got, prev)]
+        for w in dist.batch_isend_irecv(ops):
             w.wait()
         check("send/recv", got, every[prev])
 
@@ -223,7 +227,8 @@ def scenario_dead_peer() -> dict:
         os._exit(0)  # dies without a word, as a crashed rank does
     start = time.monotonic()
     try:
-        dist.all_reduce(torch.ones(4, device=DEV))
+        # waited on, as failures are observed: a synchronous NCCL collective returns no work to wait for
+        dist.all_reduce(torch.ones(4, device=DEV), async_op=True).wait()
         error = None
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
@@ -232,6 +237,9 @@ def scenario_dead_peer() -> dict:
 
 def main() -> None:
     global RANK, WORLD, DEV
+    hang_s = float(os.environ.get("FLAGOS_DIST_HANG_DUMP_S", "0"))
+    if hang_s > 0:  # a rank that hangs prints where, before the launcher kills it
+        faulthandler.dump_traceback_later(hang_s, exit=True)
     RANK, WORLD = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     DEV = torch.device("flagos", RANK % torch.flagos.device_count())
     torch.flagos.set_device(DEV.index)  # one device per rank, current before the group exists (as for cuda)
