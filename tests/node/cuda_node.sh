@@ -6,7 +6,8 @@
 #   bash tests/node/cuda_node.sh [smoke|full|train|models|dist|checks|opinfo]     BENCH_ARGS="--runs 3 ..." adds bench options
 #   train:  flagos training against plain cuda in separate processes (tests/node/train_check.py), and the step
 #           time (TIME_PAIRS alternating processes per arm)
-#   models: the model suite against a plain-cuda reference (tests/models), and its step time likewise
+#   models: the model suite against a plain-cuda reference (tests/models) and that reference's repeat in a third
+#           process (the A/A control), then the step time of TIME_PAIRS alternating processes per arm
 #   dist:   the distributed suite on 2 GPUs (tests/distributed) and the all_reduce bus bandwidth, flagos
 #           against plain CUDA NCCL in the same processes
 #   opinfo: torch's op database on flagos over CUDA (tests/opinfo), the native and the cpu-default conf side by
@@ -164,9 +165,13 @@ fi
 if [ "$mode" = models ]; then
   status=0
   rm -f /tmp/steps-cuda.jsonl /tmp/steps-flagos.jsonl
+  # two plain-cuda processes: the reference and its repeat, whose difference (the A/A control) widens the bar
   (cd "$tests_copy" && "$PY" models/reference.py --device cuda --out /tmp/models-cuda.pt \
-   && { FLAGOS_MODELS_REFERENCE=/tmp/models-cuda.pt "$PY" -m pytest -c pyproject.toml models -q -p no:cacheprovider -rs
-        rc=$?; true; } \
+   && "$PY" models/reference.py --device cuda --out /tmp/models-cuda-again.pt >/dev/null \
+   && { echo "A/A, plain cuda against plain cuda:"; "$PY" models/reference.py --compare /tmp/models-cuda.pt \
+        /tmp/models-cuda-again.pt; } \
+   && { FLAGOS_MODELS_REFERENCE=/tmp/models-cuda.pt FLAGOS_MODELS_REFERENCE_REPEAT=/tmp/models-cuda-again.pt \
+        "$PY" -m pytest -c pyproject.toml models -q -p no:cacheprovider -rs; rc=$?; true; } \
    && for i in $(seq "${TIME_PAIRS:-5}"); do
         "$PY" models/steptime.py --device cuda >>/tmp/steps-cuda.jsonl
         "$PY" models/steptime.py --device flagos >>/tmp/steps-flagos.jsonl
