@@ -22,8 +22,11 @@ TOLERANCE = {
     torch.float32: (1e-5, 1e-5),
     torch.float16: (2e-3, 2e-3),
     torch.bfloat16: (1.6e-2, 1.6e-2),
+    torch.complex128: (1e-7, 1e-7),
+    torch.complex64: (1e-5, 1e-5),
 }
-EXACT_DTYPES = (torch.float32, torch.float64)  # exact when the caller says the op is deterministic
+# exact when the caller says the op is deterministic
+EXACT_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
 
 
 def _assert_same(

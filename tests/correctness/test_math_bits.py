@@ -16,6 +16,8 @@ CASES = {
     "conj_matmul": lambda x: x.conj().reshape(2, 4) @ x.reshape(4, 2),
     "to_host_keeps_conj": lambda x: x.conj(),  # compared after .cpu()
 }
+# Sums of products: a GPU's matmul rounds differently from the CPU's, so these compare within tolerance.
+ROUNDED = {"conj_matmul"}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -23,8 +25,9 @@ def test_conjugate_views(assert_same, name):
     torch.manual_seed(0)
     x = torch.randn(8, dtype=torch.complex64)
     got, want = CASES[name](x.to("flagos")), CASES[name](x)
-    assert_same(got, want)
-    assert got.cpu().resolve_conj().resolve_neg().equal(want.resolve_conj().resolve_neg())
+    assert_same(got, want, exact=name not in ROUNDED)
+    if name not in ROUNDED:
+        assert got.cpu().resolve_conj().resolve_neg().equal(want.resolve_conj().resolve_neg())
 
 
 def test_conjugate_copied_from_the_host(assert_same):

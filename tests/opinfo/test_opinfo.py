@@ -25,12 +25,20 @@ import torch
 import torch_fl  # noqa: F401  (before torch's test framework: it lists the device types it finds at import)
 
 # isort: split
-from torch.testing._internal import common_device_type as cdt
-from torch.testing._internal.common_device_type import OpDTypes, instantiate_device_type_tests, ops
-from torch.testing._internal.common_methods_invocations import op_db
-from torch.testing._internal.common_utils import TestCase
-from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
+ACCELERATOR = os.environ.get("FLAGOS_ACCELERATOR", "cpu")
+ON_ACCELERATOR = ACCELERATOR != "cpu"
+if ON_ACCELERATOR:
+    # The comparison is against CPU float32 arithmetic: TF32 convolutions would be a different computation.
+    # Set before torch's test framework loads: it freezes the cudnn flags at import (disable_global_flags).
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+from torch.testing._internal import common_device_type as cdt  # noqa: E402
+from torch.testing._internal.common_device_type import OpDTypes, instantiate_device_type_tests, ops  # noqa: E402
+from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
+from torch.testing._internal.common_utils import TestCase  # noqa: E402
+from torch.utils import _pytree as pytree  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 # Some torch lines add the PrivateUse1 base only when CUDA is absent; flagos is tested whatever else is present.
 if cdt.PrivateUse1TestBase not in cdt.device_type_test_bases:
@@ -38,18 +46,12 @@ if cdt.PrivateUse1TestBase not in cdt.device_type_test_bases:
 
 FAMILIES = (torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.int64, torch.bool)
 GRAD_DTYPES = (torch.float32, torch.complex64)  # gradients against CPU; float64 goes to gradcheck
-ON_ACCELERATOR = os.environ.get("FLAGOS_ACCELERATOR", "cpu") != "cpu"
 # At most this many samples per (operator, dtype), in the database's (seeded) order; 0 = all.
 MAX_SAMPLES = int(os.environ.get("FLAGOS_OPINFO_SAMPLES", "0") or 0)
 SEED = 20261130
 
 # ATen ops whose output is uninitialised memory: a sample that calls only these is compared by metadata.
 UNINITIALISED = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty_permuted", "resize_"}
-
-if ON_ACCELERATOR:
-    # The comparison is against CPU float32 arithmetic: TF32 convolutions would be a different computation.
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
 
 
 class _Trace(TorchDispatchMode):
@@ -127,6 +129,16 @@ def _traced(fn, inp, args, kwargs):
 class FlagosOpsBase(TestCase):
     """Shared checks; the test methods below are parametrised over op_db by ``@ops``."""
 
+    def skip_unless_vendor_has(self, op, dtype: torch.dtype, *, grad: bool = False) -> None:
+        """The native route runs the vendor's own kernels: on a GPU, a dtype the op's vendor (CUDA, or HIP as
+        CUDA) kernels lack is skipped, as PyTorch's device tests skip it for plain CUDA tensors. The op database
+        lists the CPU's dtypes for an out-of-tree device; the cpu conf runs CPU kernels and keeps them all."""
+        if not ON_ACCELERATOR or os.environ.get("FLAGOS_OPINFO_CONF", "native") != "native":
+            return
+        supported = op.supported_backward_dtypes("cuda") if grad else op.supported_dtypes("cuda")
+        if dtype not in supported:
+            self.skipTest(f"{op.name}: {ACCELERATOR}'s kernels have no {dtype} (plain {ACCELERATOR} tensors neither)")
+
     def same_error(self, exc_ref: BaseException, fn, sample, what: str) -> None:
         """The reference raised: ``fn`` on the flagos sample must raise the same kind of error (same class)."""
         try:
@@ -187,11 +199,13 @@ class FlagosOpsBase(TestCase):
 class TestFlagosOps(FlagosOpsBase):
     @ops(op_db, allowed_dtypes=FAMILIES)
     def test_forward(self, device, dtype, op):
+        self.skip_unless_vendor_has(op, dtype)
         for n, (sample, ref) in enumerate(_samples(op, device, dtype)):
             self.compare(op, sample, ref, f"sample {n} {sample.summary()}")
 
     @ops([op for op in op_db if op.supports_out], allowed_dtypes=FAMILIES)
     def test_out(self, device, dtype, op):
+        self.skip_unless_vendor_has(op, dtype)
         for n, (sample, ref) in enumerate(_samples(op, device, dtype)):
             what = f"sample {n} {sample.summary()} out="
             want, exc = _call(op, *ref)
@@ -213,6 +227,7 @@ class TestFlagosOps(FlagosOpsBase):
 
     @ops([op for op in op_db if op.inplace_variant is not None], allowed_dtypes=FAMILIES)
     def test_inplace(self, device, dtype, op):
+        self.skip_unless_vendor_has(op, dtype)
         inplace = op.inplace_variant
         for n, (sample, ref) in enumerate(_samples(op, device, dtype)):
             if not isinstance(sample.input, torch.Tensor):
@@ -234,6 +249,7 @@ class TestFlagosOps(FlagosOpsBase):
 
     @ops([op for op in op_db if op.supports_autograd], dtypes=OpDTypes.supported_backward, allowed_dtypes=GRAD_DTYPES)
     def test_backward(self, device, dtype, op):
+        self.skip_unless_vendor_has(op, dtype, grad=True)
         for n, (sample, ref) in enumerate(_samples(op, device, dtype, requires_grad=True)):
             what = f"sample {n} {sample.summary()} backward"
             want, exc, kind = _traced(op, *ref)
@@ -268,6 +284,7 @@ class TestFlagosOps(FlagosOpsBase):
 
     @ops(op_db, dtypes=OpDTypes.supported_backward, allowed_dtypes=(torch.float64,))
     def test_gradcheck(self, device, dtype, op):
+        self.skip_unless_vendor_has(op, dtype, grad=True)
         fn = op.get_op()
         for n, (sample, _) in enumerate(_samples(op, device, dtype, requires_grad=True)):
             leaves, spec = pytree.tree_flatten((sample.input, sample.args, sample.kwargs))
