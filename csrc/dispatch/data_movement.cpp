@@ -6,6 +6,7 @@
 #include "runtime/runtime.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/ops/_neg_view.h>
 #include <ATen/ops/copy_native.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -48,13 +49,29 @@ std::vector<std::string> transfer_ops() {
 
 void copy_between(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   at::Tensor dst_vendor = vendor_alias(dst);
-  const at::Tensor src_vendor = vendor_alias(src);
+  at::Tensor src_vendor = vendor_alias(src);
   c10::OptionalDeviceGuard guard;
   if (dst.device().is_privateuseone()) guard.reset_device(dst.device());
   else if (src.device().is_privateuseone()) guard.reset_device(src.device());
   host_access::Scope access;
   if (dst.device().is_privateuseone()) access.open(dst.storage().data());
   if (src.device().is_privateuseone()) access.open(src.storage().data());
+  if (dst_vendor.is_conj() || dst_vendor.is_neg() || src_vendor.is_conj() || src_vendor.is_neg()) {
+    // A copy between host and device moves raw bytes and settles conjugate and negative bits afterwards, and
+    // torch's CUDA copy gets that wrong for some layouts (a non-dense conjugate source into a plain host tensor
+    // arrives unconjugated: the cpu route's complex gradients on the H200). So the bits are settled first, each
+    // on its own side: the destination is viewed without its bits (the source takes them on as views), then the
+    // source resolves them where it lives. Every copy with bits takes this one path, emulation's included.
+    if (dst_vendor.is_conj()) {
+      dst_vendor = dst_vendor.conj();
+      src_vendor = src_vendor.conj();
+    }
+    if (dst_vendor.is_neg()) {
+      dst_vendor = at::_neg_view(dst_vendor);
+      src_vendor = at::_neg_view(src_vendor);
+    }
+    src_vendor = src_vendor.resolve_conj().resolve_neg();
+  }
   at::native::copy_(dst_vendor, src_vendor, non_blocking);
 }
 

@@ -84,13 +84,6 @@ NO_VENDOR_KERNEL = (
     "CUDA has no narrow_copy.out kernel: the native route refuses it by name and points to the cpu route"
 )
 POW_NAN = "gradcheck: CUDA's pow backward gives nan on this sample, numerically and analytically alike"
-ADJOINT_CPU_ROUTE = (
-    "wrong values: complex64 gradients of the LU and Householder family on the cpu conf over CUDA (they pass on "
-    "emulation and on the native conf). Routing one op at a time back to native names the op: "
-    "linalg_solve_triangular (LU family) and mm (ormqr, householder_product), both fed conjugate-transposed views. "
-    "Likely cause, not yet confirmed: the host copy of a conjugate, non-dense CUDA tensor (CUDA's copy kernel makes "
-    "a contiguous temporary, which materialises the conjugation, then marks it conjugate again)"
-)
 HALF_ROUNDING_CPU_ROUTE = (
     "one bfloat16 element off by one rounding step: the ops that the cpu conf keeps native (views, bookkeeping) "
     "run on CUDA between the host kernels"
@@ -143,10 +136,8 @@ ROWS: tuple[Row, ...] = (
         cuda="yes", conf="native", accelerator="cuda"),
     Row("out", ("narrow_copy",), ANY, NO_VENDOR_KERNEL, cuda="yes", conf="native", accelerator="cuda"),
     Row("gradcheck", ("__rpow__",), ("float64",), POW_NAN, cuda="yes", conf="native", accelerator="cuda"),
-    # CUDA, cpu conf.
-    Row("backward", (
-        "linalg.householder_product", "linalg.lu", "linalg.lu_factor", "linalg.lu_factor_ex", "lu", "ormqr"
-    ), ("complex64",), ADJOINT_CPU_ROUTE, cuda="no", conf="cpu", accelerator="cuda"),
+    # CUDA, cpu conf. The complex64 gradients of the LU and Householder family failed here on the H200 (host
+    # copies of conjugate views); copies now settle conjugate bits first (data_movement.cpp), not re-run there yet.
     Row("forward", ("nn.functional.group_norm",), ("bfloat16",), HALF_ROUNDING_CPU_ROUTE, cuda="unknown", conf="cpu",
         accelerator="cuda"),
 )

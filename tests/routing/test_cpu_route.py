@@ -56,6 +56,27 @@ def generator():
 attempt("generator", generator)
 
 attempt("mixed_devices", lambda: host(torch.ones(3, device="flagos:0") - torch.ones(3, device="flagos:1")))
+
+# Conjugate and negative bits on non-dense tensors crossing to the host: as a cpu-route argument (a conjugate-
+# transposed slice, as linear algebra backward passes make them) and by plain copies in both directions.
+c = torch.randn(4, 6, dtype=torch.complex64)
+def conj_adjoint_mm(device):
+    m = c.to(device)
+    return host(torch.view_as_real(m[:, ::2].mH @ m[:, 1::2]))
+attempt("conj_adjoint_mm", lambda: [conj_adjoint_mm("flagos"), conj_adjoint_mm("cpu")])
+
+def bits_to_host(device):
+    m = c.to(device)
+    return [torch.zeros(4, 3, dtype=torch.complex64).copy_(m[:, ::2].conj()).real.tolist(),
+            torch.zeros(4, 3, dtype=torch.complex64).copy_(m[:, ::2].conj()).imag.tolist(),
+            torch.zeros(4, 3).copy_(m[:, ::2].conj().imag).tolist()]
+attempt("bits_to_host", lambda: [bits_to_host("flagos"), bits_to_host("cpu")])
+
+def bits_from_host(device):
+    d = torch.zeros(4, 6, dtype=torch.complex64, device=device)
+    d.conj()[:, ::2].copy_(c[:, :3])
+    return torch.view_as_real(d).cpu().tolist()
+attempt("bits_from_host", lambda: [bits_from_host("flagos"), bits_from_host("cpu")])
 """
 
 ENV = {
@@ -66,6 +87,7 @@ ENV = {
     "FLAGOS_OP_max__dim": "cpu",
     "FLAGOS_OP_sub__Tensor": "cpu",
     "FLAGOS_OP_uniform_": "cpu",
+    "FLAGOS_OP_mm": "cpu",
 }
 
 
@@ -83,6 +105,7 @@ def child(module_child):
         ("scalar_first", "sub.Tensor"),
         ("cpu_scalar_tensor_first", "sub.Tensor"),
         ("cpu_scalar_tensor_second", "sub.Tensor"),
+        ("conj_adjoint_mm", "mm"),
     ],
 )
 def test_cpu_route_result_matches_host(child, label, op, host_result):
@@ -93,6 +116,14 @@ def test_cpu_route_result_matches_host(child, label, op, host_result):
     got, want = value
     device = "flagos:1" if label.endswith("_dev1") else "flagos:0"
     assert host_result(got, device) == want
+
+
+@pytest.mark.parametrize("label", ["bits_to_host", "bits_from_host"])
+def test_conjugate_and_negative_bits_cross_to_and_from_the_host(child, label):
+    status, value = child.data[label]
+    assert status == "ok", value
+    got, want = value
+    assert got == want
 
 
 def test_cpu_route_honours_flagos_seed(child):
