@@ -477,7 +477,7 @@ def bench(flow: Flow, vendor: str, summary: Summary) -> None:
     """Build (if needed), make the test image (if needed), run the full benchmark in it.
 
     Reports (bench.json, bench.md, bench.png) go to reports/<vendor>/bench/, swapped in whole; arguments after
-    ``--`` (other than the session flags) go to the benchmark script (``-- --short``, ``-- --cases a,b``).
+    the separator go to the benchmark script (``nox -s bench-cpu -- -- --short``, ``-- --rebuild -- --cases a,b``).
     """
     require_gpus(flow, vendor, f"bench-{vendor}")
     require_devices(flow, vendor, f"bench-{vendor}")

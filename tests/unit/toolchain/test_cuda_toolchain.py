@@ -214,7 +214,7 @@ def test_test_cuda_dry_run_reports_the_missing_gpu_and_plans_a_gpu_container(fak
     repo, mx = fake_repo
     lines: list[str] = []
     summary = Summary("cuda")
-    flow.test(dry_flow(repo, mx, lines, "-k", "add"), "cuda", summary)
+    flow.test(dry_flow(repo, mx, lines, "--", "-k", "add"), "cuda", summary)
     run = [c for c in printed_commands(capsys.readouterr().out) if c[:2] == ["docker", "run"]]
     assert len(run) == 1
     argv = run[0]
