@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import outputs
 from .matrix import BuildSpec, Toolchain
 
 try:
@@ -115,19 +115,8 @@ def _same(src: Path, dst: Path) -> bool:
 
 
 def _place(src: Path, dst: Path, *, link: bool) -> None:
-    if _same(src, dst):
-        return
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.staging")
-    tmp.unlink(missing_ok=True)
-    if link:
-        try:
-            os.link(src, tmp)
-        except OSError:
-            shutil.copy2(src, tmp)
-    else:
-        shutil.copy2(src, tmp)
-    os.replace(tmp, dst)
+    if not _same(src, dst):
+        outputs.atomic_copy(src, dst, link=link, keep_metadata=True)
 
 
 def sync(pairs: Iterable[tuple[Path, Path]], dest_root: Path, *, link: bool = False) -> int:

@@ -18,7 +18,7 @@ MODULES = {
     "torch_fl_conf": ROOT / "torch_fl" / "_conf.py",
     "torch_fl_env": ROOT / "torch_fl" / "_env.py",
     "torch_fl_routing": ROOT / "torch_fl" / "_routing.py",
-    "generate_confs": ROOT / "configs" / "generate_confs.py",
+    "generate_confs": ROOT / "build_tools" / "generate_confs.py",
 }
 
 

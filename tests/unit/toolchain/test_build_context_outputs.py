@@ -155,6 +155,19 @@ def test_atomic_copy(tmp_path):
     assert [p.name for p in dst.parent.iterdir()] == ["a.whl"]
 
 
+def test_atomic_copy_links_or_keeps_the_metadata_for_staging(tmp_path):
+    src = tmp_path / "tool.sh"
+    src.write_text("echo")
+    src.chmod(0o755)
+    os.utime(src, ns=(1_000_000_000, 1_000_000_000))
+    linked = outputs.atomic_copy(src, tmp_path / "ctx" / "linked.sh", link=True)
+    copied = outputs.atomic_copy(src, tmp_path / "ctx" / "copied.sh", keep_metadata=True)
+    assert linked.stat().st_ino == src.stat().st_ino  # a hard link: the torch wheel is never copied
+    assert copied.stat().st_ino != src.stat().st_ino
+    assert (copied.stat().st_mode & 0o777, copied.stat().st_mtime_ns) == (0o755, 1_000_000_000)
+    assert sorted(p.name for p in linked.parent.iterdir()) == ["copied.sh", "linked.sh"]
+
+
 def test_publish_dir_swaps_a_complete_directory_in(tmp_path):
     final = tmp_path / "reports" / "cpu"
     final.mkdir(parents=True)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Write configs/backends_<vendor>.conf from configs/routes.toml.
 
-    python configs/generate_confs.py            rewrite the confs (atomically, only when changed)
-    python configs/generate_confs.py --check    exit 1 with a unified diff when a conf is stale
+    python build_tools/generate_confs.py            rewrite the confs (atomically, only when changed)
+    python build_tools/generate_confs.py --check    exit 1 with a unified diff when a conf is stale
 
 The confs are committed so that an installed wheel needs no generator; this script is
 their only writer. Operator names are checked against torch's schemas when torch is
@@ -16,7 +16,6 @@ import difflib
 import os
 import re
 import sys
-import tempfile
 import textwrap
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,9 +24,14 @@ from typing import Any
 
 import tomllib
 
-HERE = Path(__file__).resolve().parent
-SOURCE = HERE / "routes.toml"
-SCRIPT_NAME = "configs/generate_confs.py"
+if __package__ in (None, ""):  # run as a script (python build_tools/generate_confs.py) or loaded by path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from build_tools.outputs import atomic_write_text  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+SOURCE = CONFIGS / "routes.toml"
+SCRIPT_NAME = "build_tools/generate_confs.py"
 BUILTIN_ROUTES = ("native", "cpu")
 ROUTE_ALIASES = ("cuda",)
 COMMENT_WIDTH = 92
@@ -285,22 +289,13 @@ def stale(out_dir: Path, rendered: Mapping[str, str]) -> list[str]:
 
 
 def write(out_dir: Path, rendered: Mapping[str, str]) -> list[Path]:
-    """Write changed confs atomically (temp file in the same directory, then os.replace)."""
+    """Write the changed confs, each atomically (build_tools/outputs.py)."""
     written = []
     for name, text in sorted(rendered.items()):
         path = out_dir / name
         if path.is_file() and path.read_text(encoding="utf-8") == text:
             continue
-        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-        written.append(path)
+        written.append(atomic_write_text(path, text))
     return written
 
 
@@ -321,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on a difference")
     parser.add_argument("--source", type=Path, default=SOURCE, help="the declarative source (default: %(default)s)")
-    parser.add_argument("--out-dir", type=Path, default=HERE, help="where the confs live (default: %(default)s)")
+    parser.add_argument("--out-dir", type=Path, default=CONFIGS, help="where the confs live (default: %(default)s)")
     parser.add_argument("--no-torch", action="store_true", help="do not check op names against torch's schemas")
     args = parser.parse_args(argv)
 
