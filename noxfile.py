@@ -155,7 +155,7 @@ def tests(session: nox.Session) -> None:
     with tempfile.TemporaryDirectory(prefix="torch-fl-tests-") as tmp:
         copy = Path(tmp) / "tests"  # outside the source tree: `import torch_fl` imports the installed wheel
         shutil.copytree(ROOT / "tests", copy, ignore=shutil.ignore_patterns("unit", "__pycache__"))
-        (copy / "pytest.ini").write_text(context.pytest_ini(ROOT / "pyproject.toml", context.DEFAULT_MARKERS))
+        (copy / "pytest.ini").write_text(context.pytest_ini(ROOT / "pyproject.toml"))
         session.chdir(copy)
         # routing, correctness and distributed run with the host-read trap on (FLAGOS_EMU_TRAP,
         # csrc/runtime/host_access.h), so a kernel or a collectives library that reads flagos memory behind the

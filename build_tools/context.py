@@ -192,18 +192,16 @@ def stage_build(repo: Path, chain: Toolchain, spec: BuildSpec, wheelhouses: Iter
     )
 
 
-def pytest_ini(pyproject: Path, fallback_markers: dict[str, str]) -> str:
+def pytest_ini(pyproject: Path) -> str:
     """A pytest.ini for the copied suites, taken from ``[tool.pytest.ini_options]`` of pyproject.toml.
 
     Keys that describe the source tree (testpaths, pythonpath, ...) are dropped: the copy must import the
-    installed wheel, never the checkout.
+    installed wheel, never the checkout. The markers are not here: tests/conftest.py registers them.
     """
     options: dict[str, object] = {}
     if pyproject.is_file():
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
         options = dict(data.get("tool", {}).get("pytest", {}).get("ini_options", {}))
-    if "markers" not in options:
-        options["markers"] = [f"{k}: {v}" for k, v in fallback_markers.items()]
     lines = ["# generated from pyproject.toml [tool.pytest.ini_options] by build_tools/context.py", "[pytest]"]
     for key, value in options.items():
         if key in _SOURCE_TREE_INI_KEYS:
@@ -216,13 +214,6 @@ def pytest_ini(pyproject: Path, fallback_markers: dict[str, str]) -> str:
         else:
             lines.append(f"{key} = {value}")
     return "\n".join(lines) + "\n"
-
-
-DEFAULT_MARKERS = {
-    "cuda": "needs a CUDA device",
-    "dcu": "needs a Hygon DCU device",
-    "bench": "benchmark (slow)",
-}
 
 
 def stage_tests(repo: Path, vendor: str, spec: BuildSpec, wheel: Path) -> tuple[str, str]:
@@ -238,7 +229,7 @@ def stage_tests(repo: Path, vendor: str, spec: BuildSpec, wheel: Path) -> tuple[
                 continue
             pairs.append((f, root / "tests" / f.relative_to(tests)))
     ini = root / ".pytest.ini.generated"
-    ini.write_text(pytest_ini(repo / "pyproject.toml", DEFAULT_MARKERS), encoding="utf-8")
+    ini.write_text(pytest_ini(repo / "pyproject.toml"), encoding="utf-8")
     pairs.append((ini, root / "tests" / "pytest.ini"))
     sync(pairs, root / "tests")
     return tree_digest(root / "tests"), tree_digest(root / "dist")

@@ -154,3 +154,24 @@ def test_adding_a_vendor_is_data_only():
     m = matrix.parse(data, P)
     assert sorted(m.vendors) == ["cpu", "rocm"]
     assert m.vendor("rocm").variant == "rocm64"
+
+
+def test_the_marker_list_follows_the_matrix_and_the_route_providers(repo):
+    # tests/conftest.py holds the one marker list (every copy of tests/ carries it): a marker per device
+    # vendor (the accelerator its test container selects) and per route provider, and nothing else
+    import importlib.util
+    import re
+
+    import tomllib
+
+    spec = importlib.util.spec_from_file_location("tests_root_conftest", repo / "tests" / "conftest.py")
+    assert spec and spec.loader
+    root_conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(root_conftest)
+    m = matrix.load(repo / "configs" / "toolchains.toml")
+    devices = {c.test_env.get("FLAGOS_ACCELERATOR", "cpu") for c in m.vendors.values()} - {"cpu"}
+    providers = set(tomllib.loads((repo / "configs" / "routes.toml").read_text())["providers"])
+    assert set(root_conftest.MARKERS) == devices | providers
+    for chain in m.vendors.values():  # a row's -m expression names only registered markers
+        names = set(re.findall(r"[A-Za-z_]\w*", chain.pytest_markers)) - {"not", "and", "or"}
+        assert names <= set(root_conftest.MARKERS), chain.vendor
