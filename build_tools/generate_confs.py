@@ -32,12 +32,26 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 SOURCE = CONFIGS / "routes.toml"
 SCRIPT_NAME = "build_tools/generate_confs.py"
-BUILTIN_ROUTES = ("native", "cpu")
-ROUTE_ALIASES = ("cuda",)
+
+
+def _route_names():
+    """torch_fl/_names.py, the one home of the route names, by path: importing torch_fl needs the built wheel."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("torch_fl_route_names", ROOT / "torch_fl" / "_names.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_NAMES = _route_names()
+BUILTIN_ROUTES = _NAMES.BUILTIN_ROUTES
+ROUTE_ALIASES = tuple(_NAMES.ROUTE_ALIASES)
+ROUTE_NAME_RE = _NAMES.ROUTE_NAME_RE
 COMMENT_WIDTH = 92
 
 _OP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?")
-_NAME_RE = re.compile(r"[a-z][a-z0-9_]*")
 
 _TOP_KEYS = {"providers", "groups", "vendors"}
 _VENDOR_KEYS = {"summary", "default", "default_reason", "routes"}
@@ -121,8 +135,8 @@ def _text(value: Any, where: str) -> str:
 def _valid_routes(providers: Any) -> set[str]:
     names = _strings(providers, "routes.toml: providers")
     for name in names:
-        if not _NAME_RE.fullmatch(name):
-            raise SourceError(f"routes.toml: providers: bad route name '{name}'; use [a-z][a-z0-9_]*")
+        if not ROUTE_NAME_RE.fullmatch(name):
+            raise SourceError(f"routes.toml: providers: bad route name '{name}'; use {_NAMES.ROUTE_NAME_PATTERN}")
     return {*BUILTIN_ROUTES, *ROUTE_ALIASES, *names}
 
 
@@ -132,7 +146,7 @@ def _groups(table: Any, known_ops: Collection[str] | None) -> dict[str, list[str
     groups = {}
     for name, ops in table.items():
         where = f"routes.toml: [groups] {name}"
-        if not _NAME_RE.fullmatch(name):
+        if not ROUTE_NAME_RE.fullmatch(name):
             raise SourceError(f"{where}: group names are lowercase identifiers")
         groups[name] = _strings(ops, where)
         for op in groups[name]:
@@ -170,7 +184,7 @@ def _vendor(
     used_groups: set[str],
 ) -> VendorTable:
     where = f"routes.toml: [vendors.{name}]"
-    if not _NAME_RE.fullmatch(name):
+    if not ROUTE_NAME_RE.fullmatch(name):
         raise SourceError(f"{where}: vendor names are lowercase identifiers (they name backends_<vendor>.conf)")
     _check_keys(table, _VENDOR_KEYS, where)
     default = _check_chain(table.get("default"), f"{where} default", routes)
