@@ -132,7 +132,7 @@ def bench_repo(tmp_path, m, monkeypatch):
     def fake_run(self, cmd, *, check=True, passthrough=False):
         calls.append(cmd)
         if self.dry_run:
-            return runner.Result(0, 0.0, None)
+            return runner.Result(0, 0.0, None, planned=True)
         mount = next(a for a in cmd.argv if a.endswith(":/reports")).rsplit(":", 1)[0]
         for name in state["files"]:
             (Path(mount) / name).write_text(name)
