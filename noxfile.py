@@ -30,7 +30,7 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from build_tools import context, distribute, flow, matrix, plan  # noqa: E402
+from build_tools import context, distribute, flow, matrix, plan, upkeep  # noqa: E402
 from build_tools.summary import Summary  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
@@ -92,7 +92,7 @@ for _vendor in MATRIX.vendors:
 @nox.session(name="base-image", python=False)
 def base_image(session: nox.Session) -> None:
     """Make the local base image(s) with debootstrap + docker import (hosts that cannot pull); idempotent."""
-    _run(session, "base-image", "base-image", flow.base_image)
+    _run(session, "base-image", "base-image", upkeep.base_image)
 
 
 @nox.session
@@ -113,7 +113,7 @@ def publish(session: nox.Session) -> None:
 def clean(session: nox.Session) -> None:
     """Remove build/, reports/, built wheels and torch-fl images (`-- --all`: base images, BuildKit cache)."""
     everything = "--all" in session.posargs
-    _run(session, "clean", "clean", lambda f, summary: flow.clean(f, summary, everything=everything))
+    _run(session, "clean", "clean", lambda f, summary: upkeep.clean(f, summary, everything=everything))
 
 
 @nox.session

@@ -1,4 +1,4 @@
-"""The flows behind the nox sessions: build-<vendor>, test-<vendor>, bench-<vendor>, base-image, clean.
+"""The flows behind the nox sessions build-<vendor>, test-<vendor> and bench-<vendor> (base-image and clean: upkeep.py).
 
 Each flow takes a ``Flow`` (repository, matrix, where to print, and the runner, images and state it works
 through) and records its stages in a ``Summary``. Whether anything really runs is the runner's business alone
@@ -17,14 +17,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import baseimage, context, dockercli, env, gpu, hostdev, outputs, plan, wheelcheck
+from . import context, dockercli, env, gpu, hostdev, outputs, plan, wheelcheck
 from .images import Images
 from .matrix import Matrix, MatrixError, Toolchain
 from .runner import Result, Runner, StepFailed, UserError
 from .state import State
 from .summary import Summary, parse_junit
 
-__all__ = ["ERRORS", "Flow", "UserError", "base_image", "bench", "build", "clean", "test", "test_image"]
+__all__ = ["ERRORS", "Flow", "UserError", "bench", "build", "test", "test_image"]
 
 ERRORS = (
     UserError,
@@ -423,86 +423,3 @@ def _git_head(repo: Path) -> str:
         return ""
     dirty = dockercli.run_quiet(["git", "-C", str(repo), "diff", "--quiet", "HEAD", "--"]).returncode == 1
     return head.stdout.strip() + ("-dirty" if dirty else "")
-
-
-# ------------------------------------------------------------------------------------------------- base image
-def base_image(flow: Flow, summary: Summary) -> None:
-    """Make every [local_bases] image that is not present yet (``--rebuild`` remakes them)."""
-    client = flow.images.client()
-    for base in flow.matrix.local_bases.values():
-        t0 = time.monotonic()
-        present = None if flow.runner.planning else dockercli.image_id(client, base.name)
-        if present and not flow.options.rebuild:
-            flow.echo(
-                f"{base.name} is present (stands in for {', '.join(base.stands_for)}); "
-                "`nox -s base-image -- --rebuild` remakes it"
-            )
-            summary.add(f"base {base.name}", "up to date")
-            summary.images[base.name] = (base.name, present)
-            continue
-        if shutil.which("debootstrap") is None:
-            flow.runner.refuse(
-                "debootstrap is not installed: `apt-get install debootstrap` (Debian/Ubuntu), "
-                "or pull the public base image instead"
-            )
-        if hasattr(os, "geteuid") and os.geteuid() != 0:
-            flow.runner.refuse("debootstrap needs root: run `sudo nox -s base-image`")
-        mirror = baseimage.resolve_mirror(base)
-        work = flow.repo / "build" / "base-image" / base.name.replace("/", "_").replace(":", "_")
-        flow.runner.remove(work)
-        if not flow.runner.planning:
-            work.mkdir(parents=True)
-        try:
-            results = [
-                flow.runner.run(cmd, passthrough=cmd.argv[0] == "debootstrap")
-                for cmd in baseimage.plan(base, mirror, work / "rootfs", client.exe)
-            ]
-        except BaseException:
-            summary.add(f"base {base.name}", "failed", time.monotonic() - t0)
-            raise
-        finally:
-            flow.runner.remove(work)
-        planned = all(r.planned for r in results)
-        summary.add(
-            f"base {base.name}", "planned" if planned else "ran", time.monotonic() - t0,
-            f"debootstrap {base.suite} from {mirror}",
-        )
-        if not planned:
-            summary.images[base.name] = (base.name, dockercli.image_id(client, base.name) or "?")
-
-
-# ------------------------------------------------------------------------------------------------------ clean
-def clean(flow: Flow, summary: Summary, *, everything: bool = False) -> None:
-    """Remove build/, reports/, the wheels of every matrix variant and torch-fl's builder/test images.
-
-    ``everything`` also removes the local base images and BuildKit's build cache.
-    """
-    for path in [
-        flow.repo / "build",
-        flow.repo / "reports",
-        *(flow.repo / "wheels" / c.wheel_dir for c in flow.matrix.vendors.values()),
-    ]:
-        if path.exists():
-            flow.echo(f"remove {path.relative_to(flow.repo)}")
-            flow.runner.remove(path)
-    try:
-        client = flow.images.client()  # a real run checks the daemon here
-    except dockercli.DockerError as exc:
-        flow.echo(f"docker images not cleaned: {exc}")
-        summary.add("clean", "ran", note="files only")
-        return
-    images = dockercli.images_with_label(client, f"{plan.LABEL_PREFIX}.role")
-    if everything:
-        images += [b.name for b in flow.matrix.local_bases.values() if dockercli.image_id(client, b.name)]
-    if images:
-        flow.runner.run(
-            plan.Command("remove images", (client.exe, "rmi", "-f", *images), log_name="clean.log"), check=False
-        )
-    if everything:
-        flow.runner.run(
-            plan.Command(
-                "prune the BuildKit cache", (client.exe, "builder", "prune", "-af"), log_name="clean-cache.log"
-            ),
-            check=False,
-        )
-    summary.add("clean", "planned" if flow.runner.planning else "ran", note=f"{len(images)} images")
