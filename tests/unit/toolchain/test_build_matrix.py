@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,29 @@ def test_the_marker_list_follows_the_matrix_and_the_route_providers(repo):
     for chain in m.vendors.values():  # a row's -m expression names only registered markers
         names = set(re.findall(r"[A-Za-z_]\w*", chain.pytest_markers)) - {"not", "and", "or"}
         assert names <= set(root_conftest.MARKERS), chain.vendor
+
+
+def test_the_key_tables_in_docker_readme_are_rendered_from_the_fields(repo):
+    readme = (repo / "docker" / "README.md").read_text(encoding="utf-8")
+    assert matrix.key_docs() in readme, "docker/README.md's key tables are stale: run `python -m build_tools.matrix`"
+
+
+def test_every_key_of_the_matrix_file_is_documented(repo):
+    import tomllib
+
+    data = tomllib.loads((repo / "configs" / "toolchains.toml").read_text(encoding="utf-8"))
+    documented = set(re.findall(r"^\| `([^`]+)` \|", matrix.key_docs(), re.M))
+
+    def keys(table: dict, prefix: str = "") -> set[str]:
+        out = set()
+        for k, v in table.items():
+            if isinstance(v, dict) and k in ("torch", "auditwheel", "docker_run"):
+                out |= keys(v, f"{prefix}{k}.")
+            else:
+                out.add(prefix + k)
+        return out
+
+    used = keys(data["build"])
+    for table in [*data["vendors"].values(), *data["local_bases"].values()]:
+        used |= keys(table)
+    assert used <= documented, sorted(used - documented)
