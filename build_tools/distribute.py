@@ -87,14 +87,7 @@ def plan_node_image(docker: str, chain: Toolchain, inp: plan.BuildInputs) -> Nod
     """``docker build`` of the bare node image (Python and the row's torch) from the staged context."""
     tag = plan.image_tag(chain.vendor, "node", inp.key)
     argv = (
-        docker,
-        "build",
-        "--network",
-        "host",
-        "--progress",
-        "plain",
-        "-f",
-        str(inp.dockerfile),
+        *plan.docker_build(docker, inp.dockerfile),
         "--build-arg",
         f"BASE_IMAGE={inp.test_image}",
         "--build-arg",

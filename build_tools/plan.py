@@ -130,16 +130,15 @@ def secrets(inp: BuildInputs) -> list[str]:
     return out
 
 
+def docker_build(docker: str, dockerfile: Path) -> list[str]:
+    """The start of every ``docker build`` here: host network (no bridge on these hosts), plain progress (parsed
+    by the runner) and the Dockerfile."""
+    return [docker, "build", "--network", "host", "--progress", "plain", "-f", str(dockerfile)]
+
+
 def _docker_build(docker: str, chain: Toolchain, inp: BuildInputs, target: str) -> list[str]:
     return [
-        docker,
-        "build",
-        "--network",
-        "host",
-        "--progress",
-        "plain",
-        "-f",
-        str(inp.dockerfile),
+        *docker_build(docker, inp.dockerfile),
         "--target",
         target,
         *build_args(chain, inp),
