@@ -149,14 +149,6 @@ def test_stand_in_lookup():
     assert m.stand_in_for("nvidia/cuda:13.0.0-devel-ubuntu24.04") is None
 
 
-def test_adding_a_vendor_is_data_only():
-    data = copy.deepcopy(MINIMAL)
-    data["vendors"]["rocm"] = {**data["vendors"]["cpu"], "variant": "rocm64", "dockerfile": "docker/rocm/Dockerfile"}
-    m = matrix.parse(data, P)
-    assert sorted(m.vendors) == ["cpu", "rocm"]
-    assert m.vendor("rocm").variant == "rocm64"
-
-
 def test_the_marker_list_follows_the_matrix_and_the_route_providers(repo):
     # tests/conftest.py holds the one marker list (every copy of tests/ carries it): a marker per device
     # vendor (the accelerator its test container selects) and per route provider, and nothing else
