@@ -1,17 +1,18 @@
 """torch-fl sessions. Thin and table-driven: one build/test/bench session per vendor of configs/toolchains.toml.
 
     nox -s test-cpu                  build + repair the wheel in Docker, test it in a compiler-free image
-    nox -s test-cpu -- -k add        extra arguments go to pytest
+    nox -s test-cpu -- --rebuild -- -k add   session flags after `--`; pytest's arguments after a second `--`
     nox -s build-cpu -- --dry-run    print every docker command without running it
-    nox -s bench-cpu                 the full benchmark in the test container (-- --short etc. go to bench/run.py)
+    nox -s bench-cpu                 the full benchmark in the test container (-- -- --short: bench/run.py's arguments)
     nox -s base-image                make the local base image on hosts that cannot pull (debootstrap)
     nox -s index                     PEP 503 index + flat find-links page in every wheels/<variant>/
     nox -s publish -- DEST           copy the wheels and indexes to DEST/<variant>/ (a directory or share), atomically
     nox -s install-cpu               install from the index as a node does (HTTP, file://, --find-links), in bare
                                      containers, for every torch line of the variant
 
-Flags of build-*/test-*/bench-* (given after `--`, before any pytest arguments): --dry-run, --rebuild (ignore
-the up-to-date wheel and images), --bench-full / --no-bench (test-*; default: the short benchmark).
+Flags of build-*/test-*/bench-* (given after `--`): --dry-run, --rebuild (ignore the up-to-date wheel and images),
+--bench-full / --no-bench (test-*; default: the short benchmark). An unknown flag is an error naming the valid ones
+(build_tools/plan.py SESSION_FLAGS); what follows a second `--` goes to pytest (test-*) or bench/run.py (bench-*).
 test-<gpu vendor> and bench-<gpu vendor> stop at once on a host without the GPU or its container runtime.
 The logic lives in build_tools/ (unit-tested in tests/unit/toolchain/); see docker/README.md.
 """
@@ -29,7 +30,7 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from build_tools import context, distribute, flow, matrix, plan  # noqa: E402
+from build_tools import context, distribute, flow, matrix, plan, upkeep  # noqa: E402
 from build_tools.summary import Summary  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
@@ -54,9 +55,12 @@ ACTIONS = {
 }
 
 
-def _run(session: nox.Session, name: str, body) -> None:
+def _run(session: nox.Session, action: str, name: str, body) -> None:
     """Run a flow; errors become one line (session.error); the summary is printed either way."""
-    opts = plan.parse_posargs(session.posargs)
+    try:
+        opts = plan.parse_posargs(session.posargs, action, session.name)
+    except plan.UsageError as exc:
+        session.error(str(exc))
     f = flow.Flow(ROOT, MATRIX, opts, echo=session.log)
     summary = Summary(name)
     try:
@@ -72,7 +76,7 @@ def _vendor_session(action: str, vendor: str) -> None:
     doc, fn = ACTIONS[action]
 
     def session(s: nox.Session) -> None:
-        _run(s, vendor, lambda f, summary: fn(f, vendor, summary))
+        _run(s, action, vendor, lambda f, summary: fn(f, vendor, summary))
 
     planned = "" if (ROOT / chain.dockerfile).is_file() else " [planned: no Dockerfile yet]"
     session.__doc__ = doc.format(v=vendor, variant=chain.wheel_dir) + planned
@@ -88,7 +92,7 @@ for _vendor in MATRIX.vendors:
 @nox.session(name="base-image", python=False)
 def base_image(session: nox.Session) -> None:
     """Make the local base image(s) with debootstrap + docker import (hosts that cannot pull); idempotent."""
-    _run(session, "base-image", flow.base_image)
+    _run(session, "base-image", "base-image", upkeep.base_image)
 
 
 @nox.session
@@ -109,7 +113,7 @@ def publish(session: nox.Session) -> None:
 def clean(session: nox.Session) -> None:
     """Remove build/, reports/, built wheels and torch-fl images (`-- --all`: base images, BuildKit cache)."""
     everything = "--all" in session.posargs
-    _run(session, "clean", lambda f, summary: flow.clean(f, summary, everything=everything))
+    _run(session, "clean", "clean", lambda f, summary: upkeep.clean(f, summary, everything=everything))
 
 
 @nox.session
@@ -151,7 +155,7 @@ def tests(session: nox.Session) -> None:
     with tempfile.TemporaryDirectory(prefix="torch-fl-tests-") as tmp:
         copy = Path(tmp) / "tests"  # outside the source tree: `import torch_fl` imports the installed wheel
         shutil.copytree(ROOT / "tests", copy, ignore=shutil.ignore_patterns("unit", "__pycache__"))
-        (copy / "pytest.ini").write_text(context.pytest_ini(ROOT / "pyproject.toml", context.DEFAULT_MARKERS))
+        (copy / "pytest.ini").write_text(context.pytest_ini(ROOT / "pyproject.toml"))
         session.chdir(copy)
         # routing, correctness and distributed run with the host-read trap on (FLAGOS_EMU_TRAP,
         # csrc/runtime/host_access.h), so a kernel or a collectives library that reads flagos memory behind the

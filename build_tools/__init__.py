@@ -7,14 +7,19 @@ Modules, one concern each:
 - ``context``     stage the docker build context (build inputs, scripts, wheelhouse, tests) and hash inputs
 - ``dockercli``   find a BuildKit-capable docker client, check the daemon, inspect images
 - ``plan``        the docker commands of each step (pure: unit-tested, printed by ``--dry-run``)
-- ``runner``      run a planned command with progress, a full log and a one-line error
+- ``runner``      run a planned command with progress, a full log and a one-line error; the dry run is its alone
 - ``wheelcheck``  read a repaired wheel: tags, version label, grafted libraries (no torch inside)
-- ``outputs``     atomic writes: files and whole report directories (temp + rename)
+- ``outputs``     the one atomic writer (``replacing``): files and whole report directories (temp + rename)
 - ``baseimage``   make a local base image with debootstrap + ``docker import``
 - ``gpu``         what a test container's ``--gpus`` needs from the host (GPU device, NVIDIA Container Toolkit)
 - ``hostdev``     what a test container's ``--device`` flags and optional mounts need from the host (DCU)
 - ``summary``     run summary (stages, images, wheel, test counts) as a table and as markdown
-- ``flow``        the build/test/bench/base-image/clean flows that the nox sessions call
+- ``images``      the docker client, base images (present > stand-in > pulled), pruning, the history check
+- ``state``       what the last build of each vendor left (build/state/<vendor>.json)
+- ``flow``        the build/test/bench flows that the nox sessions call (test and bench share one tail)
+- ``upkeep``      the base-image and clean sessions
+- ``distribute``  the index, publish and install-<vendor> sessions (index.py writes the pages)
+- ``generate_confs``  write configs/backends_<vendor>.conf from configs/routes.toml (run as a script)
 
 ``wheel_metadata`` belongs to the package build (not to this tooling).
 """

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import outputs
 from .matrix import BuildSpec, Toolchain
 
 try:
@@ -115,19 +115,8 @@ def _same(src: Path, dst: Path) -> bool:
 
 
 def _place(src: Path, dst: Path, *, link: bool) -> None:
-    if _same(src, dst):
-        return
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.staging")
-    tmp.unlink(missing_ok=True)
-    if link:
-        try:
-            os.link(src, tmp)
-        except OSError:
-            shutil.copy2(src, tmp)
-    else:
-        shutil.copy2(src, tmp)
-    os.replace(tmp, dst)
+    if not _same(src, dst):
+        outputs.atomic_copy(src, dst, link=link, keep_metadata=True)
 
 
 def sync(pairs: Iterable[tuple[Path, Path]], dest_root: Path, *, link: bool = False) -> int:
@@ -203,18 +192,16 @@ def stage_build(repo: Path, chain: Toolchain, spec: BuildSpec, wheelhouses: Iter
     )
 
 
-def pytest_ini(pyproject: Path, fallback_markers: dict[str, str]) -> str:
+def pytest_ini(pyproject: Path) -> str:
     """A pytest.ini for the copied suites, taken from ``[tool.pytest.ini_options]`` of pyproject.toml.
 
     Keys that describe the source tree (testpaths, pythonpath, ...) are dropped: the copy must import the
-    installed wheel, never the checkout.
+    installed wheel, never the checkout. The markers are not here: tests/conftest.py registers them.
     """
     options: dict[str, object] = {}
     if pyproject.is_file():
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
         options = dict(data.get("tool", {}).get("pytest", {}).get("ini_options", {}))
-    if "markers" not in options:
-        options["markers"] = [f"{k}: {v}" for k, v in fallback_markers.items()]
     lines = ["# generated from pyproject.toml [tool.pytest.ini_options] by build_tools/context.py", "[pytest]"]
     for key, value in options.items():
         if key in _SOURCE_TREE_INI_KEYS:
@@ -227,13 +214,6 @@ def pytest_ini(pyproject: Path, fallback_markers: dict[str, str]) -> str:
         else:
             lines.append(f"{key} = {value}")
     return "\n".join(lines) + "\n"
-
-
-DEFAULT_MARKERS = {
-    "cuda": "needs a CUDA device",
-    "dcu": "needs a Hygon DCU device",
-    "bench": "benchmark (slow)",
-}
 
 
 def stage_tests(repo: Path, vendor: str, spec: BuildSpec, wheel: Path) -> tuple[str, str]:
@@ -249,7 +229,7 @@ def stage_tests(repo: Path, vendor: str, spec: BuildSpec, wheel: Path) -> tuple[
                 continue
             pairs.append((f, root / "tests" / f.relative_to(tests)))
     ini = root / ".pytest.ini.generated"
-    ini.write_text(pytest_ini(repo / "pyproject.toml", DEFAULT_MARKERS), encoding="utf-8")
+    ini.write_text(pytest_ini(repo / "pyproject.toml"), encoding="utf-8")
     pairs.append((ini, root / "tests" / "pytest.ini"))
     sync(pairs, root / "tests")
     return tree_digest(root / "tests"), tree_digest(root / "dist")

@@ -87,14 +87,7 @@ def plan_node_image(docker: str, chain: Toolchain, inp: plan.BuildInputs) -> Nod
     """``docker build`` of the bare node image (Python and the row's torch) from the staged context."""
     tag = plan.image_tag(chain.vendor, "node", inp.key)
     argv = (
-        docker,
-        "build",
-        "--network",
-        "host",
-        "--progress",
-        "plain",
-        "-f",
-        str(inp.dockerfile),
+        *plan.docker_build(docker, inp.dockerfile),
         "--build-arg",
         f"BASE_IMAGE={inp.test_image}",
         "--build-arg",
@@ -148,7 +141,7 @@ def require_index(f: flow.Flow, chain: Toolchain) -> list[index.Dist]:
     """The variant's wheels, one per torch line of the matrix, with a current index; else the command to run."""
     d = f.repo / "wheels" / chain.wheel_dir
     for row in line_rows(f.matrix, chain):
-        name = f.read_state(row.vendor).get("wheel")
+        name = f.state.read(row.vendor).get("wheel")
         if not name or not (d / name).is_file():
             raise flow.UserError(
                 f"wheels/{chain.wheel_dir} has no wheel of row {row.vendor}: run `nox -s build-{row.vendor}`"
@@ -169,20 +162,20 @@ def install(f: flow.Flow, vendor: str, summary: Summary) -> None:
     rows = line_rows(f.matrix, chain)
     wheel_dir = f.repo / "wheels" / chain.wheel_dir
     host = f.host()
-    test_base = f.resolve_base(chain.test_image, chain.image_hint)
+    test_base = f.images.resolve_base(chain.test_image, chain.image_hint)
     staged = context.stage_build(f.repo, chain, f.matrix.build, host.find_links_dirs)
     torch_args, note = plan.torch_source(chain, flow._staged_wheel_names(staged))
     f.echo(note)
-    if f.options.dry_run:
+    if f.runner.planning:
         dists: list[index.Dist] = []
-        f.echo("dry run: a real run needs the wheels of every torch line and a current index (nox -s index)")
+        f.runner.note("a real run needs the wheels of every torch line and a current index (nox -s index)")
     else:
         dists = require_index(f, chain)
         labels = sorted(x.label for x in dists)
         f.echo(f"wheels/{chain.wheel_dir} offers {', '.join(labels)} ({len(rows)} torch line(s) in the matrix)")
         if len({lab[:5] for lab in labels}) < len(rows):
             raise flow.UserError(f"wheels/{chain.wheel_dir} should hold {len(rows)} torch lines but has {labels}")
-    client = f.docker()
+    client = f.images.client()
     key = context.combine(
         "node",
         chain.fingerprint(),
@@ -199,15 +192,15 @@ def install(f: flow.Flow, vendor: str, summary: Summary) -> None:
             staged.root, f.repo / NODE_DOCKERFILE, test_base[0], test_base[0], torch_args, pipconf, host, key
         )
         node = plan_node_image(client.exe, chain, inp)
-        f.runner.run(node.command)
-    if f.options.dry_run:
+        built = f.runner.run(node.command)
+    if built.planned:
         for how in HOWS:
             f.runner.run(plan_install_run(client.exe, chain, node.tag, wheel_dir, how, "<pt line of its torch>"))
         summary.add("install checks", "planned")
         return
     summary.add("node image", "ran", time.monotonic() - t0, f"{test_base[0]} + {chain.torch.requirement}")
     summary.images["node"] = (node.tag, dockercli.image_id(client, node.tag) or "?")
-    f.prune_old(plan.image_repo(vendor, "node"), node.tag)
+    f.images.prune_old(plan.image_repo(vendor, "node"), node.tag)
     probe = dockercli.run_quiet(
         [
             client.exe,

@@ -32,18 +32,16 @@ import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from email.parser import HeaderParser
-from fnmatch import fnmatchcase
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
-from . import context, outputs
+from . import context, outputs, wheelcheck
 
 PROJECT = "torch-fl"
 WHEEL_GLOB = "torch_fl-*.whl"
 SIMPLE = "simple"
 FLAT_PAGE = "index.html"
-_LABEL_RE = re.compile(r"^pt\d{3}(?P<toolchain>[a-z0-9]+)$")
 
 
 class IndexBuildError(ValueError):
@@ -63,8 +61,7 @@ class Dist:
 
     @property
     def label(self) -> str:
-        version = self.filename.split("-")[1]
-        return version.split("+", 1)[1] if "+" in version else ""
+        return wheelcheck.local_label(self.filename)
 
     def package_line(self) -> str:
         """One line of dumb-pypi's ``--package-list-json``."""
@@ -100,8 +97,11 @@ def collect(wheel_dir: Path, variant: str) -> list[Dist]:
     if not dists:
         raise IndexBuildError(f"{wheel_dir}: no {WHEEL_GLOB} to index: run `nox -s build-<vendor>` first")
     for d in dists:
-        m = _LABEL_RE.match(d.label)
-        if not m or not fnmatchcase(m.group("toolchain"), variant):
+        try:
+            label = d.label
+        except wheelcheck.WheelError as exc:
+            raise IndexBuildError(f"{exc}: rename or delete it") from None
+        if not wheelcheck.label_matches(label, variant):
             raise IndexBuildError(
                 f"{d.path}: version label +{d.label or '(none)'} is not pt<torch line>{variant}: a {variant} index "
                 "never holds another toolchain's wheel (move it to its own wheels/<variant>/ or delete it)"

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +33,30 @@ class MatrixError(ValueError):
     """The matrix file is missing, malformed or has an invalid value."""
 
 
+def _key(doc: str, *, key: str = "", **kw: Any) -> Any:
+    """A field with its documentation: ``key`` is its TOML spelling where that differs from the field name;
+    docker/README.md's key tables are rendered from these (``python -m build_tools.matrix``)."""
+    return field(metadata={"doc": doc, "key": key}, **kw)
+
+
 @dataclass(frozen=True)
 class TorchSpec:
-    requirement: str
-    index_url: str = ""
-    from_image: bool = False
-    # the builder installs torch with --no-deps (its headers and libraries are all a CPU-only build needs; the
-    # test image still installs it with its dependencies)
-    builder_no_deps: bool = False
+    requirement: str = _key("what pip installs into both images (a PEP 508 requirement, local label included)")
+    index_url: str = _key(
+        "(optional) the vendor's index, used only when no staged PIP_FIND_LINKS wheel satisfies the requirement; "
+        '"" = whatever PIP_INDEX_URL/pip.conf says',
+        default="",
+    )
+    from_image: bool = _key(
+        "(optional, default false) the base image already ships torch: install nothing, use the image's "
+        "interpreter (the venv is made with --system-site-packages)",
+        default=False,
+    )
+    builder_no_deps: bool = _key(
+        "(optional, default false) the builder installs torch with --no-deps (a CPU-only build against a CUDA "
+        "torch needs none of its nvidia-* libraries); the test image installs them",
+        default=False,
+    )
 
     @property
     def name(self) -> str:
@@ -51,26 +67,55 @@ class TorchSpec:
 class Toolchain:
     """One vendor row of the matrix."""
 
-    vendor: str
-    summary: str
-    dockerfile: str
-    builder_image: str
-    test_image: str
-    python: str
-    variant: str
-    torch: TorchSpec
-    auditwheel_exclude: tuple[str, ...]
-    docker_run_flags: tuple[str, ...] = ()
-    # "HOST:CONTAINER[:ro]" bind mounts added to the test container only when HOST exists on the docker host
-    docker_run_optional_mounts: tuple[str, ...] = ()
-    # how to obtain builder_image/test_image when they are not present locally; set: no automatic pull
-    image_hint: str = ""
-    build_env: Mapping[str, str] = field(default_factory=dict)
-    test_env: Mapping[str, str] = field(default_factory=dict)
-    pytest_markers: str = ""
-    bench_vendor: str = ""
-    # how the flagos collectives backend reaches the vendor's library (one line, shown by build-<vendor>)
-    collectives: str = ""
+    vendor: str = _key("", key="-")  # the table's name, not a key
+    summary: str = _key("one line, shown by `nox -l`")
+    dockerfile: str = _key("path (repo-relative) of the Dockerfile with `build`, `wheel` and `test` targets")
+    builder_image: str = _key("base image of the builder stage (compilers are installed on top of it)")
+    test_image: str = _key("base image of the test stage (no compilers)")
+    python: str = _key('"X.Y" of the interpreter the images use; the wheel\'s cpXY tag must match')
+    variant: str = _key(
+        "local version label and wheelhouse name: the wheel is `torch_fl-<v>+pt<torch line><variant>-...` in "
+        'wheels/<variant>/; or a family such as "dtk*": the builder reads the label from its image (e.g. dtk2504) '
+        "and the wheel goes to wheels/<vendor>/"
+    )
+    torch: TorchSpec = _key("the `torch.*` keys below")
+    auditwheel_exclude: tuple[str, ...] = _key(
+        "sonames (globs for versioned sonames) never grafted into the wheel: torch's own libraries and the vendor "
+        "runtime, which the user's torch install provides",
+        key="auditwheel.exclude",
+    )
+    docker_run_flags: tuple[str, ...] = _key(
+        "(optional) extra `docker run` flags of the test container (devices, groups, shm, ...); every "
+        "--device=PATH must exist on the docker host (else test/bench stop at once), and the numeric groups of the "
+        "passed device nodes are added (build_tools/hostdev.py)",
+        key="docker_run.flags",
+        default=(),
+    )
+    docker_run_optional_mounts: tuple[str, ...] = _key(
+        '(optional) "/host:/container[:ro]" bind mounts added to the test container only where /host exists',
+        key="docker_run.optional_mounts",
+        default=(),
+    )
+    image_hint: str = _key(
+        "(optional) how to obtain builder_image/test_image; when set, a missing image is not pulled: the build "
+        "stops at once with this line",
+        default="",
+    )
+    build_env: Mapping[str, str] = _key(
+        "(optional) environment of the compile step (string values)", default_factory=dict
+    )
+    test_env: Mapping[str, str] = _key(
+        "(optional) environment of the test container (string values)", default_factory=dict
+    )
+    pytest_markers: str = _key(
+        '-m expression selecting this vendor\'s tests ("" runs everything; markers: tests/conftest.py)', default=""
+    )
+    bench_vendor: str = _key("--vendor passed to tests/bench/run.py", default="")
+    collectives: str = _key(
+        "(optional) one line: how the flagos backend of torch.distributed reaches the vendor's collectives "
+        "library (torch_fl/distributed.py creates it); shown by build-<vendor>",
+        default="",
+    )
 
     @property
     def variant_from_image(self) -> bool:
@@ -97,21 +142,62 @@ class Toolchain:
 class LocalBase:
     """How ``nox -s base-image`` makes a local base image (for hosts that cannot pull)."""
 
-    name: str
-    tool: str
-    suite: str
-    variant: str
-    mirror: str
-    stands_for: tuple[str, ...]
+    name: str = _key("", key="-")  # the table's name: the image to make, with its tag
+    tool: str = _key('how the image is made: "debootstrap" (the only one)')
+    suite: str = _key("the Debian suite (e.g. bookworm)")
+    variant: str = _key("(optional, default minbase) debootstrap's --variant", default="minbase")
+    mirror: str = _key(
+        '(optional, default "auto": the Debian mirror the host\'s apt uses, else deb.debian.org)', default="auto"
+    )
+    stands_for: tuple[str, ...] = _key(
+        "(optional) the public images it stands in for when they are not present locally", default=()
+    )
 
 
 @dataclass(frozen=True)
 class BuildSpec:
-    inputs: tuple[str, ...]
-    optional_inputs: tuple[str, ...]
-    test_suites: tuple[str, ...]
-    bench_script: str
-    test_excludes: tuple[str, ...]
+    inputs: tuple[str, ...] = _key(
+        "files and folders copied into the builder stage and hashed to decide whether the wheel is up to date"
+    )
+    optional_inputs: tuple[str, ...] = _key("the same, skipped when missing")
+    test_suites: tuple[str, ...] = _key(
+        "folders of tests/ run in the test container, from a copy outside any source tree"
+    )
+    bench_script: str = _key("the benchmark's entry point, relative to tests/ (bench-<vendor>, test-<vendor>)")
+    test_excludes: tuple[str, ...] = _key("folders of tests/ never copied into the test image (host-only tests)")
+
+
+TABLES = (("[build]", BuildSpec), ('[local_bases."<image>"]', LocalBase), ("[vendors.<name>]", Toolchain))
+DOCS_BEGIN = "<!-- matrix keys: generated by `python -m build_tools.matrix` from build_tools/matrix.py -->"
+DOCS_END = "<!-- end of matrix keys -->"
+
+
+def key_docs() -> str:
+    """Markdown tables of every key of configs/toolchains.toml, from the field documentation above."""
+    out = [DOCS_BEGIN]
+    for title, cls in TABLES:
+        out += ["", f"`{title}`", "", "| key | meaning |", "| --- | --- |"]
+        for f in fields(cls):
+            key = f.metadata.get("key") or f.name
+            if key == "-":
+                continue
+            if f.type in ("TorchSpec", TorchSpec):
+                out += [f"| `torch.{t.name}` | {t.metadata['doc']} |" for t in fields(TorchSpec)]
+                continue
+            out.append(f"| `{key}` | {f.metadata['doc']} |")
+    return "\n".join([*out, "", DOCS_END])
+
+
+def write_key_docs(readme: Path) -> bool:
+    """Replace the generated key tables in ``readme``; True when it changed."""
+    from .outputs import atomic_write_text
+
+    text = readme.read_text(encoding="utf-8")
+    begin, end = text.index(DOCS_BEGIN), text.index(DOCS_END) + len(DOCS_END)
+    new = text[:begin] + key_docs() + text[end:]
+    if new != text:
+        atomic_write_text(readme, new)
+    return new != text
 
 
 @dataclass(frozen=True)
@@ -356,3 +442,10 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
     except tomllib.TOMLDecodeError as exc:
         raise MatrixError(f"{path}: not valid TOML: {exc}") from None
     return parse(data, path)
+
+
+if __name__ == "__main__":  # python -m build_tools.matrix: rewrite docker/README.md's key tables
+    import sys
+
+    _readme = Path(__file__).resolve().parents[1] / "docker" / "README.md"
+    print(f"{_readme}: {'rewritten' if write_key_docs(_readme) else 'current'}", file=sys.stderr)

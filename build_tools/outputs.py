@@ -10,9 +10,20 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 TMP_MARK = ".tmp-"
+
+
+def _fsync(path: Path) -> None:
+    """Flush ``path`` to disk (a read-only descriptor will do: a hard link may not be ours to write)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -28,42 +39,49 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> Path:
+@contextmanager
+def replacing(path: Path, *, mode: int | None = 0o644) -> Iterator[Path]:
+    """The one atomic writer: yields a temporary path beside ``path`` for the caller to fill; on success it is
+    flushed to disk and ``os.replace``d onto ``path`` (readers see the old file or the new one, never half);
+    on an error it is removed. ``mode=None`` keeps the filled file's mode (a copy that keeps its metadata)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{TMP_MARK}", dir=path.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}{TMP_MARK}", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
+        yield tmp
+        _fsync(tmp)
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> Path:
+    with replacing(path) as tmp:
+        tmp.write_bytes(data)
     return path
 
 
 def atomic_write_text(path: Path, text: str) -> Path:
+    """``text`` as UTF-8 with ``\\n`` line ends, whatever the platform."""
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_copy(src: Path, dst: Path) -> Path:
-    """Copy ``src`` to ``dst`` through a temporary file in ``dst``'s directory."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}{TMP_MARK}", dir=dst.parent)
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dst)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(dst.parent)
+def atomic_copy(src: Path, dst: Path, *, link: bool = False, keep_metadata: bool = False) -> Path:
+    """Copy ``src`` to ``dst`` atomically. ``link``: a hard link where the filesystem allows one (else a copy);
+    ``keep_metadata``: keep ``src``'s mode and times (staging compares them to skip unchanged files)."""
+    with replacing(dst, mode=None if link or keep_metadata else 0o644) as tmp:
+        tmp.unlink()
+        try:
+            if not link:
+                raise OSError("copy")
+            os.link(src, tmp)
+        except OSError:
+            (shutil.copy2 if link or keep_metadata else shutil.copyfile)(src, tmp)
     return dst
 
 

@@ -12,6 +12,7 @@ suites copied to /opt/torch-fl-tests).
 
 from __future__ import annotations
 
+import difflib
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -129,16 +130,15 @@ def secrets(inp: BuildInputs) -> list[str]:
     return out
 
 
+def docker_build(docker: str, dockerfile: Path) -> list[str]:
+    """The start of every ``docker build`` here: host network (no bridge on these hosts), plain progress (parsed
+    by the runner) and the Dockerfile."""
+    return [docker, "build", "--network", "host", "--progress", "plain", "-f", str(dockerfile)]
+
+
 def _docker_build(docker: str, chain: Toolchain, inp: BuildInputs, target: str) -> list[str]:
     return [
-        docker,
-        "build",
-        "--network",
-        "host",
-        "--progress",
-        "plain",
-        "-f",
-        str(inp.dockerfile),
+        *docker_build(docker, inp.dockerfile),
         "--target",
         target,
         *build_args(chain, inp),
@@ -302,7 +302,30 @@ def plan_bench_run(
     )
 
 
-_SESSION_FLAGS = {"--dry-run", "--rebuild", "--no-bench", "--bench-full"}
+# The flags each kind of session takes (given after nox's `--`); what follows a second `--` goes to the tool the
+# session runs (pytest for test-*, the benchmark script for bench-*). Anything else is refused, so a misspelt
+# flag never turns into a tool argument and a real build.
+SESSION_FLAGS = {
+    "--dry-run": "print every command, run nothing",
+    "--rebuild": "ignore the up-to-date wheel and images",
+    "--bench-full": "run the full benchmark after the suites (default: the short one)",
+    "--no-bench": "run no benchmark after the suites",
+    "--all": "also remove the local base images and the BuildKit cache",
+}
+FLAGS_OF = {
+    "build": ("--dry-run", "--rebuild"),
+    "test": ("--dry-run", "--rebuild", "--bench-full", "--no-bench"),
+    "bench": ("--dry-run", "--rebuild"),
+    "install": ("--dry-run",),
+    "base-image": ("--dry-run", "--rebuild"),
+    "clean": ("--dry-run", "--all"),
+}
+PASSES_ON = {"test": "pytest", "bench": "the benchmark script"}
+SEPARATOR = "--"
+
+
+class UsageError(ValueError):
+    """Session arguments that are not understood; the message names the valid ones."""
 
 
 @dataclass(frozen=True)
@@ -310,36 +333,41 @@ class Options:
     dry_run: bool = False
     rebuild: bool = False
     bench: str = "short"  # short | full | none
-    pytest_args: tuple[str, ...] = ()
+    pytest_args: tuple[str, ...] = ()  # after the separator: pytest's (test-*) or the benchmark's (bench-*)
 
 
-def parse_posargs(posargs: Sequence[str]) -> Options:
-    """Split ``nox -s test-cpu -- ...``: our flags first, everything else goes to pytest.
+def parse_posargs(posargs: Sequence[str], action: str = "test", session: str = "") -> Options:
+    """``nox -s test-cpu -- --rebuild -- -k add``: session flags, then ``--``, then the tool's arguments.
 
-    ``--dry-run`` print the docker commands, run nothing; ``--rebuild`` ignore up-to-date wheel and images;
-    ``--bench-full`` / ``--no-bench`` choose the benchmark length (default: short). A literal ``--`` ends our
-    flags explicitly.
+    An argument before the separator that is not a flag of ``action`` is a ``UsageError`` naming the valid
+    flags (and the nearest one); tool arguments for a session that passes none on are one too.
     """
-    opts = {"dry_run": False, "rebuild": False, "bench": "short"}
-    rest: list[str] = []
+    session = session or f"{action}-<vendor>"
+    valid = FLAGS_OF[action]
     args = list(posargs)
-    while args:
-        a = args.pop(0)
-        if a == "--":
-            rest += args
-            break
-        if a not in _SESSION_FLAGS:
-            rest.append(a)
-            continue
-        if a == "--dry-run":
-            opts["dry_run"] = True
-        elif a == "--rebuild":
-            opts["rebuild"] = True
-        elif a == "--no-bench":
-            opts["bench"] = "none"
-        elif a == "--bench-full":
-            opts["bench"] = "full"
-    return Options(pytest_args=tuple(rest), **opts)  # type: ignore[arg-type]
+    rest: tuple[str, ...] = ()
+    if SEPARATOR in args:
+        cut = args.index(SEPARATOR)
+        args, rest = args[:cut], tuple(args[cut + 1 :])
+    unknown = [a for a in args if a not in valid]
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], valid, n=1)
+        hint = f"; did you mean {near[0]}?" if near else ""
+        tool = PASSES_ON.get(action)
+        where = (
+            f"; {tool} arguments go after a separator: nox -s {session} -- [flags] -- ARGS"
+            if tool
+            else ""
+        )
+        raise UsageError(
+            f"{session}: unknown argument {unknown[0]!r}{hint} (flags: {', '.join(valid)}){where}"
+        )
+    if rest and action not in PASSES_ON:
+        raise UsageError(f"{session} passes no arguments on: {' '.join(rest)!r} after {SEPARATOR!r} is not used")
+    bench = "full" if "--bench-full" in args else "none" if "--no-bench" in args else "short"
+    if "--bench-full" in args and "--no-bench" in args:
+        raise UsageError(f"{session}: --bench-full and --no-bench exclude each other")
+    return Options(dry_run="--dry-run" in args, rebuild="--rebuild" in args, bench=bench, pytest_args=rest)
 
 
 def failed_step(log_lines: Sequence[str]) -> str | None:

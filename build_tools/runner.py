@@ -1,16 +1,24 @@
-"""Run planned commands: progress while they run, the full output in a log, one clear line when they fail."""
+"""Run planned commands: progress while they run, the full output in a log, one clear line when they fail.
+
+The dry run is the runner's alone: the flows say what to do through it (run a command, stop with a problem, make a
+scratch directory, remove a tree, hand over a secret file); in a dry run it prints what a real run would do.
+"""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import outputs
 from .plan import Command, failed_step
 
 _STEP = re.compile(r"^#(\d+) (\[[^\]]+\] .*)$")
@@ -18,6 +26,10 @@ _DONE = re.compile(r"^#(\d+) (DONE [\d.]+s|CACHED|ERROR.*)$")
 _OUTPUT = re.compile(r"^#(\d+) [\d.]+ ")
 _NINJA = re.compile(r"^#\d+ [\d.]+\s+(\[\d+/\d+\] .*)$")
 HEARTBEAT_S = 20.0
+
+
+class UserError(RuntimeError):
+    """A one-line problem with its fix."""
 
 
 class StepFailed(RuntimeError):
@@ -33,6 +45,7 @@ class Result:
     returncode: int
     seconds: float
     log: Path | None
+    planned: bool = False  # a dry run printed the command instead of running it
 
 
 def _short(text: str, width: int = 110) -> str:
@@ -57,7 +70,7 @@ class Runner:
         if self.dry_run:
             self.echo(f"[dry-run] {cmd.title}")
             print(cmd.shell(), flush=True)
-            return Result(0, 0.0, None)
+            return Result(0, 0.0, None, planned=True)
         log = self.log_dir / (cmd.log_name or "command.log")
         log.parent.mkdir(parents=True, exist_ok=True)
         self.echo(f"{cmd.title}  (full log: {log})")
@@ -105,6 +118,55 @@ class Runner:
             where = f" at step {_short(step, 140)}" if step else ""
             raise StepFailed(f"{cmd.title} failed{where} (exit {rc}); full log: {log}", log)
         return Result(rc, seconds, log)
+
+    @property
+    def planning(self) -> bool:
+        """A dry run: nothing runs or changes; a flow asks only where a real run has results to read back."""
+        return self.dry_run
+
+    def refuse(self, problem: str) -> None:
+        """Stop with ``problem`` (a ``UserError``); a dry run says a real run would stop here, and goes on."""
+        if self.dry_run:
+            self.echo(f"dry run: a real run would stop here: {problem}")
+        else:
+            raise UserError(problem)
+
+    def note(self, problem: str, *, real: str = "") -> None:
+        """Say ``real`` in a real run; a dry run says ``problem`` (what a real run would meet) instead."""
+        if self.dry_run:
+            self.echo(f"dry run: {problem}")
+        elif real:
+            self.echo(real)
+
+    def scratch_dir(self, final: Path) -> Path:
+        """A new empty directory beside ``final`` to fill and swap in (outputs.publish_dir), after sweeping the
+        leftovers of interrupted runs there; a dry run only names one."""
+        if self.dry_run:
+            return final.parent / f".{final.name}{outputs.TMP_MARK}XXXX"
+        outputs.sweep_temporaries(final.parent)
+        return outputs.temp_dir_beside(final)
+
+    def remove(self, path: Path) -> None:
+        if not self.dry_run:
+            shutil.rmtree(path, ignore_errors=True)
+
+    @contextmanager
+    def secret_file(self, name: str, text: str, shown: str) -> Iterator[Path]:
+        """``text`` in a private temporary directory outside the repository (0600, removed afterwards); a dry run
+        prints ``shown`` (the redacted text) and yields a placeholder path."""
+        if self.dry_run:
+            self.echo(shown)
+            yield Path(f"<private-tmp>/{name}")
+            return
+        d = Path(tempfile.mkdtemp(prefix="torch-fl-secrets-"))
+        try:
+            p = d / name
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            yield p
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
     def _print(self, text: str) -> None:
         print(text, flush=True)

@@ -14,11 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
 # sonames that belong to torch: never grafted, whatever the matrix says.
 TORCH_LIBS = ("libc10*.so*", "libtorch*.so*", "libshm*.so*", "libcaffe2*.so*", "libgomp*.so*")
-_WHEEL_RE = re.compile(
-    r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-(?P<build>\d[^-]*))?-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$"
-)
+# the local version label: pt<torch line><toolchain> (torch_fl/_variant.py)
+LABEL_RE = re.compile(r"^pt\d{3}(?P<toolchain>[a-z0-9]+)$")
 
 
 class WheelError(ValueError):
@@ -47,11 +48,19 @@ class WheelInfo:
         return ".".join(self.platform_tags)
 
 
-def parse_filename(filename: str) -> dict[str, str]:
-    m = _WHEEL_RE.match(filename)
-    if not m:
-        raise WheelError(f"{filename}: not a wheel file name")
-    return m.groupdict()
+def local_label(filename: str) -> str:
+    """The local version label of a wheel file name (``pt213cpu``), "" without one."""
+    try:
+        _name, version, _build, _tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename as exc:
+        raise WheelError(f"{filename}: not a wheel file name ({exc})") from None
+    return version.local or ""
+
+
+def label_matches(label: str, variant: str) -> bool:
+    """Does ``label`` carry ``variant`` (a family such as ``dtk*`` matches dtk2504, dtk2604, ...)?"""
+    m = LABEL_RE.match(label)
+    return bool(m) and fnmatch.fnmatchcase(m.group("toolchain"), variant)
 
 
 def _soname_base(member: str) -> str:
@@ -77,8 +86,15 @@ def matching(grafted: Sequence[str], patterns: Sequence[str]) -> list[str]:
     return out
 
 
+def _unique(values) -> tuple[str, ...]:
+    return tuple(sorted(set(values)))
+
+
 def inspect(path: Path) -> WheelInfo:
-    parts = parse_filename(path.name)
+    try:
+        name, version, _build, tags = parse_wheel_filename(path.name)
+    except InvalidWheelFilename as exc:
+        raise WheelError(f"{path}: not a wheel file name ({exc})") from None
     with zipfile.ZipFile(path) as zf:
         names = zf.namelist()
         bad = zf.testzip()
@@ -87,11 +103,11 @@ def inspect(path: Path) -> WheelInfo:
     h = hashlib.sha256(path.read_bytes()).hexdigest()
     return WheelInfo(
         path=path,
-        name=parts["name"],
-        version=parts["version"],
-        python_tags=tuple(parts["py"].split(".")),
-        abi_tags=tuple(parts["abi"].split(".")),
-        platform_tags=tuple(parts["plat"].split(".")),
+        name=name,
+        version=str(version),
+        python_tags=_unique(t.interpreter for t in tags),
+        abi_tags=_unique(t.abi for t in tags),
+        platform_tags=_unique(t.platform for t in tags),
         sha256=h,
         size=path.stat().st_size,
         extension_modules=tuple(
@@ -104,10 +120,7 @@ def inspect(path: Path) -> WheelInfo:
 def problems(info: WheelInfo, *, variant: str, python_tag: str, excludes: Sequence[str]) -> list[str]:
     """What is wrong with a repaired wheel for a matrix row; empty when it is fine."""
     out = []
-    # the label is pt<torch line><toolchain> (torch_fl/_variant.py); a family such as "dtk*" (read from the image
-    # by the builder) matches dtk2504, dtk2604, ...
-    m = re.fullmatch(r"pt\d{3}(?P<toolchain>[a-z0-9]+)", info.local_label or "")
-    if not m or not fnmatch.fnmatchcase(m.group("toolchain"), variant):
+    if not label_matches(info.local_label, variant):
         out.append(f"version {info.version} does not carry the variant label +pt<torch line>{variant}")
     if python_tag not in info.python_tags:
         out.append(f"python tag {'.'.join(info.python_tags)} is not {python_tag}")

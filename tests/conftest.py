@@ -1,5 +1,6 @@
-"""Shared by every test folder. Registers the vendor markers, so that a copy of tests/ run
-outside the source tree (against an installed wheel, without pyproject.toml) knows them too."""
+"""Shared by every test folder. Registers the markers: their one list, so that every copy of tests/ (the test
+image, a GPU node, the host session) knows them. One per device vendor of configs/toolchains.toml and one per
+route provider of configs/routes.toml; tests/unit/toolchain/test_build_matrix.py holds the list to both."""
 
 from __future__ import annotations
 

@@ -22,6 +22,8 @@ import re
 import stat
 from dataclasses import dataclass, field
 
+from ._names import ROUTE_NAME_PATTERN, ROUTE_NAME_RE
+
 __all__ = ["Conf", "ConfEntry", "ConfError", "Origin", "parse_conf", "parse_conf_collecting", "parse_conf_text"]
 
 DEFAULT_KEY = "default"
@@ -30,7 +32,6 @@ SYNTAX_HINT = "expected 'op.overload = route[, next-route ...]', 'default = rout
 
 # aten names: `add`, `add_`, `__and__`, `_to_copy`; overloads: `Tensor`, `dim_IntList`, `Scalar_out`.
 _OP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?")
-_ROUTE_RE = re.compile(r"[a-z][a-z0-9_]*")
 _INCLUDE_RE = re.compile(r"include(?:\s+(?P<arg>.*))?")
 
 
@@ -249,11 +250,11 @@ def _parse_chain(text: str, statement: str, where: tuple[str, int]) -> tuple[str
     for part in parts:
         if not part:
             raise ConfError(*where, f"empty route between commas in {_q(statement)}; remove the extra comma")
-        if not _ROUTE_RE.fullmatch(part):
+        if not ROUTE_NAME_RE.fullmatch(part):
             raise ConfError(
                 *where,
                 f"bad route name {_q(part)}; route names are lowercase identifiers "
-                "([a-z][a-z0-9_]*) separated by commas, e.g. 'flaggems, native'",
+                f"({ROUTE_NAME_PATTERN}) separated by commas, e.g. 'flaggems, native'",
             )
         if part in routes:
             raise ConfError(*where, f"route {_q(part)} appears twice in {_q(statement)}; list each route once")

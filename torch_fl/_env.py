@@ -14,6 +14,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ._names import ROUTE_NAME_RE
+
 __all__ = [
     "ACCELERATORS",
     "EMU_DEVICES_DEFAULT",
@@ -55,7 +57,6 @@ ENCODING_RULE = (
     "the variable is FLAGOS_OP_ followed by the aten name with its dot doubled: "
     "add.Tensor -> FLAGOS_OP_add__Tensor, relu -> FLAGOS_OP_relu"
 )
-_ROUTE_RE = re.compile(r"[a-z][a-z0-9_]*")
 T = TypeVar("T")
 
 
@@ -217,7 +218,7 @@ def _override(var: str, value: str) -> Override | None:
     if not encoded:
         raise EnvError(f"{var}={value!r} names no operator; {ENCODING_RULE}")
     routes = [part.strip() for part in value.split(",")]
-    bad = [part for part in routes if not _ROUTE_RE.fullmatch(part)]
+    bad = [part for part in routes if not ROUTE_NAME_RE.fullmatch(part)]
     if bad:
         shown = ", ".join(repr(part) for part in bad)
         raise EnvError(

@@ -5,8 +5,8 @@ operator policies in, which keeps this testable with fakes. ``resolve`` either r
 complete new table or raises one ``RouteError`` listing every problem it found, so a bad
 conf never leaves the router half configured and the user fixes all mistakes in one go.
 
-The conf and override objects are duck-typed (see ``_conf.Conf`` and ``_env.Override``):
-this module is also loaded by file path in unit tests, where package imports do not work.
+The conf and override objects are duck-typed (see ``_conf.Conf`` and ``_env.Override``); route names come from
+``_names``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from ._names import BUILTIN_ROUTES, CPU, NATIVE, ROUTE_ALIASES
 
 __all__ = [
     "BUILTIN_DEFAULT_ORIGIN",
@@ -31,10 +33,6 @@ __all__ = [
     "resolve",
 ]
 
-NATIVE = "native"
-CPU = "cpu"
-BUILTIN_ROUTES = (NATIVE, CPU)
-ROUTE_ALIASES = {"cuda": NATIVE}  # older confs say `add.Tensor = cuda`
 BUILTIN_DEFAULT_ORIGIN = "built-in default"
 VIEW_KEPT_NATIVE = "view op kept native (the cpu route cannot return a view)"
 TRANSFER_KEPT_NATIVE = "data-movement op kept native (the cpu route moves data with it)"

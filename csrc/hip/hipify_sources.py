@@ -30,6 +30,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+# the repository's one atomic writer; the builder stages build_tools/outputs.py with the sources
+# (configs/toolchains.toml [build].inputs)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from build_tools.outputs import atomic_write_text  # noqa: E402
+
 # Sources compiled into the DCU variant in hipified form (paths relative to csrc/).
 DCU_SOURCES = ("runtime/cuda.cpp",)
 
@@ -183,10 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         for b in bad:
             print(f"  {b}", file=sys.stderr)
         return 1
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = args.output.with_name(args.output.name + ".tmp")
-    tmp_out.write_text(text, encoding="utf-8")
-    os.replace(tmp_out, args.output)
+    atomic_write_text(args.output, text)
     print(f"hipify_sources: {args.source} -> {args.output} (hipify v{gen})")
     return 0
 

@@ -1,12 +1,14 @@
-"""Load the pure-Python modules under test by file path.
+"""Import the pure-Python modules under test without the compiled extension.
 
-``import torch_fl`` loads the compiled extension, which unit tests must not need, so the
-modules are loaded from their files and registered under flat names; test modules then
-``import torch_fl_conf`` and friends. pytest imports this conftest before any test module.
+``import torch_fl`` loads the compiled extension, which unit tests must not need: ``torch_fl`` is registered as a
+bare package (its directory, without running its ``__init__.py``), so its pure-Python modules import as they do
+in the wheel, relative imports included. Test modules ``import torch_fl_conf`` and friends (the names below);
+pytest imports this conftest before any test module.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -15,10 +17,13 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[2]
 
 MODULES = {
-    "torch_fl_conf": ROOT / "torch_fl" / "_conf.py",
-    "torch_fl_env": ROOT / "torch_fl" / "_env.py",
-    "torch_fl_routing": ROOT / "torch_fl" / "_routing.py",
-    "generate_confs": ROOT / "configs" / "generate_confs.py",
+    "torch_fl_names": "torch_fl._names",
+    "torch_fl_conf": "torch_fl._conf",
+    "torch_fl_env": "torch_fl._env",
+    "torch_fl_routing": "torch_fl._routing",
+}
+SCRIPTS = {
+    "generate_confs": ROOT / "build_tools" / "generate_confs.py",
 }
 
 
@@ -33,5 +38,11 @@ def load_by_path(name: str, path: Path) -> ModuleType:
     return module
 
 
-for _name, _path in MODULES.items():
+if "torch_fl" not in sys.modules:
+    _package = ModuleType("torch_fl")
+    _package.__path__ = [str(ROOT / "torch_fl")]
+    sys.modules["torch_fl"] = _package
+for _alias, _module in MODULES.items():
+    sys.modules[_alias] = importlib.import_module(_module)
+for _name, _path in SCRIPTS.items():
     load_by_path(_name, _path)

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch_fl_conf as conf  # registered by conftest (loaded by path)
+import torch_fl_conf as conf  # registered by conftest
+import torch_fl_names
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +32,7 @@ FUZZ = settings(
 ROUND_TRIP = settings(max_examples=500, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 OP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?")
-ROUTE_RE = re.compile(r"[a-z][a-z0-9_]*")
+ROUTE_RE = torch_fl_names.ROUTE_NAME_RE
 ERROR_RE = re.compile(r"(?P<path>[^\n]*?):(?P<line>\d+): \S")
 
 # Files the generated include lines point at (relative to the fuzz base directory).

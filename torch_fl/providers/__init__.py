@@ -13,6 +13,8 @@ import difflib
 from collections.abc import Callable, Collection, Iterable, Mapping
 from importlib import metadata
 
+from .._names import RESERVED
+
 Kernel = Callable[..., object]
 
 ENTRY_POINT_GROUP = "torch_fl.providers"
@@ -117,7 +119,7 @@ def register_provider(
     name: str, kernels: Mapping[str, Kernel] | Provider, *, available: Callable[[], str | None] | None = None
 ) -> Provider:
     """Register a provider under ``name`` (a route name in confs and FLAGOS_OP_*)."""
-    if name in ("native", "cpu", "cuda", "default"):
+    if name in RESERVED:
         raise ValueError(f"provider name {name!r} is reserved for a built-in route; choose another name")
     if not isinstance(kernels, Provider):
         check_op_names(name, kernels)  # before registering: nothing half-applied

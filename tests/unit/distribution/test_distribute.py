@@ -107,10 +107,10 @@ def test_install_names_the_build_or_index_command_that_is_missing(tmp_path, whee
         distribute.require_index(f, M.vendor("cpu"))
     d = f.repo / "wheels" / "cpu"
     a, b = wheel_factory(d, "pt213cpu"), wheel_factory(d, "pt214cpu")
-    f.write_state("cpu", wheel=a.name)
+    f.state.write("cpu", wheel=a.name)
     with pytest.raises(flow.UserError, match="nox -s build-cpu214"):
         distribute.require_index(f, M.vendor("cpu"))
-    f.write_state("cpu214", wheel=b.name)
+    f.state.write("cpu214", wheel=b.name)
     with pytest.raises(flow.UserError, match="nox -s index"):
         distribute.require_index(f, M.vendor("cpu"))
     index.build(d, "cpu")
@@ -139,5 +139,5 @@ def test_cli_usage_and_state_roundtrip(tmp_path, capsys):
     assert distribute.main(["bogus"]) == 2
     assert "usage" in capsys.readouterr().err
     f = _fake_flow(tmp_path)
-    f.write_state("cpu", wheel="w.whl")
-    assert json.loads(f.state_path("cpu").read_text())["wheel"] == "w.whl"
+    f.state.write("cpu", wheel="w.whl")
+    assert json.loads(f.state.path("cpu").read_text())["wheel"] == "w.whl"

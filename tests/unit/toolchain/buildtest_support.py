@@ -23,3 +23,20 @@ def load_script(name: str) -> ModuleType:
     sys.modules[key] = module
     spec.loader.exec_module(module)
     return module
+
+
+def nox_sessions() -> dict[str, str]:
+    """``nox -l`` of the repository's noxfile: session name -> its listed line."""
+    import subprocess
+
+    import nox  # noqa: F401  (the nox tests session installs it; a missing nox must fail, not skip)
+
+    res = subprocess.run(
+        [sys.executable, "-m", "nox", "-l", "-f", str(REPO / "noxfile.py")],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
+    assert res.returncode == 0, res.stderr
+    return {line.split()[1]: line for line in res.stdout.splitlines() if line[:2] in ("- ", "* ")}

@@ -160,13 +160,35 @@ def test_requirement_matching():
     [
         ([], plan.Options()),
         (["--dry-run"], plan.Options(dry_run=True)),
-        (["--rebuild", "-k", "add", "-x"], plan.Options(rebuild=True, pytest_args=("-k", "add", "-x"))),
+        (["--rebuild", "--", "-k", "add", "-x"], plan.Options(rebuild=True, pytest_args=("-k", "add", "-x"))),
         (["--no-bench"], plan.Options(bench="none")),
         (["--bench-full", "--", "--dry-run"], plan.Options(bench="full", pytest_args=("--dry-run",))),
+        (["--", "--", "-k"], plan.Options(pytest_args=("--", "-k"))),
     ],
 )
-def test_session_flags_and_pytest_passthrough(posargs, expected):
-    assert plan.parse_posargs(posargs) == expected
+def test_session_flags_then_a_separator_then_pytest_arguments(posargs, expected):
+    assert plan.parse_posargs(posargs, "test", "test-cpu") == expected
+
+
+@pytest.mark.parametrize(
+    ("action", "posargs", "message"),
+    [
+        ("test", ["--dryrun"], r"test-cpu: unknown argument '--dryrun'; did you mean --dry-run\? \(flags: --dry-run, "),
+        ("test", ["-k", "add"], r"unknown argument '-k' .*pytest arguments go after a separator: "
+         r"nox -s test-cpu -- \[flags\] -- ARGS"),
+        ("build", ["--no-bench"], r"unknown argument '--no-bench' \(flags: --dry-run, --rebuild\)$"),
+        ("build", ["--", "-k", "add"], r"test-cpu passes no arguments on: '-k add'"),
+        ("test", ["--bench-full", "--no-bench"], r"exclude each other"),
+    ],
+)
+def test_sessions_refuse_what_they_do_not_know(action, posargs, message):
+    with pytest.raises(plan.UsageError, match=message):
+        plan.parse_posargs(posargs, action, "test-cpu")
+
+
+def test_every_session_kind_has_known_flags():
+    for action, flags in plan.FLAGS_OF.items():
+        assert set(flags) <= set(plan.SESSION_FLAGS), action
 
 
 def test_failed_step_is_found_in_plain_progress():

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
@@ -148,9 +149,48 @@ def test_stand_in_lookup():
     assert m.stand_in_for("nvidia/cuda:13.0.0-devel-ubuntu24.04") is None
 
 
-def test_adding_a_vendor_is_data_only():
-    data = copy.deepcopy(MINIMAL)
-    data["vendors"]["rocm"] = {**data["vendors"]["cpu"], "variant": "rocm64", "dockerfile": "docker/rocm/Dockerfile"}
-    m = matrix.parse(data, P)
-    assert sorted(m.vendors) == ["cpu", "rocm"]
-    assert m.vendor("rocm").variant == "rocm64"
+def test_the_marker_list_follows_the_matrix_and_the_route_providers(repo):
+    # tests/conftest.py holds the one marker list (every copy of tests/ carries it): a marker per device
+    # vendor (the accelerator its test container selects) and per route provider, and nothing else
+    import importlib.util
+    import re
+
+    import tomllib
+
+    spec = importlib.util.spec_from_file_location("tests_root_conftest", repo / "tests" / "conftest.py")
+    assert spec and spec.loader
+    root_conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(root_conftest)
+    m = matrix.load(repo / "configs" / "toolchains.toml")
+    devices = {c.test_env.get("FLAGOS_ACCELERATOR", "cpu") for c in m.vendors.values()} - {"cpu"}
+    providers = set(tomllib.loads((repo / "configs" / "routes.toml").read_text())["providers"])
+    assert set(root_conftest.MARKERS) == devices | providers
+    for chain in m.vendors.values():  # a row's -m expression names only registered markers
+        names = set(re.findall(r"[A-Za-z_]\w*", chain.pytest_markers)) - {"not", "and", "or"}
+        assert names <= set(root_conftest.MARKERS), chain.vendor
+
+
+def test_the_key_tables_in_docker_readme_are_rendered_from_the_fields(repo):
+    readme = (repo / "docker" / "README.md").read_text(encoding="utf-8")
+    assert matrix.key_docs() in readme, "docker/README.md's key tables are stale: run `python -m build_tools.matrix`"
+
+
+def test_every_key_of_the_matrix_file_is_documented(repo):
+    import tomllib
+
+    data = tomllib.loads((repo / "configs" / "toolchains.toml").read_text(encoding="utf-8"))
+    documented = set(re.findall(r"^\| `([^`]+)` \|", matrix.key_docs(), re.M))
+
+    def keys(table: dict, prefix: str = "") -> set[str]:
+        out = set()
+        for k, v in table.items():
+            if isinstance(v, dict) and k in ("torch", "auditwheel", "docker_run"):
+                out |= keys(v, f"{prefix}{k}.")
+            else:
+                out.add(prefix + k)
+        return out
+
+    used = keys(data["build"])
+    for table in [*data["vendors"].values(), *data["local_bases"].values()]:
+        used |= keys(table)
+    assert used <= documented, sorted(used - documented)

@@ -106,3 +106,12 @@ def test_build_script_parses_build_env():
     assert build.parse_build_env("") == {}
     with pytest.raises(SystemExit, match="not KEY=VALUE"):
         build.parse_build_env("oops")
+
+
+def test_wheel_names_are_read_by_packaging(tmp_path):
+    # a build tag and a compressed tag set are valid names; the label comes from the version
+    w = make_wheel(tmp_path / "torch_fl-0.1.0+pt213cpu-1-cp311-cp311-manylinux_2_36_x86_64.whl", [])
+    assert wheelcheck.inspect(w).local_label == "pt213cpu"
+    assert wheelcheck.label_matches("pt213dtk2604", "dtk*") and not wheelcheck.label_matches("pt213cpu", "dtk*")
+    with pytest.raises(wheelcheck.WheelError, match="not a wheel file name"):
+        wheelcheck.inspect(make_wheel(tmp_path / "torch_fl-0.1.0.whl", []))

@@ -193,6 +193,7 @@ def test_the_session_error_is_the_one_line(m, host, monkeypatch):
     spec.loader.exec_module(noxfile)
 
     class FakeSession:
+        name = "test-cuda"
         posargs: list[str] = []
 
         def log(self, text):
@@ -202,5 +203,5 @@ def test_the_session_error_is_the_one_line(m, host, monkeypatch):
             raise SystemExit(text)
 
     with pytest.raises(SystemExit) as err:
-        noxfile._run(FakeSession(), "cuda", lambda f, summary: flow.test(f, "cuda", summary))
+        noxfile._run(FakeSession(), "test", "cuda", lambda f, summary: flow.test(f, "cuda", summary))
     assert str(err.value).startswith("test-cuda needs an NVIDIA GPU") and "\n" not in str(err.value)

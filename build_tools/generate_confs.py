@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Write configs/backends_<vendor>.conf from configs/routes.toml.
 
-    python configs/generate_confs.py            rewrite the confs (atomically, only when changed)
-    python configs/generate_confs.py --check    exit 1 with a unified diff when a conf is stale
+    python build_tools/generate_confs.py            rewrite the confs (atomically, only when changed)
+    python build_tools/generate_confs.py --check    exit 1 with a unified diff when a conf is stale
 
 The confs are committed so that an installed wheel needs no generator; this script is
 their only writer. Operator names are checked against torch's schemas when torch is
@@ -16,7 +16,6 @@ import difflib
 import os
 import re
 import sys
-import tempfile
 import textwrap
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,15 +24,34 @@ from typing import Any
 
 import tomllib
 
-HERE = Path(__file__).resolve().parent
-SOURCE = HERE / "routes.toml"
-SCRIPT_NAME = "configs/generate_confs.py"
-BUILTIN_ROUTES = ("native", "cpu")
-ROUTE_ALIASES = ("cuda",)
+if __package__ in (None, ""):  # run as a script (python build_tools/generate_confs.py) or loaded by path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from build_tools.outputs import atomic_write_text  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+SOURCE = CONFIGS / "routes.toml"
+SCRIPT_NAME = "build_tools/generate_confs.py"
+
+
+def _route_names():
+    """torch_fl/_names.py, the one home of the route names, by path: importing torch_fl needs the built wheel."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("torch_fl_route_names", ROOT / "torch_fl" / "_names.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_NAMES = _route_names()
+BUILTIN_ROUTES = _NAMES.BUILTIN_ROUTES
+ROUTE_ALIASES = tuple(_NAMES.ROUTE_ALIASES)
+ROUTE_NAME_RE = _NAMES.ROUTE_NAME_RE
 COMMENT_WIDTH = 92
 
 _OP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?")
-_NAME_RE = re.compile(r"[a-z][a-z0-9_]*")
 
 _TOP_KEYS = {"providers", "groups", "vendors"}
 _VENDOR_KEYS = {"summary", "default", "default_reason", "routes"}
@@ -117,8 +135,8 @@ def _text(value: Any, where: str) -> str:
 def _valid_routes(providers: Any) -> set[str]:
     names = _strings(providers, "routes.toml: providers")
     for name in names:
-        if not _NAME_RE.fullmatch(name):
-            raise SourceError(f"routes.toml: providers: bad route name '{name}'; use [a-z][a-z0-9_]*")
+        if not ROUTE_NAME_RE.fullmatch(name):
+            raise SourceError(f"routes.toml: providers: bad route name '{name}'; use {_NAMES.ROUTE_NAME_PATTERN}")
     return {*BUILTIN_ROUTES, *ROUTE_ALIASES, *names}
 
 
@@ -128,7 +146,7 @@ def _groups(table: Any, known_ops: Collection[str] | None) -> dict[str, list[str
     groups = {}
     for name, ops in table.items():
         where = f"routes.toml: [groups] {name}"
-        if not _NAME_RE.fullmatch(name):
+        if not ROUTE_NAME_RE.fullmatch(name):
             raise SourceError(f"{where}: group names are lowercase identifiers")
         groups[name] = _strings(ops, where)
         for op in groups[name]:
@@ -166,7 +184,7 @@ def _vendor(
     used_groups: set[str],
 ) -> VendorTable:
     where = f"routes.toml: [vendors.{name}]"
-    if not _NAME_RE.fullmatch(name):
+    if not ROUTE_NAME_RE.fullmatch(name):
         raise SourceError(f"{where}: vendor names are lowercase identifiers (they name backends_<vendor>.conf)")
     _check_keys(table, _VENDOR_KEYS, where)
     default = _check_chain(table.get("default"), f"{where} default", routes)
@@ -285,22 +303,13 @@ def stale(out_dir: Path, rendered: Mapping[str, str]) -> list[str]:
 
 
 def write(out_dir: Path, rendered: Mapping[str, str]) -> list[Path]:
-    """Write changed confs atomically (temp file in the same directory, then os.replace)."""
+    """Write the changed confs, each atomically (build_tools/outputs.py)."""
     written = []
     for name, text in sorted(rendered.items()):
         path = out_dir / name
         if path.is_file() and path.read_text(encoding="utf-8") == text:
             continue
-        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-        written.append(path)
+        written.append(atomic_write_text(path, text))
     return written
 
 
@@ -321,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on a difference")
     parser.add_argument("--source", type=Path, default=SOURCE, help="the declarative source (default: %(default)s)")
-    parser.add_argument("--out-dir", type=Path, default=HERE, help="where the confs live (default: %(default)s)")
+    parser.add_argument("--out-dir", type=Path, default=CONFIGS, help="where the confs live (default: %(default)s)")
     parser.add_argument("--no-torch", action="store_true", help="do not check op names against torch's schemas")
     args = parser.parse_args(argv)
 

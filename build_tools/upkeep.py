@@ -1,0 +1,93 @@
+"""The upkeep sessions: base-image (make the local stand-ins of [local_bases]) and clean (remove outputs)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+from . import baseimage, dockercli, plan
+from .flow import Flow
+from .summary import Summary
+
+
+def base_image(flow: Flow, summary: Summary) -> None:
+    """Make every [local_bases] image that is not present yet (``--rebuild`` remakes them)."""
+    client = flow.images.client()
+    for base in flow.matrix.local_bases.values():
+        t0 = time.monotonic()
+        present = None if flow.runner.planning else dockercli.image_id(client, base.name)
+        if present and not flow.options.rebuild:
+            flow.echo(
+                f"{base.name} is present (stands in for {', '.join(base.stands_for)}); "
+                "`nox -s base-image -- --rebuild` remakes it"
+            )
+            summary.add(f"base {base.name}", "up to date")
+            summary.images[base.name] = (base.name, present)
+            continue
+        if shutil.which("debootstrap") is None:
+            flow.runner.refuse(
+                "debootstrap is not installed: `apt-get install debootstrap` (Debian/Ubuntu), "
+                "or pull the public base image instead"
+            )
+        if hasattr(os, "geteuid") and os.geteuid() != 0:
+            flow.runner.refuse("debootstrap needs root: run `sudo nox -s base-image`")
+        mirror = baseimage.resolve_mirror(base)
+        work = flow.repo / "build" / "base-image" / base.name.replace("/", "_").replace(":", "_")
+        flow.runner.remove(work)
+        if not flow.runner.planning:
+            work.mkdir(parents=True)
+        try:
+            results = [
+                flow.runner.run(cmd, passthrough=cmd.argv[0] == "debootstrap")
+                for cmd in baseimage.plan(base, mirror, work / "rootfs", client.exe)
+            ]
+        except BaseException:
+            summary.add(f"base {base.name}", "failed", time.monotonic() - t0)
+            raise
+        finally:
+            flow.runner.remove(work)
+        planned = all(r.planned for r in results)
+        summary.add(
+            f"base {base.name}", "planned" if planned else "ran", time.monotonic() - t0,
+            f"debootstrap {base.suite} from {mirror}",
+        )
+        if not planned:
+            summary.images[base.name] = (base.name, dockercli.image_id(client, base.name) or "?")
+
+
+# ------------------------------------------------------------------------------------------------------ clean
+def clean(flow: Flow, summary: Summary, *, everything: bool = False) -> None:
+    """Remove build/, reports/, the wheels of every matrix variant and torch-fl's builder/test images.
+
+    ``everything`` also removes the local base images and BuildKit's build cache.
+    """
+    for path in [
+        flow.repo / "build",
+        flow.repo / "reports",
+        *(flow.repo / "wheels" / c.wheel_dir for c in flow.matrix.vendors.values()),
+    ]:
+        if path.exists():
+            flow.echo(f"remove {path.relative_to(flow.repo)}")
+            flow.runner.remove(path)
+    try:
+        client = flow.images.client()  # a real run checks the daemon here
+    except dockercli.DockerError as exc:
+        flow.echo(f"docker images not cleaned: {exc}")
+        summary.add("clean", "ran", note="files only")
+        return
+    images = dockercli.images_with_label(client, f"{plan.LABEL_PREFIX}.role")
+    if everything:
+        images += [b.name for b in flow.matrix.local_bases.values() if dockercli.image_id(client, b.name)]
+    if images:
+        flow.runner.run(
+            plan.Command("remove images", (client.exe, "rmi", "-f", *images), log_name="clean.log"), check=False
+        )
+    if everything:
+        flow.runner.run(
+            plan.Command(
+                "prune the BuildKit cache", (client.exe, "builder", "prune", "-af"), log_name="clean-cache.log"
+            ),
+            check=False,
+        )
+    summary.add("clean", "planned" if flow.runner.planning else "ran", note=f"{len(images)} images")
