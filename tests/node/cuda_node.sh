@@ -7,7 +7,8 @@
 #   train:  flagos training against plain cuda in separate processes (tests/node/train_check.py), and the step
 #           time (TIME_PAIRS alternating processes per arm)
 #   models: the model suite against a plain-cuda reference (tests/models) and that reference's repeat in a third
-#           process (the A/A control), then the step time of TIME_PAIRS alternating processes per arm
+#           process (the A/A control), then the step time of TIME_PAIRS alternating processes per arm, with a
+#           second plain-cuda arm as its A/A control
 #   dist:   the distributed suite on 2 GPUs (tests/distributed) and the all_reduce bus bandwidth, flagos
 #           against plain CUDA NCCL in the same processes
 #   opinfo: torch's op database on flagos over CUDA (tests/opinfo), the native and the cpu-default conf side by
@@ -164,7 +165,7 @@ if [ "$mode" = train ]; then
 fi
 if [ "$mode" = models ]; then
   status=0
-  rm -f /tmp/steps-cuda.jsonl /tmp/steps-flagos.jsonl
+  rm -f /tmp/steps-cuda.jsonl /tmp/steps-flagos.jsonl /tmp/steps-cuda-again.jsonl
   # two plain-cuda processes: the reference and its repeat, whose difference (the A/A control) widens the bar
   (cd "$tests_copy" && "$PY" models/reference.py --device cuda --out /tmp/models-cuda.pt \
    && "$PY" models/reference.py --device cuda --out /tmp/models-cuda-again.pt >/dev/null \
@@ -175,7 +176,9 @@ if [ "$mode" = models ]; then
    && for i in $(seq "${TIME_PAIRS:-5}"); do
         "$PY" models/steptime.py --device cuda >>/tmp/steps-cuda.jsonl
         "$PY" models/steptime.py --device flagos >>/tmp/steps-flagos.jsonl
-      done && "$PY" models/steptime.py --compare /tmp/steps-cuda.jsonl /tmp/steps-flagos.jsonl && exit "$rc") 2>&1 \
+        "$PY" models/steptime.py --device cuda >>/tmp/steps-cuda-again.jsonl  # the A/A arm
+      done && "$PY" models/steptime.py --compare /tmp/steps-cuda.jsonl /tmp/steps-flagos.jsonl \
+        /tmp/steps-cuda-again.jsonl && exit "$rc") 2>&1 \
    | tee "$OUT/models.txt"; [ "${PIPESTATUS[0]}" = 0 ] || status=1
   exit "$status"
 fi
