@@ -170,6 +170,16 @@ _OVERRIDEABLE_HOOKS = frozenset({"convolution_overrideable", "convolution_backwa
 
 
 @cache
+def _multi_tensor_ops() -> frozenset[str]:
+    """The ``_foreach_*`` family. torch's generic kernel walks the list one tensor at a time, so on flagos each
+    element would reach the router as an op of its own; an accelerator's kernel (CUDA's) takes the whole list
+    in a few launches. Routed by name, the native route reaches that kernel."""
+    return frozenset(
+        op for op in known_ops() if op.startswith("_foreach_") and _has_kernel(op, "CompositeExplicitAutograd")
+    )
+
+
+@cache
 def _structured_functional_ops() -> frozenset[str]:
     """Ops torch implements for every backend through their out= variant."""
     return frozenset(op for op in known_ops() if _has_kernel(op, "CompositeExplicitAutogradNonFunctional"))
@@ -297,7 +307,7 @@ def _apply(settings: _env.Settings, table: RouteTable | None = None) -> _State:
     path = conf_path(settings, _C.accelerator())
     if table is None:
         table = _resolve(settings, path)  # raises before anything is published
-    _intercept(_structured_functional_ops() | _OVERRIDEABLE_HOOKS | set(table.entries))
+    _intercept(_structured_functional_ops() | _multi_tensor_ops() | _OVERRIDEABLE_HOOKS | set(table.entries))
     _publish(table)
     _C.set_log_dispatch("dispatch" in settings.log)
     _state = _State(settings, path, table)
