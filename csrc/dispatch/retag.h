@@ -31,16 +31,22 @@ class Retagger {
   // (resizes, restrides) and turn its returns into flagos tensors.
   void returns_from_vendor(torch::jit::Stack* stack);
 
-  // The unboxed fast path (dispatch/fast_ops.cpp) borrows read-only arguments
-  // instead of taking stack references: a vendor alias for a flagos tensor,
-  // the tensor itself otherwise. `t` must outlive the Retagger.
-  c10::MaybeOwned<at::Tensor> borrow_to_vendor(const at::Tensor& t);
+  // The unboxed fast path (dispatch/fast_kernel.h) borrows arguments instead
+  // of taking stack references: a vendor alias for a flagos tensor, the tensor
+  // itself otherwise. `t` must outlive the Retagger.
+  c10::MaybeOwned<at::Tensor> borrow_to_vendor(const at::Tensor& t, bool written = false);
   // Apply the device rules to what borrow_to_vendor saw (arguments_to_vendor
   // does this itself).
   void check_arguments() const;
+  // After the vendor kernel ran: what it did to written arguments (resizes,
+  // restrides) reaches the caller's tensors (returns_from_vendor does this itself).
+  void written_from_vendor();
   // A vendor result as the caller sees it: the caller's own tensor, a view of
   // its storage, or a fresh flagos tensor that adopts the vendor memory.
   at::Tensor from_vendor(const at::Tensor& t);
+  // The caller's tensor behind a borrowed written argument's alias (the
+  // `Tensor&` an in-place or out= kernel returns); `t` itself if it is none.
+  at::Tensor& caller_tensor(at::Tensor& t);
 
   // The flagos device the call runs on, or -1 when nothing names one.
   c10::DeviceIndex device() const { return device_; }
@@ -66,7 +72,6 @@ class Retagger {
   c10::IValue value_from_vendor(c10::IValue value);
   void note_device(c10::DeviceIndex index);
   bool is_transfer() const; // a copy between devices (data_movement.h)
-  void sync_written();
   c10::Storage adopt_storage(const c10::Storage& vendor);
   at::Tensor relabel_fresh(const at::Tensor& t);
 

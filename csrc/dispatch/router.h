@@ -31,6 +31,7 @@ struct RouteTable {
 
 void publish_routes(std::unique_ptr<RouteTable> table);
 const RouteTable& current_routes();
+Route route_of_op(const c10::OperatorName& name); // in the current table
 std::string route_name(const RouteTable& table, Route route);
 
 void set_log_dispatch(bool on);

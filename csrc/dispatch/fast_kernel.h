@@ -1,0 +1,177 @@
+// The unboxed router entry, one template for every operator it serves.
+//
+// The boxed router (router.cpp) serves every operator, but a boxed call costs
+// a stack, an IValue per argument and, for a tensor held only by Python, a GIL
+// round trip on its first C++ reference. For the operators registered with
+// register_fast (fast_ops.cpp, fast_ops_training.cpp) the router also installs
+// this typed kernel. When the op's route is native it re-tags the borrowed
+// arguments and calls the vendor kernel directly; any other route goes through
+// the boxed router, so routes, overrides, logging and errors are the same on
+// both paths. What an argument is (read, written, a list) comes from the C++
+// signature and the schema, never from per-op code.
+#pragma once
+
+#include "dispatch/retag.h"
+#include "dispatch/router.h"
+#include "runtime/runtime.h"
+
+#include <ATen/core/boxing/impl/boxing.h>
+#include <torch/library.h>
+
+#include <array>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace torch_fl::fast {
+
+// Argument types passed to the vendor kernel unchanged. Devices, generators
+// and lists of optional tensors need the boxed router's bookkeeping: an op
+// taking one fails to compile here rather than misbehave at run time.
+template <class T>
+struct PassedThrough
+    : std::bool_constant<std::is_same_v<T, const at::Scalar&> || std::is_same_v<T, bool> ||
+                         std::is_same_v<T, int64_t> || std::is_same_v<T, double> ||
+                         std::is_same_v<T, c10::SymInt> || std::is_same_v<T, c10::IntArrayRef> ||
+                         std::is_same_v<T, c10::SymIntArrayRef> || std::is_same_v<T, at::OptionalIntArrayRef> ||
+                         std::is_same_v<T, at::OptionalSymIntArrayRef> || std::is_same_v<T, at::ArrayRef<at::Scalar>> ||
+                         std::is_same_v<T, at::ArrayRef<double>> || std::is_same_v<T, std::array<bool, 3>> ||
+                         std::is_same_v<T, std::optional<c10::ScalarType>> || std::is_same_v<T, c10::ScalarType> ||
+                         std::is_same_v<T, std::optional<bool>> || std::is_same_v<T, std::optional<int64_t>> ||
+                         std::is_same_v<T, const std::optional<at::Scalar>&> ||
+                         std::is_same_v<T, std::string_view> || std::is_same_v<T, c10::string_view> ||
+                         std::is_same_v<T, std::optional<double>>> {};
+
+// What a vendor argument is held as while the call runs: `convert` makes it,
+// `unwrap` hands it to the vendor kernel.
+template <class T>
+struct Vendor {
+  static_assert(PassedThrough<T>::value, "an argument type the fast path cannot re-tag: leave this op to the boxed router");
+  using type = T;
+  static T convert(Retagger&, T value, bool) { return value; }
+  static T unwrap(T value) { return value; }
+};
+template <>
+struct Vendor<const at::Tensor&> {
+  using type = c10::MaybeOwned<at::Tensor>;
+  static type convert(Retagger& r, const at::Tensor& t, bool written) { return r.borrow_to_vendor(t, written); }
+  static const at::Tensor& unwrap(const type& held) { return *held; }
+};
+// In-place and out= arguments: written by the vendor kernel, then returned as the caller's own tensor.
+template <>
+struct Vendor<at::Tensor&> {
+  using type = c10::MaybeOwned<at::Tensor>;
+  static type convert(Retagger& r, at::Tensor& t, bool) { return r.borrow_to_vendor(t, /*written=*/true); }
+  static at::Tensor& unwrap(const type& held) { return const_cast<at::Tensor&>(*held); }
+};
+template <>
+struct Vendor<const std::optional<at::Tensor>&> {
+  using type = std::optional<at::Tensor>;
+  static type convert(Retagger& r, const std::optional<at::Tensor>& t, bool written) {
+    if (!t.has_value()) return std::nullopt;
+    return *r.borrow_to_vendor(*t, written); // optional tensors are weights and biases: a copy is cheap
+  }
+  static const type& unwrap(const type& held) { return held; }
+};
+template <>
+struct Vendor<at::TensorList> { // the lists of the _foreach_ ops and fused optimizers
+  using type = std::vector<at::Tensor>;
+  static type convert(Retagger& r, at::TensorList list, bool written) {
+    type out;
+    out.reserve(list.size());
+    for (const at::Tensor& t : list) out.push_back(*r.borrow_to_vendor(t, written));
+    return out;
+  }
+  static at::TensorList unwrap(const type& held) { return held; }
+};
+
+// Results as the caller sees them: a fresh flagos tensor for a new result, the
+// caller's own tensor for an in-place or out= result.
+template <class R>
+struct Result {
+  static R convert(Retagger& r, R&& t) { return r.from_vendor(t); }
+};
+template <>
+struct Result<at::Tensor&> {
+  static at::Tensor& convert(Retagger& r, at::Tensor& t) { return r.caller_tensor(t); }
+};
+template <>
+struct Result<std::vector<at::Tensor>> {
+  static std::vector<at::Tensor> convert(Retagger& r, std::vector<at::Tensor>&& list) {
+    for (at::Tensor& t : list) t = r.from_vendor(t);
+    return std::move(list);
+  }
+};
+template <class... T>
+struct Result<std::tuple<T...>> {
+  static std::tuple<T...> convert(Retagger& r, std::tuple<T...>&& results) {
+    return std::apply([&](auto&&... t) { return std::tuple<T...>(Result<T>::convert(r, std::forward<T>(t))...); },
+        std::move(results));
+  }
+};
+
+template <class Op, class Schema = typename Op::schema>
+struct Kernel;
+
+template <class Op, class Ret, class... Args>
+struct Kernel<Op, Ret(Args...)> {
+  static FastEntry& entry() {
+    static FastEntry e{c10::OperatorName(Op::name, Op::overload_name)};
+    return e;
+  }
+  static const c10::OperatorHandle& handle() {
+    static const c10::OperatorHandle h = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+    return h;
+  }
+  // Which arguments the op writes, from its schema (Tensor(a!), Tensor(a!)[]).
+  static const std::array<bool, sizeof...(Args)>& written() {
+    static const std::array<bool, sizeof...(Args)> w = [] {
+      std::array<bool, sizeof...(Args)> out{};
+      const auto& args = handle().schema().arguments();
+      TORCH_INTERNAL_ASSERT(args.size() == sizeof...(Args), "fast path: schema and signature of ",
+          Op::name, ".", Op::overload_name, " disagree");
+      for (size_t i = 0; i < out.size(); ++i) out[i] = args[i].alias_info() != nullptr && args[i].alias_info()->isWrite();
+      return out;
+    }();
+    return w;
+  }
+
+  template <size_t... I>
+  static Ret native(std::index_sequence<I...>, Args... args) {
+    if (log_dispatch()) log_route(handle(), "native");
+    Retagger retag(handle());
+    const auto& w = written();
+    // Braced initialisation converts the arguments left to right.
+    std::tuple<typename Vendor<Args>::type...> vendor{Vendor<Args>::convert(retag, args, w[I])...};
+    retag.check_arguments();
+    // No device guard: the vendor's kernels set their own from their tensors,
+    // as they do when plain torch calls them.
+    if constexpr (std::is_void_v<Ret>) {
+      Op::redispatch(c10::DispatchKeySet(runtime().vendor_key()), Vendor<Args>::unwrap(std::get<I>(vendor))...);
+      retag.written_from_vendor();
+    } else {
+      decltype(auto) out =
+          Op::redispatch(c10::DispatchKeySet(runtime().vendor_key()), Vendor<Args>::unwrap(std::get<I>(vendor))...);
+      retag.written_from_vendor();
+      return Result<Ret>::convert(retag, std::forward<Ret>(out));
+    }
+  }
+
+  static Ret call(Args... args) {
+    if (!entry().native.load(std::memory_order_acquire)) {
+      return c10::impl::BoxedKernelWrapper<Ret(Args...)>::call(c10::BoxedKernel::makeFromFunction<&route_boxed>(),
+          handle(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), std::forward<Args>(args)...);
+    }
+    return native(std::index_sequence_for<Args...>{}, std::forward<Args>(args)...);
+  }
+};
+
+template <class Op>
+void register_fast(torch::Library& m, const char* name) {
+  register_fast_entry(&Kernel<Op>::entry());
+  m.impl(name, TORCH_FN(Kernel<Op>::call));
+}
+
+} // namespace torch_fl::fast

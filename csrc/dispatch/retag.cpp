@@ -1,0 +1,292 @@
+// Re-tagging: flagos tensors seen as vendor tensors and back (retag.h says how).
+#include "dispatch/retag.h"
+#include "dispatch/data_movement.h"
+#include "dispatch/router.h"
+#include "runtime/runtime.h"
+
+#include <ATen/core/Generator.h>
+#include <c10/core/TensorImpl.h>
+
+namespace torch_fl {
+
+at::Generator vendor_generator_of(const at::Generator& gen); // runtime/device.cpp
+
+namespace {
+
+bool is_written(const c10::Argument& arg) {
+  return arg.alias_info() != nullptr && arg.alias_info()->isWrite();
+}
+
+// Keeps a vendor storage alive for as long as the flagos storage that adopted
+// its bytes (native-route outputs are allocated by the vendor's kernels).
+void release_vendor_storage(void* ctx) {
+  c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(ctx));
+}
+
+at::Tensor make_tensor_on(const c10::Storage& storage, c10::DispatchKeySet keys, const at::Tensor& like) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage), keys, like.dtype());
+  impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  if (like.is_conj()) impl->_set_conj(true);
+  if (like.is_neg()) impl->_set_neg(true);
+  return at::Tensor(std::move(impl));
+}
+
+c10::Storage alias_storage_of(const at::Tensor& t) {
+  Runtime& rt = runtime();
+  c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
+  // Resizable through the vendor allocator, so an out= argument that a vendor
+  // kernel resizes gets vendor memory, adopted afterwards (written_from_vendor).
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
+      c10::DataPtr(impl->mutable_data(), rt.vendor_device(t.device().index())),
+      c10::GetAllocator(rt.vendor_type()), /*resizable=*/true));
+}
+
+// Under emulation the vendor kernels are CPU kernels and would happily take a
+// host tensor beside flagos ones; an accelerator would refuse, so we do too.
+// 0-dim host tensors (scalars) are allowed, as CUDA allows them.
+[[noreturn]] void reject_host_tensor(const at::Tensor& t, c10::DeviceIndex flagos_index, const c10::OperatorHandle& op) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, flagos:",
+      int(flagos_index), " and cpu! (when running ", short_op_name(op.operator_name()),
+      " on the flagos device; move the host tensor of shape ", t.sizes(), " with .to('flagos'))");
+}
+
+} // namespace
+
+at::Tensor vendor_alias(const at::Tensor& flagos) {
+  if (!is_flagos(flagos)) return flagos;
+  return make_tensor_on(alias_storage_of(flagos), c10::DispatchKeySet(runtime().vendor_key()), flagos);
+}
+
+Retagger::Retagger(const c10::OperatorHandle& op) : op_(op) {}
+
+// Asked only when a call mixes devices, so the hot path never compares op names.
+bool Retagger::is_transfer() const {
+  return is_transfer_op(op_.operator_name());
+}
+
+void Retagger::note_device(c10::DeviceIndex index) {
+  if (device_ >= 0 && (index < 0 ? runtime().current_device() : index) != device_ && is_transfer()) {
+    return; // copies may join two flagos devices; the first one guards the call
+  }
+  check_same_device(device_, index, op_);
+}
+
+// The boxed path hands over the stack's reference (owned), the fast path a
+// borrowed one: either way no extra refcount on a Python-owned tensor, whose
+// first C++ reference would cost a GIL round trip.
+at::Tensor Retagger::to_vendor(c10::MaybeOwned<at::Tensor> owned_or_borrowed, bool written) {
+  const at::Tensor& t = *owned_or_borrowed;
+  note_device(t.device().index());
+  c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
+  const c10::Storage* alias = nullptr;
+  for (const auto& s : storages_) {
+    if (s.original == original) alias = &s.alias; // shared storage -> one alias, so overlap checks still see it
+  }
+  if (alias == nullptr) {
+    storages_.push_back({original, alias_storage_of(t), original->mutable_data()});
+    alias = &storages_.back().alias;
+    access_.open(original->data()); // the vendor kernel may touch these bytes (FLAGOS_EMU_TRAP)
+  }
+  at::Tensor v = make_tensor_on(*alias, c10::DispatchKeySet(runtime().vendor_key()), t);
+  tensors_.push_back({v, std::move(owned_or_borrowed), written});
+  return v;
+}
+
+c10::MaybeOwned<at::Tensor> Retagger::borrow_to_vendor(const at::Tensor& t, bool written) {
+  if (!is_flagos(t)) {
+    note_host_tensor(t);
+    return c10::MaybeOwned<at::Tensor>::borrowed(t);
+  }
+  return c10::MaybeOwned<at::Tensor>::owned(to_vendor(c10::MaybeOwned<at::Tensor>::borrowed(t), written));
+}
+
+at::Tensor& Retagger::caller_tensor(at::Tensor& t) {
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  for (const auto& a : tensors_) {
+    // Borrowed from the caller's `Tensor&` argument, so writable.
+    if (a.alias.unsafeGetTensorImpl() == impl) return const_cast<at::Tensor&>(*a.original);
+  }
+  return t;
+}
+
+void Retagger::note_host_tensor(const at::Tensor& t) {
+  if (t.defined() && t.dim() > 0 && t.is_cpu()) host_tensor_ = &t; // host scalars are fine, as on CUDA
+}
+
+void Retagger::check_arguments() const {
+  // Copies join host and device by definition; everything else keeps to one device.
+  if (host_tensor_ != nullptr && device_ >= 0 && runtime().vendor_type() == c10::DeviceType::CPU && !is_transfer()) {
+    reject_host_tensor(*host_tensor_, device_, op_);
+  }
+}
+
+c10::IValue Retagger::value_to_vendor(c10::IValue value, bool written) {
+  using Owned = c10::MaybeOwned<at::Tensor>;
+  if (value.isTensor()) return to_vendor(Owned::owned(std::move(value).toTensor()), written);
+  if (value.isTensorList()) {
+    auto list = value.toTensorList();
+    c10::List<at::Tensor> out;
+    out.reserve(list.size());
+    for (const at::Tensor& t : list) out.push_back(is_flagos(t) ? to_vendor(Owned::owned(at::Tensor(t)), written) : t);
+    return out;
+  }
+  if (value.isList()) { // List[Optional[Tensor]] (index, index_put)
+    auto list = value.toList();
+    bool any = false;
+    for (const c10::IValue& item : list) any = any || (item.isTensor() && is_flagos(item.toTensor()));
+    if (!any) return value;
+    c10::List<std::optional<at::Tensor>> out;
+    out.reserve(list.size());
+    for (const c10::IValue& item : list) {
+      if (!item.isTensor()) {
+        out.push_back(std::nullopt);
+      } else {
+        const at::Tensor& t = item.toTensor();
+        out.push_back(is_flagos(t) ? to_vendor(Owned::owned(at::Tensor(t)), written) : t);
+      }
+    }
+    return out;
+  }
+  if (value.isDevice()) {
+    const c10::Device d = value.toDevice();
+    if (d.type() != c10::DeviceType::PrivateUse1) {
+      // The results belong where this says (x.to("cpu")). Under emulation a host result looks like a
+      // vendor result, so it must not be relabelled as flagos.
+      results_elsewhere_ = true;
+      return value;
+    }
+    note_device(d.index());
+    return runtime().vendor_device(device_);
+  }
+  if (value.isGenerator()) return vendor_generator_of(value.toGenerator());
+  return value;
+}
+
+void Retagger::arguments_to_vendor(torch::jit::Stack* stack) {
+  const auto& args = op_.schema().arguments();
+  const size_t first = stack->size() - args.size();
+  for (size_t i = 0; i < args.size(); ++i) {
+    c10::IValue& slot = (*stack)[first + i];
+    if (slot.isNone()) {
+      if (is_generator_argument(args[i])) unset_generators_.push_back(first + i);
+      continue;
+    }
+    if (slot.isTensor() && !is_flagos(slot.toTensor())) { // host scalars, a copy's host side, or a mistake
+      note_host_tensor(slot.toTensor());
+      if (slot.toTensor().defined()) host_arguments_.push_back(slot.toTensor().unsafeGetTensorImpl());
+      continue;
+    }
+    slot = value_to_vendor(std::move(slot), is_written(args[i]));
+  }
+  check_arguments();
+  // A kernel given no generator draws from the vendor default; give it this
+  // flagos device's own so seeding torch.flagos reproduces results.
+  for (size_t slot : unset_generators_) {
+    (*stack)[slot] = runtime().vendor_generator(device_ < 0 ? runtime().current_device() : device_);
+  }
+}
+
+c10::Storage Retagger::adopt_storage(const c10::Storage& vendor) {
+  c10::StorageImpl* impl = vendor.unsafeGetStorageImpl();
+  for (const auto& [seen, flagos] : adopted_) {
+    if (seen == impl) return flagos; // outputs sharing one buffer keep sharing it
+  }
+  const c10::DeviceIndex index = device_ < 0 ? runtime().current_device() : device_;
+  c10::raw::intrusive_ptr::incref(impl);
+  c10::DataPtr keep(impl->mutable_data(), impl, &release_vendor_storage, runtime().vendor_device(index));
+  c10::Storage flagos(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
+      runtime().adopt(std::move(keep), impl->nbytes(), index),
+      c10::GetAllocator(c10::DeviceType::PrivateUse1), /*resizable=*/true));
+  adopted_.emplace_back(impl, flagos);
+  return flagos;
+}
+
+at::Tensor Retagger::from_vendor(const at::Tensor& t) {
+  if (!t.defined() || t.device().type() != runtime().vendor_type() || t.unsafeGetTensorImpl()->is_wrapped_number()) return t;
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  for (const auto& a : tensors_) {
+    if (a.alias.unsafeGetTensorImpl() == impl) return *a.original; // in-place and out=: the caller's own tensor
+  }
+  // A result is flagos only when it belongs to flagos: not a host argument handed back (the
+  // destination of a copy to the host), not a result placed on another device by a Device argument.
+  if (results_elsewhere_) return t;
+  for (const c10::TensorImpl* host : host_arguments_) {
+    if (host == impl) return t;
+  }
+  const c10::DispatchKeySet flagos_keys(c10::DispatchKey::PrivateUse1);
+  c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  for (const auto& s : storages_) {
+    if (s.alias.unsafeGetStorageImpl() == storage && storage->data() == s.original_data) {
+      // A view of an argument: same bytes, seen through the caller's storage.
+      return make_tensor_on(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(s.original)),
+                            flagos_keys, t);
+    }
+  }
+  if (t.use_count() == 1 && t.weak_use_count() == 1 && t.storage().use_count() == 1) return relabel_fresh(t);
+  return make_tensor_on(adopt_storage(t.storage()), flagos_keys, t);
+}
+
+// A result nobody else can see (the only reference to its TensorImpl and to its
+// storage) becomes a flagos tensor in place: no second TensorImpl or storage.
+at::Tensor Retagger::relabel_fresh(const at::Tensor& t) {
+  const c10::DeviceIndex index = device_ < 0 ? runtime().current_device() : device_;
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
+  const size_t nbytes = storage->nbytes();
+  c10::DataPtr vendor = storage->set_data_ptr(c10::DataPtr(nullptr, storage->device()));
+  storage->set_data_ptr_noswap(runtime().adopt(std::move(vendor), nbytes, index));
+  storage->set_allocator(c10::GetAllocator(c10::DeviceType::PrivateUse1)); // later resizes get flagos memory
+  impl->set_storage_keep_dtype(impl->storage()); // the device comes from the storage
+  impl->_change_backend_component_keys(flagos_device(index));
+  return t;
+}
+
+c10::IValue Retagger::value_from_vendor(c10::IValue value) {
+  if (value.isTensor()) return from_vendor(value.toTensor());
+  if (value.isTensorList()) {
+    auto list = value.toTensorList();
+    c10::List<at::Tensor> out;
+    out.reserve(list.size());
+    for (const at::Tensor& t : list) out.push_back(from_vendor(t));
+    return out;
+  }
+  return value;
+}
+
+void Retagger::written_from_vendor() {
+  for (const auto& a : tensors_) {
+    if (!a.written) continue;
+    c10::TensorImpl* alias = a.alias.unsafeGetTensorImpl();
+    c10::TensorImpl* original = a.original->unsafeGetTensorImpl();
+    c10::StorageImpl* alias_storage = alias->storage().unsafeGetStorageImpl();
+    for (auto& s : storages_) {
+      if (s.alias.unsafeGetStorageImpl() != alias_storage || alias_storage->data() == s.original_data) continue;
+      // The vendor kernel resized this argument into vendor memory: the
+      // caller's storage takes those bytes over, so every view of it sees them.
+      const size_t nbytes = alias_storage->nbytes();
+      c10::DataPtr taken = alias_storage->set_data_ptr(c10::DataPtr(nullptr, alias_storage->device()));
+      c10::DataPtr adopted = runtime().adopt(std::move(taken), nbytes, original->device().index());
+      s.original->set_data_ptr_noswap(std::move(adopted));
+      s.original->set_nbytes(nbytes);
+      s.original_data = s.original->mutable_data();
+      // the alias now points nowhere; keep later checks consistent
+      alias_storage->set_data_ptr_noswap(c10::DataPtr(s.original_data, alias_storage->device()));
+    }
+    if (alias->sizes() != original->sizes() || alias->strides() != original->strides() ||
+        alias->storage_offset() != original->storage_offset()) {
+      original->set_sizes_and_strides(alias->sizes(), alias->strides(), alias->storage_offset());
+    }
+  }
+}
+
+void Retagger::returns_from_vendor(torch::jit::Stack* stack) {
+  written_from_vendor();
+  const size_t n = op_.schema().returns().size();
+  for (size_t i = stack->size() - n; i < stack->size(); ++i) {
+    (*stack)[i] = value_from_vendor(std::move((*stack)[i]));
+  }
+}
+
+} // namespace torch_fl
