@@ -4,9 +4,11 @@ Modes (the spec's ``mode``):
 
 - ``probe``: what this machine and install are (versions, vendor, conf) and which arms can run.
 - ``case``: one A/B case on one arm: warm-up, one synchronized batch, µs per call.
-- ``overhead``: every dispatch-overhead op on one arm, one after the other in this process.
+- ``paired``: one A/B case, plain vendor tensors and flagos tensors in alternating batches in this process.
+- ``overhead``: every dispatch-overhead op, plain and flagos in alternating batches in this process.
+- ``step``: the training step of one arm (cases.build_step), ms per synchronized step.
 
-The plain arm never imports torch_fl (the parent also turns torch's device autoload off for it).
+A plain arm of its own process never imports torch_fl (the parent also turns torch's device autoload off).
 A flagos arm confirms its route from the dispatch log on one call made before the timed loop,
 with the log switched on only for that call: the timed loop never pays for a stderr write.
 """
@@ -198,24 +200,49 @@ def run_paired(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _overhead_one(torch: Any, item: cases.OverheadOp, spec: dict[str, Any]) -> dict[str, Any]:
-    device = torch.device(spec["device"])
-    torch.manual_seed(0)
-    state = item.setup(device)
-    sync = _synchronizer(torch, device)
-
-    def call() -> Any:
-        return item.call(state)
-
-    logged = _logged_routes(call) if _flagos_arm(spec) else []
-    for _ in range(spec["warmup"]):
-        call()
-    batches = sorted(_batch_us(call, spec["repeat"], sync) for _ in range(cases.OVERHEAD_BATCHES))
-    return {"us": batches[len(batches) // 2], "batches": batches, "logged": logged}
+    calls = {}
+    for name, device in (("plain", torch.device(spec["plain_device"])), ("flagos", torch.device(spec["device"]))):
+        torch.manual_seed(0)
+        state = item.setup(device)
+        calls[name] = ((lambda state=state: item.call(state)), _synchronizer(torch, device))
+    logged = _logged_routes(calls["flagos"][0])
+    for call, _ in calls.values():
+        for _ in range(spec["warmup"]):
+            call()
+    times: dict[str, list[float]] = {"plain": [], "flagos": []}
+    for pair in range(cases.OVERHEAD_PAIRS):
+        for name in ("plain", "flagos") if pair % 2 == 0 else ("flagos", "plain"):
+            call, sync = calls[name]
+            times[name].append(_batch_us(call, spec["repeat"], sync))
+    return {"plain_us": times["plain"], "flagos_us": times["flagos"], "logged": logged}
 
 
 def run_overhead(spec: dict[str, Any]) -> dict[str, Any]:
+    """Every overhead op on plain vendor tensors and on flagos tensors, in alternating batches in this process."""
     torch = _import_torch(spec)
     return {"ops": {item.name: _overhead_one(torch, item, spec) for item in cases.OVERHEAD_OPS}}
+
+
+# ---- mode: step -------------------------------------------------------------------------------------------------
+
+
+def run_step(spec: dict[str, Any]) -> dict[str, Any]:
+    """Time the training step of cases.build_step on one arm; ms per step, each step synchronized."""
+    torch = _import_torch(spec)
+    device = torch.device(spec["device"])
+    sync = _synchronizer(torch, device)
+    step = cases.build_step(device, spec["d_model"])
+    logged = _logged_routes(step) if _flagos_arm(spec) else []
+    for _ in range(spec["warmup"]):
+        step()
+    times = []
+    for _ in range(spec["steps"]):
+        sync()
+        started = time.perf_counter()
+        step()
+        sync()
+        times.append((time.perf_counter() - started) * 1e3)
+    return {"ms": statistics.median(times), "ms_all": times, "logged": logged}
 
 
 # ---- mode: probe --------------------------------------------------------------------------------------
@@ -301,6 +328,7 @@ MODES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "case": run_case,
     "paired": run_paired,
     "overhead": run_overhead,
+    "step": run_step,
 }
 
 

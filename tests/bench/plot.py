@@ -42,6 +42,10 @@ def _bars(ax: Any, groups: list[str], series: list[tuple[str, list[dict[str, Any
     ax.grid(axis="y", which="both", alpha=0.3)
 
 
+def _summary(us: list[float]) -> dict[str, Any]:
+    return {"us": us, "mean_us": sum(us) / len(us), "min_us": min(us), "max_us": max(us)}
+
+
 def render_png(report: dict[str, Any]) -> bytes:
     import matplotlib
 
@@ -59,8 +63,9 @@ def render_png(report: dict[str, Any]) -> bytes:
             _bars(ax, [c["case"] for c in ab], series, f"route A/B ({ab[0]['op']}), {env['device']}")
         else:
             ops = report["overhead"]["ops"]
-            series = [(ops[0]["arms"][a]["label"], [o["arms"][a] for o in ops]) for a in ops[0]["arms"]]
-            _bars(ax, [o["op"] for o in ops], series, "dispatch overhead, small inputs")
+            series = [(label, [_summary([u for run in o["runs"] for u in run[key]]) for o in ops])
+                      for label, key in ((ops[0]["plain_label"], "plain_us"), ("flagos native", "flagos_us"))]
+            _bars(ax, [o["op"] for o in ops], series, "host overhead per op, small inputs, in-process pairs")
     fig.suptitle(f"torch_fl bench: {env['vendor']}  torch {env['torch']}  torch_fl {env['torch_fl']}  "
                  f"{env.get('commit', '')[:12]}  {env['date']}", fontsize=9)
     fig.tight_layout()

@@ -101,6 +101,36 @@ def paired_entry(case: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
             "runs": [{k: run[k] for k in ("plain_us", "flagos_us", "ratios")} for run in runs]}
 
 
+def overhead_entry(op: str, kind: str, note: str, runs: list[dict[str, Any]], plain_label: str) -> dict[str, Any]:
+    """One overhead op over its runs: median µs per arm, flagos minus plain, and the pairs' ratios."""
+    plain = [u for run in runs for u in run["plain_us"]]
+    flagos = [u for run in runs for u in run["flagos_us"]]
+    pair_ratios = [f / p for f, p in zip(flagos, plain, strict=True)]
+    return {"op": op, "kind": kind, "note": note, "plain_label": plain_label,
+            "plain_us_median": statistics.median(plain), "flagos_us_median": statistics.median(flagos),
+            "overhead_us": statistics.median(f - p for f, p in zip(flagos, plain, strict=True)),
+            "ratio_median": statistics.median(pair_ratios), "ratio_min": min(pair_ratios),
+            "ratio_max": max(pair_ratios), "pairs": len(pair_ratios),
+            "routes": sorted({f"{o} -> {r}" for run in runs for o, r in run["logged"]}),
+            "runs": [{k: run[k] for k in ("plain_us", "flagos_us")} for run in runs]}
+
+
+def step_entry(d_model: int, arms: dict[str, tuple[str, list[dict[str, Any]]]]) -> dict[str, Any]:
+    """One d_model of the training step: per arm the processes' ms/step, their median, the ratio to plain."""
+    out: dict[str, Any] = {"d_model": d_model, "arms": {}}
+    for arm, (label, results) in arms.items():
+        ms = [r["ms"] for r in results]
+        routes: dict[str, int] = {}
+        for _, route in (results[0]["logged"] if results else []):
+            routes[route] = routes.get(route, 0) + 1
+        out["arms"][arm] = {"label": label, "ms": ms, "ms_median": statistics.median(ms), "ms_min": min(ms),
+                            "ms_max": max(ms), "routed_calls": routes}
+    plain = out["arms"]["plain"]["ms_median"]
+    for entry in out["arms"].values():
+        entry["vs_plain"] = entry["ms_median"] / plain
+    return out
+
+
 def paired_acceptance(paired: dict[str, Any] | None, goal: float) -> dict[str, Any] | None:
     if not paired or not paired["cases"]:
         return None
@@ -246,19 +276,35 @@ def _overhead_md(report: dict[str, Any]) -> list[str]:
         return []
     rows = []
     for item in oh["ops"]:
-        plain, native = item["arms"]["plain"], item["arms"]["native"]
-        routes = ", ".join(native.get("routes") or []) or "device kernel (not routed)"
-        rows.append([item["op"], item["note"], _us_cell(plain), _us_cell(native),
-                     _runs(item["ratio"], ".2f", "x"), routes])
-    header = ["op", "call", f"plain {report['environment']['plain_device']} µs", "flagos native µs",
-              "native/plain", "flagos route logged"]
-    return ["", "## Dispatch overhead", "", oh["method"], "", *_table(header, rows)]
+        routes = ", ".join(item["routes"]) or "device kernel (not routed)"
+        rows.append([item["kind"], item["op"], item["note"], f"{item['plain_us_median']:.2f}",
+                     f"{item['flagos_us_median']:.2f}", f"{item['overhead_us']:+.2f}",
+                     f"{item['ratio_median']:.2f}x ({item['ratio_min']:.2f} to {item['ratio_max']:.2f})", routes])
+    header = ["class", "op", "call", f"{oh['ops'][0]['plain_label']} µs", "flagos native µs", "overhead µs",
+              "flagos/plain (pair range)", "flagos route logged"]
+    return ["", "## Host overhead per op class", "", oh["method"], "", *_table(header, rows)]
+
+
+def _step_md(report: dict[str, Any]) -> list[str]:
+    step = report.get("step")
+    if not step or not step["sizes"]:
+        return []
+    rows = []
+    for size in step["sizes"]:
+        for arm in size["arms"].values():
+            routes = ", ".join(f"{n} {r}" for r, n in sorted(arm["routed_calls"].items())) or "—"
+            rows.append([str(size["d_model"]), arm["label"], f"{arm['ms_median']:.2f}",
+                         f"{arm['ms_min']:.2f} to {arm['ms_max']:.2f}", f"{arm['vs_plain']:.3f}x",
+                         str(len(arm["ms"])), routes])
+    header = ["d_model", "arm", "ms per step (median)", "process range", "against plain", "processes",
+              "routed calls in one step"]
+    return ["", "## Training step", "", step["method"], "", *_table(header, rows)]
 
 
 def to_markdown(report: dict[str, Any]) -> str:
     env = report["environment"]
     lines = [f"# torch_fl benchmark: {env['vendor']}", "", *_environment_md(report), "", *_ab_md(report),
-             *_acceptance_md(report), *_paired_md(report), *_overhead_md(report), ""]
+             *_acceptance_md(report), *_paired_md(report), *_overhead_md(report), *_step_md(report), ""]
     return "\n".join(lines)
 
 
@@ -282,6 +328,9 @@ def short_table(report: dict[str, Any]) -> str:
             cell = _runs(arms[a].get("vs_native"), ".2f", "x") if arms[a]["available"] else "unavailable"
             row += f" {cell:>16s}"
         lines.append(row)
+    for size in (report.get("step") or {}).get("sizes", []):
+        lines.append(f"training step d_model {size['d_model']}: " + ", ".join(
+            f"{a['label']} {a['ms_median']:.2f} ms ({a['vs_plain']:.3f}x)" for a in size["arms"].values()))
     acc = report.get("acceptance") or {}
     if acc.get("per_run"):
         lines.append(f"goal native/plain <= {acc['goal']}x: {_acceptance_runs(acc)}")
@@ -322,8 +371,14 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> str:
     for item in (new.get("overhead") or {}).get("ops", []):
         was = old_ops.get(item["op"])
         if was is not None:
-            lines.append(f"overhead {item['op']:23s} {'native/plain':16s} "
-                         f"{_change(was.get('ratio_mean'), item.get('ratio_mean'))}")
+            lines.append(f"overhead {item['op']:23s} {'µs flagos-plain':16s} "
+                         f"{_change(was.get('overhead_us'), item.get('overhead_us'))}")
+    old_steps = {s["d_model"]: s for s in (old.get("step") or {}).get("sizes", [])}
+    for size in (new.get("step") or {}).get("sizes", []):
+        was = old_steps.get(size["d_model"], {}).get("arms", {})
+        for arm, entry in size["arms"].items():
+            lines.append(f"step d_model {size['d_model']:<6d} {entry['label'] + '/plain':28s} "
+                         f"{_change(was.get(arm, {}).get('vs_plain'), entry['vs_plain'])}")
     return "\n".join(lines)
 
 

@@ -1,11 +1,11 @@
-"""torch_fl benchmark: route A/B per case and dispatch overhead per op, with reports people can read.
+"""torch_fl benchmark: route A/B per case, host overhead per op class and the training step, in readable reports.
 
     python tests/bench/run.py                       # full: 2 runs, warm-up 30, repeat 200
     python tests/bench/run.py --short --out /tmp/b  # CI: 1 run, few repeats
     python tests/bench/run.py --compare reports/cpu/bench/bench.json --max-ratio 1.5
 
 Each measurement runs in a process of its own (child.py): one per (case, arm, run) for the A/B, one per
-(arm, run) for the overhead ops. This file only plans, collects, checks routes and writes reports; it
+run for the overhead ops (both arms in it), one per (arm, round) for the training step. This file only plans, collects, checks routes and writes reports; it
 never imports torch. See README.md beside it for every option and the report format.
 """
 
@@ -29,8 +29,8 @@ import plot  # noqa: E402
 import report  # noqa: E402
 
 CHILD = HERE / "child.py"
-FULL = {"runs": 2, "warmup": 30, "repeat": 200}
-SHORT = {"runs": 1, "warmup": 5, "repeat": 50}
+FULL = {"runs": 2, "warmup": 30, "repeat": 200, "step": [256], "step_procs": 5, "step_steps": 20}
+SHORT = {"runs": 1, "warmup": 5, "repeat": 50, "step": [64], "step_procs": 2, "step_steps": 3}
 ROUTE_ALIASES = {"cuda": "native"}  # as the router logs them
 
 
@@ -51,6 +51,9 @@ class Options:
     routes: tuple[str, ...]
     cases: tuple[cases.Case, ...]
     overhead: bool
+    step: tuple[int, ...]
+    step_procs: int
+    step_steps: int
     control: bool
     paired: int
     steady_malloc: bool
@@ -75,11 +78,21 @@ PAIRED_METHOD = (
     "(its memory layout, its core) cancels in each ratio."
 )
 OVERHEAD_METHOD = (
-    "One process per (device arm, run), every op measured in turn inside it, 16x16 float32 inputs. The flagos "
-    "arm uses a conf that routes every op to native; ops served by the device's own bookkeeping kernels (views, "
-    "allocation, copies) never reach the router and log nothing. µs per call is the median of "
-    f"{cases.OVERHEAD_BATCHES} synchronized batches of `repeat` calls, after the warm-up."
-)
+    "One process per run with torch_fl loaded and a conf that routes every op to native. For each op, the same "
+    "small inputs (16x16 float32; lists of {n} such tensors) are built on the plain vendor device and on flagos, "
+    "and {pairs} pairs of synchronized batches of `repeat` calls alternate between them. Calls on plain vendor "
+    "tensors never reach torch_fl, so that arm is plain torch. µs per call is the median over the pairs; the "
+    "host overhead is flagos minus plain. Bookkeeping ops are the device's own kernels (views, allocation, "
+    "copies): they never reach the router and log nothing."
+).format(n=cases.LIST_LEN, pairs=cases.OVERHEAD_PAIRS)
+STEP_METHOD = (
+    "The training step of a {layers}-layer TransformerEncoder ({heads} heads, ffn 4 x d_model, sequence {seq}, "
+    "batch {batch}), forward, backward and AdamW (foreach). One process per (arm, round): plain {{plain}} without "
+    "torch_fl, flagos with the shipped conf, flagos with every op native, and plain {{plain}} again (the A/A "
+    "control), in alternating order per round. Each process takes {{warmup}} untimed steps (the first with the "
+    "dispatch log on, to record the routes), then {{steps}} synchronized steps: its figure is their median. An "
+    "arm's figure is the median over its processes; ratios are taken against plain."
+).format(layers=cases.STEP_LAYERS, heads=cases.STEP_HEADS, seq=cases.STEP_SEQ, batch=cases.STEP_BATCH)
 
 
 # ---- command line --------------------------------------------------------------------------------------
@@ -102,6 +115,19 @@ def _cpu_choice(text: str) -> int | None:
         raise argparse.ArgumentTypeError(f"{text} is not a CPU this process may use ({allowed[0]}..{allowed[-1]}), "
                                          "'auto' or 'none'")
     return int(text)
+
+
+def _step_sizes(text: str) -> list[int]:
+    if text == "none":
+        return []
+    try:
+        sizes = [int(part) for part in _csv(text)]
+    except ValueError:
+        sizes = []
+    if not sizes or any(d < 4 or d % cases.STEP_HEADS for d in sizes):
+        raise argparse.ArgumentTypeError(f"{text!r}: d_model values must be multiples of {cases.STEP_HEADS} "
+                                         "(the heads), comma separated, or 'none'")
+    return sizes
 
 
 def _csv(text: str) -> list[str]:
@@ -136,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="steady: the same fixed glibc malloc thresholds in every child (GLIBC_TUNABLES), so no "
                         "process pays page faults another does not; default: glibc's adaptive behaviour")
     p.add_argument("--no-overhead", action="store_true", help="skip the dispatch-overhead part")
+    p.add_argument("--step", type=_step_sizes, metavar="D[,D...]|none",
+                   help="training-step part: the d_model values to time (default 256; --short 64; none: skip)")
+    p.add_argument("--step-procs", type=_positive, help="processes per step arm (default 5; --short 2)")
+    p.add_argument("--step-steps", type=_positive, help="timed steps per process (default 20; --short 3)")
     p.add_argument("--timeout", type=float, default=600, help="seconds allowed per child process")
     p.add_argument("--compare", type=Path, metavar="OLD.json", help="print the change per case against OLD.json")
     p.add_argument("--max-ratio", type=float, metavar="R",
@@ -159,6 +189,9 @@ def options_from(args: argparse.Namespace) -> Options:
         routes=tuple(dict.fromkeys(args.routes)),
         cases=cases.find_cases(args.cases),
         overhead=not args.no_overhead,
+        step=tuple(defaults["step"] if args.step is None else args.step),
+        step_procs=args.step_procs or defaults["step_procs"],
+        step_steps=args.step_steps or defaults["step_steps"],
         control=args.control,
         paired=args.paired,
         steady_malloc=args.malloc == "steady",
@@ -289,35 +322,53 @@ def measure_paired(opts: Options, vendor: str) -> dict[str, Any]:
             "cases": [report.paired_entry(case.name, per_case[case.name]) for case in opts.cases]}
 
 
+def _all_native_conf(tmp: str) -> Path:
+    conf = Path(tmp, "all_native.conf")
+    conf.write_text(cases.OVERHEAD_CONF)
+    return conf
+
+
 def measure_overhead(opts: Options, vendor: str) -> dict[str, Any]:
-    per_arm: dict[str, list[dict[str, Any]]] = {arm: [] for arm in cases.OVERHEAD_ARMS}
+    per_run: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="torch_fl_bench_") as tmp:
-        conf = Path(tmp, "all_native.conf")
-        conf.write_text(cases.OVERHEAD_CONF)
+        env = child_env(vendor, "native", {"FLAGOS_BACKEND_CONFIG": str(_all_native_conf(tmp))}, opts.steady_malloc)
         for run in range(opts.runs):
-            for arm in cases.OVERHEAD_ARMS:
-                spec = {"mode": "overhead", "arm": arm, "device": device_of(arm, vendor),
-                        "warmup": opts.warmup, "repeat": opts.repeat, "threads": opts.threads, "cpu": opts.cpu}
-                overrides = {} if arm == cases.PLAIN else {"FLAGOS_BACKEND_CONFIG": str(conf)}
-                env = child_env(vendor, arm, overrides, opts.steady_malloc)
-                per_arm[arm].append(run_child(spec, env, opts.timeout)["ops"])
-                _log(f"run {run + 1} overhead {arm}: done")
+            spec = {"mode": "overhead", "arm": "native", "device": cases.FLAGOS_DEVICE,
+                    "plain_device": cases.PLAIN_DEVICE[vendor], "warmup": opts.warmup, "repeat": opts.repeat,
+                    "threads": opts.threads, "cpu": opts.cpu}
+            per_run.append(run_child(spec, env, opts.timeout)["ops"])
+            _log(f"run {run + 1} overhead: done")
     ops = []
     for item in cases.OVERHEAD_OPS:
-        entries = {}
-        for arm in cases.OVERHEAD_ARMS:
-            runs = [r[item.name] for r in per_arm[arm]]
-            logged = sorted({f"{o} -> {r}" for run in runs for o, r in run["logged"]})
-            if arm != cases.PLAIN:
-                for run in runs:
-                    confirm_route(f"overhead {item.name}", run["logged"], None, arm)
-            entries[arm] = report.arm_entry(cases.arm_label(arm, vendor), [r["us"] for r in runs], None,
-                                            "native" if arm != cases.PLAIN else None)
-            entries[arm]["routes"] = logged
-        per_run = report.ratios(entries["native"]["us"], entries[cases.PLAIN]["us"])
-        ops.append({"op": item.name, "note": item.note, "arms": entries, "ratio": per_run,
-                    "ratio_mean": sum(per_run) / len(per_run) if per_run else None})
+        runs = [r[item.name] for r in per_run]
+        for run in runs:
+            confirm_route(f"overhead {item.name}", run["logged"], None, "native")
+        ops.append(report.overhead_entry(item.name, item.kind, item.note, runs, cases.arm_label(cases.PLAIN, vendor)))
     return {"method": OVERHEAD_METHOD, "ops": ops}
+
+
+def measure_step(opts: Options, vendor: str) -> dict[str, Any]:
+    arms = (*cases.STEP_ARMS, cases.CONTROL)
+    sizes = []
+    with tempfile.TemporaryDirectory(prefix="torch_fl_bench_") as tmp:
+        conf = _all_native_conf(tmp)
+        for d_model in opts.step:
+            results: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
+            for proc in range(opts.step_procs):
+                for arm in arms if proc % 2 == 0 else arms[::-1]:
+                    device = device_of(arm, vendor)
+                    spec = {"mode": "step", "arm": arm, "device": device, "d_model": d_model,
+                            "warmup": 3, "steps": opts.step_steps, "threads": 0, "cpu": None}
+                    overrides = {"FLAGOS_BACKEND_CONFIG": str(conf)} if arm == "native" else {}
+                    result = run_child(spec, child_env(vendor, arm, overrides, opts.steady_malloc), opts.timeout)
+                    if arm == "native":
+                        confirm_route(f"step d_model {d_model} native", result["logged"], None, "native")
+                    results[arm].append(result)
+                    _log(f"step d_model {d_model} {arm} process {proc + 1}: {result['ms']:.2f} ms")
+            sizes.append(report.step_entry(d_model, {arm: (cases.arm_label(arm, vendor) if arm != cases.STEP_SHIPPED
+                                                           else "flagos shipped conf", results[arm]) for arm in arms}))
+    method = STEP_METHOD.format(plain=cases.PLAIN_DEVICE[vendor], warmup=3, steps=opts.step_steps)
+    return {"method": method, "sizes": sizes}
 
 
 # ---- environment and assembly ---------------------------------------------------------------------------------
@@ -361,7 +412,8 @@ def measure(opts: Options) -> dict[str, Any]:
         "settings": {"runs": opts.runs, "warmup": opts.warmup, "repeat": opts.repeat, "batches": opts.batches,
                      "threads": opts.threads, "cpu": opts.cpu,
                      "short": opts.short, "routes": list(opts.routes), "cases": [c.name for c in opts.cases],
-                     "overhead_batches": cases.OVERHEAD_BATCHES, "paired": opts.paired,
+                     "overhead_pairs": cases.OVERHEAD_PAIRS, "paired": opts.paired,
+                     "step": list(opts.step), "step_procs": opts.step_procs, "step_steps": opts.step_steps,
                      "glibc_tunables": os.environ.get("GLIBC_TUNABLES", STEADY_MALLOC if opts.steady_malloc else None)},
         "method": {"ab": AB_METHOD.format(batches=_batches_text(opts.batches)), "overhead": OVERHEAD_METHOD},
         "ab": ab,
@@ -370,6 +422,7 @@ def measure(opts: Options) -> dict[str, Any]:
     result["paired"] = measure_paired(opts, vendor) if opts.paired else None
     result["acceptance"]["paired"] = report.paired_acceptance(result["paired"], report.goal_for(vendor))
     result["overhead"] = measure_overhead(opts, vendor) if opts.overhead else None
+    result["step"] = measure_step(opts, vendor) if opts.step else None
     return result
 
 

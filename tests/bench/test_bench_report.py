@@ -82,14 +82,30 @@ def test_acceptance_and_overhead(bench: dict[str, Any]) -> None:
     goal = {"cpu": 1.5}.get(bench["environment"]["vendor"], 1.1)
     assert set(acc["per_case"]) == set(CASES) and acc["goal"] == goal and len(acc["per_run"]) == 1
     ops = {o["op"]: o for o in bench["overhead"]["ops"]}
-    for name in ("view", "add", "mul", "sum", "mm", "empty", "clone", "to_host", "from_host"):
-        assert ops[name]["ratio"] and ops[name]["arms"]["native"]["us"][0] > 0, name
-    assert "add.Tensor -> native" in ops["add"]["arms"]["native"]["routes"]
+    kinds = {o["kind"] for o in ops.values()}
+    assert kinds == {"bookkeeping", "functional", "in-place", "out=", "backward", "list"}, kinds
+    for item in ops.values():
+        assert item["plain_us_median"] > 0 and item["flagos_us_median"] > 0, item["op"]
+        assert item["pairs"] == len(item["runs"][0]["plain_us"]) == len(item["runs"][0]["flagos_us"]) > 1
+    assert "add.Tensor -> native" in ops["add"]["routes"]
+    assert "add_.Tensor -> native" in ops["add_"]["routes"] and "_foreach_add_.List -> native" in ops["foreach_add_"]["routes"]
+    assert ops["view"]["routes"] == []  # a bookkeeping kernel never reaches the router
+
+
+def test_training_step(bench: dict[str, Any]) -> None:
+    (size,) = bench["step"]["sizes"]
+    assert size["d_model"] == 64 and set(size["arms"]) == {"plain", "shipped", "native", "plain-again"}
+    for arm, entry in size["arms"].items():
+        assert len(entry["ms"]) == 2 and entry["ms_min"] <= entry["ms_median"] <= entry["ms_max"], arm
+        assert entry["vs_plain"] == pytest.approx(entry["ms_median"] / size["arms"]["plain"]["ms_median"])
+    assert size["arms"]["native"]["routed_calls"].keys() == {"native"}  # the all-native conf, confirmed
+    assert size["arms"]["plain"]["routed_calls"] == {}
 
 
 def test_markdown_tables(short_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     md = (short_run[0] / "bench.md").read_text()
-    for text in ("## Route A/B", "## Dispatch overhead", "| case |", *CASES, "Ratio against flagos native"):
+    for text in ("## Route A/B", "## Host overhead per op class", "## Training step", "| case |", *CASES,
+                 "Ratio against flagos native"):
         assert text in md, text
 
 
