@@ -2,9 +2,9 @@
 //
 // Every flagos tensor lives in memory owned by one vendor runtime: host memory
 // under CPU emulation, CUDA memory on NVIDIA, HIP memory (seen by torch as CUDA)
-// on DCU. The device-level registrations (allocator, guard, hooks, generator)
-// and the router only talk to this interface, so adding a vendor means adding a
-// Runtime, not touching the router.
+// on DCU. The device-level registrations (runtime/device.h: allocator, guard,
+// hooks, generator) and the router only talk to this interface, so adding a
+// vendor means adding a Runtime, not touching the router.
 #pragma once
 
 #include <c10/core/Allocator.h>
