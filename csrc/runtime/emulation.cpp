@@ -5,6 +5,7 @@
 // are real: multi-device code paths (guards, cross-device copies) behave as
 // they do on an accelerator. Random numbers come from the CPU default
 // generator (see the constructor).
+#include "runtime/emulation_pinned.h"
 #include "runtime/emulation_streams.h"
 #include "runtime/host_access.h"
 #include "runtime/runtime.h"
