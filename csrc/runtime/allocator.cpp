@@ -1,7 +1,10 @@
-// The flagos device allocator, and resizing flagos storages with it. Registered at load time, before any runtime
-// exists, so every call forwards to the runtime chosen later.
+// The flagos device allocator. It is torch's c10::DeviceAllocator for PrivateUse1, so torch's generic memory APIs
+// (torch.accelerator.memory_stats, memory_allocated, empty_cache, ...) and Tensor.record_stream reach the vendor
+// runtime's allocator and its statistics directly. Registered at load time, before any runtime exists, so every
+// call forwards to the runtime chosen later.
 #include "runtime/device.h"
 
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
 
@@ -10,13 +13,27 @@
 namespace torch_fl {
 namespace {
 
-class FlagosAllocator final : public c10::Allocator {
+class FlagosAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override { return runtime().allocator()->allocate(nbytes); }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     runtime().allocator()->copy_data(dest, src, count);
   }
+
+  // Before torch_fl._C.init there is no runtime, hence no memory: torch.accelerator's memory APIs return
+  // empty statistics then, as they do for an allocator that has not started.
+  bool initialized() override { return runtime_ready(); }
+  // Vendors without private memory pools: the pool id is ignored.
+  void emptyCache(c10::MempoolId_t) override { runtime().empty_cache(); }
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override { runtime().record_stream(ptr, stream); }
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex index) override {
+    return runtime().memory_stats(checked_index(index));
+  }
+  void resetAccumulatedStats(c10::DeviceIndex index) override {
+    runtime().reset_accumulated_memory_stats(checked_index(index));
+  }
+  void resetPeakStats(c10::DeviceIndex index) override { runtime().reset_peak_memory_stats(checked_index(index)); }
 };
 
 FlagosAllocator g_allocator;

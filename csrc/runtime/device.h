@@ -1,7 +1,7 @@
 // The flagos device as torch sees it: what is registered for PrivateUse1, one file per piece, each forwarding to
 // the vendor runtime chosen at start-up (runtime/runtime.h):
 //   runtime.cpp    choosing the runtime; registering hooks and default generators once it exists
-//   allocator.cpp  the device allocator and resizing storages with it
+//   allocator.cpp  the device allocator (a c10::DeviceAllocator: stats, empty_cache, record_stream) and resizing
 //   guard.cpp      the device guard: current device, streams and events
 //   hooks.cpp      the PrivateUse1 hooks: pinned memory, pointers, generators, resizing
 //   generator.cpp  flagos generators, each wrapping the vendor generator its kernels draw from

@@ -32,7 +32,8 @@ class FlagosHooks final : public at::PrivateUse1HooksInterface {
     return default_generator(index);
   }
   at::Generator getNewGenerator(c10::DeviceIndex index) const override { return new_generator(index); }
-  at::Device getDeviceFromPtr(void*) const override { return flagos_device(runtime().current_device()); }
+  // Answered by the vendor from the pointer itself (on GPUs the driver knows every allocation).
+  at::Device getDeviceFromPtr(void* ptr) const override { return flagos_device(runtime().device_of(ptr)); }
   // Pinned host memory is the vendor's (CUDA's caching host allocator on GPUs).
   bool isPinnedPtr(const void* ptr) const override { return runtime_ready() && runtime().is_pinned(ptr); }
   c10::Allocator* getPinnedMemoryAllocator() const override { return runtime().pinned_allocator(); }
