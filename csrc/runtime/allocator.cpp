@@ -1,6 +1,7 @@
 // The flagos device allocator. It is torch's c10::DeviceAllocator for PrivateUse1, so torch's generic memory APIs
-// (torch.accelerator.memory_stats, memory_allocated, empty_cache, ...) and Tensor.record_stream reach the vendor
-// runtime's allocator and its statistics directly. Registered at load time, before any runtime exists, so every
+// (torch.accelerator.memory_stats, memory_allocated, empty_cache, ...) and any caller of c10::getDeviceAllocator
+// (recordStream, ...) reach the vendor runtime's allocator and its statistics. (Tensor.record_stream takes the
+// device guard's way, guard.cpp, to the same Runtime::record_stream.) Registered at load time, before any runtime exists, so every
 // call forwards to the runtime chosen later.
 #include "runtime/device.h"
 
@@ -24,7 +25,7 @@ class FlagosAllocator final : public c10::DeviceAllocator {
   // Before torch_fl._C.init there is no runtime, hence no memory: torch.accelerator's memory APIs return
   // empty statistics then, as they do for an allocator that has not started.
   bool initialized() override { return runtime_ready(); }
-  // Vendors without private memory pools: the pool id is ignored.
+  // flagos exposes no private memory pools (no graph pools), so the pool id is always the default one.
   void emptyCache(c10::MempoolId_t) override { runtime().empty_cache(); }
   void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override { runtime().record_stream(ptr, stream); }
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex index) override {
