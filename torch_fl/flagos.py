@@ -15,6 +15,7 @@ __all__ = [
     "default_stream",
     "device",
     "device_count",
+    "empty_cache",
     "get_amp_supported_dtype",
     "get_rng_state",
     "initial_seed",
@@ -24,8 +25,11 @@ __all__ = [
     "manual_seed",
     "manual_seed_all",
     "max_memory_allocated",
+    "max_memory_reserved",
     "memory_allocated",
     "memory_reserved",
+    "memory_stats",
+    "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
     "seed",
     "set_device",
@@ -93,20 +97,45 @@ def synchronize(device: _Device = None) -> None:
     _C.synchronize(_index(device))
 
 
+# ---- memory ---------------------------------------------------------------------------------------------------
+# The flagos allocator is torch's DeviceAllocator for the device (csrc/runtime/allocator.cpp), so these are
+# torch.accelerator's memory functions with a flagos device argument: both give the same numbers. On GPUs the
+# statistics are the vendor caching allocator's; under emulation only live and peak bytes are kept (nothing is
+# cached, so reserved bytes are the allocated ones) and the cumulative fields stay 0.
+
+
+def memory_stats(device: _Device = None) -> dict[str, int]:
+    """Flat allocator statistics of ``device``, keyed as ``torch.cuda.memory_stats``."""
+    return dict(torch.accelerator.memory_stats(_index(device)))
+
+
 def memory_allocated(device: _Device = None) -> int:
-    return _C.memory_stats(_index(device))["allocated_bytes"]
+    return torch.accelerator.memory_allocated(_index(device))
 
 
 def max_memory_allocated(device: _Device = None) -> int:
-    return _C.memory_stats(_index(device))["peak_allocated_bytes"]
+    return torch.accelerator.max_memory_allocated(_index(device))
 
 
 def memory_reserved(device: _Device = None) -> int:
-    return _C.memory_stats(_index(device))["reserved_bytes"]
+    return torch.accelerator.memory_reserved(_index(device))
+
+
+def max_memory_reserved(device: _Device = None) -> int:
+    return torch.accelerator.max_memory_reserved(_index(device))
 
 
 def reset_peak_memory_stats(device: _Device = None) -> None:
-    _C.reset_peak_memory_stats(_index(device))
+    torch.accelerator.reset_peak_memory_stats(_index(device))
+
+
+def reset_accumulated_memory_stats(device: _Device = None) -> None:
+    torch.accelerator.reset_accumulated_memory_stats(_index(device))
+
+
+def empty_cache() -> None:
+    """Give cached, unused flagos memory back to the vendor (a no-op under emulation, which caches nothing)."""
+    torch.accelerator.empty_cache()
 
 
 def manual_seed(seed: int, device: _Device = None) -> None:

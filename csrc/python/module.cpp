@@ -167,14 +167,6 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release no_gil;
     runtime().synchronize(index_or_current(index));
   });
-  m.def("memory_stats", [](int index) {
-    const MemoryStats s = runtime().memory_stats(index_or_current(index));
-    py::dict d;
-    d["allocated_bytes"] = s.allocated;
-    d["peak_allocated_bytes"] = s.peak_allocated;
-    d["reserved_bytes"] = s.reserved;
-    return d;
-  });
   m.def("current_stream", [](int index) { return stream_fields(runtime().current_stream(index_or_current(index))); });
   m.def("default_stream", [](int index) {
     return stream_fields(c10::Stream(c10::Stream::DEFAULT, flagos_device(index_or_current(index))));
@@ -187,7 +179,6 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release no_gil;
     settle_autograd_threads();
   });
-  m.def("reset_peak_memory_stats", [](int index) { runtime().reset_peak_memory_stats(index_or_current(index)); });
 
   m.def("manual_seed", [](int index, uint64_t seed) {
     auto gen = default_generator(index);

@@ -50,16 +50,16 @@ class CudaRuntime final : public Runtime {
     vendor_ptr.unsafe_set_device(flagos_device(index));
     return vendor_ptr;
   }
-  MemoryStats memory_stats(c10::DeviceIndex index) const override {
-    const auto stats = cca::getDeviceStats(index);
-    const auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    MemoryStats out;
-    out.allocated = stats.allocated_bytes[all].current;
-    out.peak_allocated = stats.allocated_bytes[all].peak;
-    out.reserved = stats.reserved_bytes[all].current;
-    return out;
+  // The caching allocator's own statistics: torch.accelerator.memory_stats() on flagos is torch.cuda's.
+  c10::CachingDeviceAllocator::DeviceStats memory_stats(c10::DeviceIndex index) const override {
+    return cca::getDeviceStats(index);
   }
   void reset_peak_memory_stats(c10::DeviceIndex index) override { cca::resetPeakStats(index); }
+  void reset_accumulated_memory_stats(c10::DeviceIndex index) override { cca::resetAccumulatedStats(index); }
+  void empty_cache() override { cca::emptyCache(); }
+  c10::DeviceIndex device_of(const void* ptr) const override {
+    return hooks().getDeviceFromPtr(const_cast<void*>(ptr)).index(); // the driver's pointer attributes
+  }
 
   c10::Stream current_stream(c10::DeviceIndex index) const override {
     return to_flagos(c10::cuda::getCurrentCUDAStream(index).unwrap());

@@ -5,11 +5,13 @@
 // are real: multi-device code paths (guards, cross-device copies) behave as
 // they do on an accelerator. Random numbers come from the CPU default
 // generator (see the constructor).
+#include "runtime/emulation_pinned.h"
 #include "runtime/emulation_streams.h"
 #include "runtime/host_access.h"
 #include "runtime/runtime.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
@@ -152,18 +154,26 @@ class EmulationRuntime final : public Runtime {
     return {data, block, &free_adopted_block, flagos_device(index)};
   }
 
-  MemoryStats memory_stats(c10::DeviceIndex index) const override {
+  // Live and peak bytes only: adopt() is on every native-route call, so it pays for no other counter. With no
+  // cache every byte held is in use, so reserved and active bytes are the allocated ones.
+  c10::CachingDeviceAllocator::DeviceStats memory_stats(c10::DeviceIndex index) const override {
     check_index(index);
-    MemoryStats stats;
-    stats.allocated = counters_[index]->allocated.load();
-    stats.peak_allocated = counters_[index]->peak.load();
-    stats.reserved = stats.allocated; // no caching: every byte is in use
+    c10::CachingDeviceAllocator::DeviceStats stats;
+    auto& all = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+    all.current = counters_[index]->allocated.load();
+    all.peak = counters_[index]->peak.load();
+    stats.reserved_bytes = stats.allocated_bytes;
+    stats.active_bytes = stats.allocated_bytes;
     return stats;
   }
   void reset_peak_memory_stats(c10::DeviceIndex index) override {
     check_index(index);
     counters_[index]->peak.store(counters_[index]->allocated.load());
   }
+  void reset_accumulated_memory_stats(c10::DeviceIndex index) override { check_index(index); } // none kept
+  void empty_cache() override {} // nothing cached: freed blocks go straight back to the host
+  // Emulated device memory is ordinary host memory that records no device: answer the current one.
+  c10::DeviceIndex device_of(const void*) const override { return tls_current_device; }
 
   c10::Stream current_stream(c10::DeviceIndex index) const override {
     check_index(index);

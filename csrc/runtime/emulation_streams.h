@@ -1,7 +1,6 @@
-// Streams, events and pinned host memory of the CPU emulation (emulation.cpp composes them into its Runtime).
+// Streams and events of the CPU emulation (emulation.cpp composes them into its Runtime).
 #pragma once
 
-#include <c10/core/Allocator.h>
 #include <c10/core/Event.h>
 #include <c10/core/Stream.h>
 
@@ -21,10 +20,5 @@ class SerialStreams {
 void record_host_event(void** event, c10::EventFlag flag);
 double host_elapsed_ms(void* start, void* end);
 void destroy_host_event(void* event) noexcept;
-
-// Pinned memory under emulation is ordinary host memory that remembers it was asked for as pinned, so
-// is_pinned(), DataLoader(pin_memory=True) and non_blocking copies work as they do on a GPU.
-c10::Allocator* pinned_host_allocator();
-bool is_pinned_host_ptr(const void* ptr);
 
 } // namespace torch_fl::emulation

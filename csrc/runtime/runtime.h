@@ -2,9 +2,9 @@
 //
 // Every flagos tensor lives in memory owned by one vendor runtime: host memory
 // under CPU emulation, CUDA memory on NVIDIA, HIP memory (seen by torch as CUDA)
-// on DCU. The device-level registrations (allocator, guard, hooks, generator)
-// and the router only talk to this interface, so adding a vendor means adding a
-// Runtime, not touching the router.
+// on DCU. The device-level registrations (runtime/device.h: allocator, guard,
+// hooks, generator) and the router only talk to this interface, so adding a
+// vendor means adding a Runtime, not touching the router.
 #pragma once
 
 #include <c10/core/Allocator.h>
@@ -20,14 +20,11 @@
 namespace at {
 class Generator;
 }
+namespace c10::CachingDeviceAllocator {
+struct DeviceStats; // c10/core/CachingDeviceAllocator.h, needed only where stats are made or read
+}
 
 namespace torch_fl {
-
-struct MemoryStats {
-  int64_t allocated = 0;      // bytes held by live flagos tensors
-  int64_t peak_allocated = 0; // high-water mark since start or last reset
-  int64_t reserved = 0;       // bytes the runtime holds (>= allocated)
-};
 
 class Runtime {
  public:
@@ -55,8 +52,15 @@ class Runtime {
   // Account for memory the vendor's own kernels allocated (native-route outputs)
   // and that a flagos tensor now owns; the returned DataPtr releases it.
   virtual c10::DataPtr adopt(c10::DataPtr vendor_ptr, size_t nbytes, c10::DeviceIndex index) = 0;
-  virtual MemoryStats memory_stats(c10::DeviceIndex index) const = 0;
+  // Statistics of flagos memory in torch's own terms: the flagos c10::DeviceAllocator (allocator.cpp) hands
+  // them to torch.accelerator.memory_stats & co. A vendor fills the fields it keeps and leaves the rest 0.
+  virtual c10::CachingDeviceAllocator::DeviceStats memory_stats(c10::DeviceIndex index) const = 0;
   virtual void reset_peak_memory_stats(c10::DeviceIndex index) = 0;
+  virtual void reset_accumulated_memory_stats(c10::DeviceIndex index) = 0;
+  // Give cached, unused device memory back to the system (a no-op where nothing is cached).
+  virtual void empty_cache() = 0;
+  // The device that `ptr` (device memory) is on, for at::from_blob & co.
+  virtual c10::DeviceIndex device_of(const void* ptr) const = 0;
 
   // Streams and events, in flagos terms: on GPUs they are the vendor's, relabelled with the flagos device; under
   // emulation every stream is one serial queue (kernels finish before they return) and events carry host time.
