@@ -1,0 +1,125 @@
+"""Every place where torch_fl's compile support leans on torch internals that change between torch lines.
+
+Checked against torch 2.11 (the H200 node), 2.13 (cpu CI) and 2.14 (the cpu index's second line). Each function
+names what it relies on, so a new torch line is checked here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+DEVICE = "flagos"
+
+
+def mark_fallback(node: torch.fx.Node) -> None:
+    """Have Inductor call this node's op through ATen instead of lowering it: GraphLowering.call_function honours
+    ``node.meta["should_fallback"]`` (torch >= 2.6)."""
+    node.meta["should_fallback"] = True
+
+
+def inductor_decomposition_tables() -> list[dict[Any, Any]]:
+    """The dicts ``torch._inductor.decomposition.select_decomp_table()`` may return: ``decompositions`` itself
+    (with ``config.fallback_random``) or the cached ``fast_random_decomps()`` copy."""
+    from torch._inductor import decomposition
+
+    tables = [decomposition.decompositions]
+    fast = getattr(decomposition, "fast_random_decomps", None)
+    if fast is not None:
+        tables.append(fast())
+    return tables
+
+
+def declare_gpu() -> None:
+    """Let Inductor treat flagos as a GPU (Triton kernels, GPU layouts and heuristics): it asks
+    ``torch._inductor.utils.is_gpu``, which reads the module-level list ``GPU_TYPES`` (imported by name elsewhere,
+    so the list is extended in place)."""
+    from torch._inductor import utils
+
+    if DEVICE not in utils.GPU_TYPES:
+        utils.GPU_TYPES.append(DEVICE)
+
+
+def tune_triton_for_vendor(vendor_type: str) -> None:
+    """Triton compiles for a target named by ``DeviceProperties.type`` (``GPUTarget(type, cc, warp)``) and its
+    launcher asks the device interface of that type for streams. For flagos both are the vendor's (flagos device i
+    is vendor device i; the current flagos stream is the vendor's current stream), so the properties Inductor
+    records for a flagos kernel name the vendor's type. ``DeviceProperties.create`` (torch._inductor.runtime.hints)
+    takes the type from ``device.type``; it is wrapped for flagos devices only."""
+    from torch._inductor.runtime import hints
+
+    original = hints.DeviceProperties.create
+    if getattr(original, "__flagos__", False):
+        return
+    create = original.__func__  # a classmethod
+
+    def create_for_flagos(cls: type, device: torch.device) -> Any:
+        if device.type == DEVICE:
+            return create(cls, torch.device(vendor_type, device.index))
+        return create(cls, device)
+
+    create_for_flagos.__flagos__ = True  # type: ignore[attr-defined]
+    hints.DeviceProperties.create = classmethod(create_for_flagos)  # type: ignore[method-assign,assignment]
+
+
+def register_backend(scheduling: Any, wrapper: Any, custom_pass: Any) -> None:
+    """``register_backend_for_device(device, scheduling, wrapper, cpp_wrapper, fx_wrapper, custom_pass)``
+    (torch >= 2.6 names the last one ``device_custom_pass``)."""
+    from torch._inductor.codegen.common import register_backend_for_device
+
+    register_backend_for_device(DEVICE, scheduling, wrapper, device_custom_pass=custom_pass)
+
+
+def register_op_overrides(overrides: Any) -> None:
+    from torch._inductor.codegen.common import register_device_op_overrides
+
+    register_device_op_overrides(DEVICE, overrides)
+
+
+def register_interface(interface: type) -> None:
+    """Dynamo's registry takes ``flagos`` and each ``flagos:<i>`` (as torch does for ``cuda:<i>``)."""
+    from torch._dynamo.device_interface import register_interface_for_device
+
+    register_interface_for_device(DEVICE, interface)
+    for index in range(interface.device_count()):
+        register_interface_for_device(f"{DEVICE}:{index}", interface)
+
+
+def schedule_as_cpu() -> None:
+    """Under the CPU emulation Inductor's C++ backend generates flagos kernels. Inductor infers the backend from the
+    device type in a few places, taking any non-CPU device for a Triton one; for flagos they must answer as for the
+    CPU:
+    - ``BaseSchedulerNode.is_cpu`` (torch._inductor.scheduler): the scheduler's loop-reordering and fusion
+      heuristics for other devices assume Triton's tiling;
+    - ``get_current_backend`` (torch._inductor.utils, bound by name in codegen.common and scheduler): the dtype
+      propagation and checks of the kernel code generator follow it."""
+    from torch._inductor import config, scheduler, utils
+    from torch._inductor.codegen import common
+    from torch._inductor.scheduler import BaseSchedulerNode
+
+    backend_of = utils.get_current_backend
+    if not getattr(backend_of, "__flagos__", False):
+
+        def get_current_backend(device_type: str | None = None) -> str:
+            if device_type is None:
+                from torch._inductor.virtualized import V
+
+                device_type = V.graph.get_current_device_or_throw().type
+            return config.cpu_backend if device_type == DEVICE else backend_of(device_type)
+
+        get_current_backend.__flagos__ = True  # type: ignore[attr-defined]
+        for module in (utils, common, scheduler):
+            if getattr(module, "get_current_backend", None) is backend_of:
+                module.get_current_backend = get_current_backend  # type: ignore[attr-defined]
+
+    original = BaseSchedulerNode.is_cpu
+    if getattr(original, "__flagos__", False):
+        return
+
+    def is_cpu(self: Any) -> bool:
+        device = self.get_device()
+        return device is not None and device.type in ("cpu", DEVICE)
+
+    is_cpu.__flagos__ = True  # type: ignore[attr-defined]
+    BaseSchedulerNode.is_cpu = is_cpu  # type: ignore[method-assign]
