@@ -15,8 +15,18 @@ DEVICE = "flagos"
 
 def mark_fallback(node: torch.fx.Node) -> None:
     """Have Inductor call this node's op through ATen instead of lowering it: GraphLowering.call_function honours
-    ``node.meta["should_fallback"]`` (torch >= 2.6)."""
+    ``node.meta["should_fallback"]`` (torch >= 2.6). An op with neither a lowering nor a fallback would get an
+    implicit fallback there, which asserts that the op has no decomposition; the decomposition guard
+    (routes.guard_decompositions) keeps it in the table, so the fallback is made here, saying so."""
+    from torch._inductor import lowering
+
     node.meta["should_fallback"] = True
+    op = node.target
+    if op not in lowering.lowerings:
+        tag = lowering.get_layout_constraint_tag(op, with_default=True)
+        lowering.make_fallback(
+            op, layout_constraint=lowering.tag_to_layout_constraint(tag), warn=False, override_decomp=True
+        )
 
 
 def inductor_decomposition_tables() -> list[dict[Any, Any]]:

@@ -77,6 +77,9 @@ class RoutePass(CustomGraphModulePass):
     """Marks the flagos nodes whose ops are routed off native as fallbacks (Inductor calls them through ATen)."""
 
     def __call__(self, gm: torch.fx.GraphModule) -> None:
+        from .graphs import refuse_cudagraphs
+
+        refuse_cudagraphs()  # Inductor runs this pass on flagos graphs only: the place to say it once
         for node in gm.graph.nodes:
             if node.op == "call_function" and kept_out(node.target) and _node_on_flagos(node):
                 _torch_compat.mark_fallback(node)
