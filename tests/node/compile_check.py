@@ -100,7 +100,7 @@ def check_all(pairs: int) -> int:
         if "error" in r:
             print(f"{r['arm']} failed:\n  " + "\n  ".join(r["error"]))
             return 1
-    worst = max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(ref["losses"], got["losses"]))
+    worst = max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(ref["losses"], got["losses"], strict=True))
     same = worst <= 1e-4
     status |= not same
     print(f"losses, compiled cuda:   {[round(v, 6) for v in ref['losses']]}  (first 6 steps {ref['first_steps_s']} s)")
@@ -126,7 +126,7 @@ def check_all(pairs: int) -> int:
     aa = med["cuda-compiled-again"] / med["cuda-compiled"]
     speedup = med["flagos-eager"] / med["flagos-compiled"]
     bar = BAR * max(1.0, aa)
-    print("median ms/step over %d process rounds: %s" % (pairs, ", ".join(f"{a} {m:.3f}" for a, m in med.items())))
+    print(f"median ms/step over {pairs} process rounds: " + ", ".join(f"{a} {m:.3f}" for a, m in med.items()))
     print(f"compiled flagos / compiled cuda = {ratio:.3f} (bar {bar:.3f}: {BAR} widened by the A/A control)")
     print(f"A/A control, compiled cuda again / compiled cuda = {aa:.3f}")
     print(f"eager flagos / compiled flagos = {speedup:.2f}x")
