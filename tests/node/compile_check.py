@@ -58,7 +58,7 @@ def run(arm: str, steps: int, time_steps: int) -> dict:
         loss = torch.nn.functional.mse_loss(forward(inputs[i % 4]), targets[i % 4])
         loss.backward()
         optimizer.step()
-        return loss
+        return loss.detach()
 
     start = time.perf_counter()
     losses = [float(step(i)) for i in range(steps)]  # the first steps compile
@@ -88,7 +88,7 @@ def child(arm: str, steps: int, time_steps: int) -> dict:
     cmd = [sys.executable, __file__, "run", "--arm", arm, "--steps", str(steps), "--time-steps", str(time_steps)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
-        return {"arm": arm, "error": (proc.stderr or proc.stdout).strip().splitlines()[-12:]}
+        return {"arm": arm, "error": (proc.stderr or proc.stdout).strip().splitlines()[-40:]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -108,8 +108,11 @@ def check_all(pairs: int) -> int:
     print(f"largest relative loss difference {worst:.2e}: {'match' if same else 'MISMATCH'} (bar 1e-4)")
 
     ro = child("flagos-reduce-overhead", 3, 0)
-    print("mode='reduce-overhead' on flagos: " + ("ran, losses " + str(ro["losses"]) if "error" not in ro
-                                                 else "refused: " + ro["error"][-1]))
+    if "error" in ro:
+        said = [line for line in ro["error"] if "reduce-overhead" in line] or ro["error"][-1:]
+        print("mode='reduce-overhead' on flagos: refused: " + said[-1].strip())
+    else:
+        print(f"mode='reduce-overhead' on flagos: ran, losses {ro['losses']}")
 
     arms = ["flagos-compiled", "cuda-compiled", "flagos-eager", "cuda-compiled-again"]
     times: dict[str, list[float]] = {a: [] for a in arms}
