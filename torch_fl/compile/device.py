@@ -125,4 +125,6 @@ class FlagosInterface(DeviceInterface):
             )
         from torch._dynamo.device_interface import CudaInterface
 
-        CudaInterface.raise_if_triton_unavailable(device)
+        check = getattr(CudaInterface, "raise_if_triton_unavailable", None)
+        if check is not None:
+            check(_vendor_index(device))  # CUDA's own check, asked about the vendor device behind flagos
