@@ -34,3 +34,30 @@ def test_registration_waits_for_the_compile_stack(run_child):
 def test_registration_when_the_compile_stack_came_first(run_child):
     child = run_child(EARLY)
     assert child.data == {"registered_after_import": True, "out": [-1.0, 0.0, 1.0]}, child.describe()
+
+BROKEN = """
+import warnings, torch, torch_fl
+from torch_fl.compile import _register
+
+def unknown_torch():
+    raise AttributeError("an internal this torch line renamed")
+
+_register.inductor = unknown_torch                 # as if _torch_compat did not know this torch line
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    on_cpu = torch.compile(lambda x: x * 2)(torch.ones(2))
+report("cpu", on_cpu.tolist())
+report("warned", [str(w.message) for w in caught if "cannot use flagos" in str(w.message)])
+try:
+    torch.compile(lambda x: x * 2)(torch.ones(2).to("flagos"))
+    report("flagos", "ran")
+except Exception as exc:
+    report("flagos", type(exc).__name__)
+"""
+
+
+def test_a_failed_registration_warns_and_leaves_other_devices_alone(run_child):
+    child = run_child(BROKEN)
+    assert child.data["cpu"] == [2.0, 2.0], child.describe()
+    assert len(child.data["warned"]) == 1 and "renamed" in child.data["warned"][0], child.describe()
+    assert child.data["flagos"] != "ran", child.describe()

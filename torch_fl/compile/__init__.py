@@ -20,6 +20,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
+import warnings
 from types import ModuleType
 from typing import Any
 
@@ -75,10 +76,27 @@ class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         self._loaders[module.__name__].exec_module(module)
         if module.__name__ == "torch._inductor.compile_fx":
-            _run("interface")  # in case Inductor is imported before Dynamo's device interface
-        _run(_TRIGGERS[module.__name__])
+            _run_from_import("interface")  # in case Inductor is imported before Dynamo's device interface
+        _run_from_import(_TRIGGERS[module.__name__])
         if len(self._loaders) == len(_TRIGGERS) and self in sys.meta_path:
             sys.meta_path.remove(self)
+
+
+def _run_from_import(part: str) -> None:
+    """A failure here must not break torch's own import (and with it torch.compile for every other device): it
+    becomes a warning that says what is missing, and flagos graphs then fail in Inductor."""
+    try:
+        _run(part)
+    except Exception as exc:  # e.g. a torch line whose internals _torch_compat does not know yet
+        import torch
+
+        warnings.warn(
+            f"torch_fl: torch.compile cannot use flagos in this process: registering its {part} with torch "
+            f"{torch.__version__} failed ({type(exc).__name__}: {exc}). torch_fl/compile/_torch_compat.py lists "
+            "the torch internals it relies on; compile other devices as usual, run flagos eagerly.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
 
 def install() -> None:
@@ -88,7 +106,7 @@ def install() -> None:
         sys.meta_path.insert(0, _AfterImport())
     for module, part in _TRIGGERS.items():
         if module in sys.modules:
-            _run(part)
+            _run_from_import(part)
 
 
 def routes_changed() -> None:
