@@ -61,3 +61,10 @@ def test_a_failed_registration_warns_and_leaves_other_devices_alone(run_child):
     assert child.data["cpu"] == [2.0, 2.0], child.describe()
     assert len(child.data["warned"]) == 1 and "renamed" in child.data["warned"][0], child.describe()
     assert child.data["flagos"] != "ran", child.describe()
+
+
+def test_this_torch_line_has_every_internal_the_registration_uses():
+    # the one list of torch internals torch_fl's compile support leans on (torch_fl/compile/_torch_compat.py)
+    from torch_fl.compile import _torch_compat
+
+    assert _torch_compat.problems() == []

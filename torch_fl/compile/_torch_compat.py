@@ -133,3 +133,43 @@ def schedule_as_cpu() -> None:
 
     is_cpu.__flagos__ = True  # type: ignore[attr-defined]
     BaseSchedulerNode.is_cpu = is_cpu  # type: ignore[method-assign]
+
+
+def problems() -> list[str]:
+    """What this torch line lacks of the internals above, one line each (empty when all are there): registration
+    refuses with this list rather than failing halfway, and the compile suite asserts it is empty."""
+    import inspect
+
+    from torch._dynamo import device_interface
+    from torch._inductor import decomposition, graph, lowering, scheduler, utils
+    from torch._inductor.codegen import common
+    from torch._inductor.runtime import hints
+
+    found: list[str] = []
+
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            found.append(what)
+
+    need(isinstance(getattr(utils, "GPU_TYPES", None), list), "torch._inductor.utils.GPU_TYPES (a list)")
+    need(callable(getattr(utils, "get_current_backend", None)), "torch._inductor.utils.get_current_backend")
+    need(getattr(common, "get_current_backend", None) is getattr(utils, "get_current_backend", 0),
+         "torch._inductor.codegen.common binds get_current_backend by name")
+    need(callable(getattr(scheduler.BaseSchedulerNode, "is_cpu", None)), "BaseSchedulerNode.is_cpu")
+    need(isinstance(inspect.getattr_static(hints.DeviceProperties, "create", None), classmethod),
+         "DeviceProperties.create (a classmethod)")
+    need("device_custom_pass" in inspect.signature(common.register_backend_for_device).parameters,
+         "register_backend_for_device(device_custom_pass=...)")
+    need(callable(getattr(common, "register_device_op_overrides", None)), "register_device_op_overrides")
+    need(callable(getattr(device_interface, "register_interface_for_device", None)), "register_interface_for_device")
+    need("override_decomp" in inspect.signature(lowering.make_fallback).parameters,
+         "lowering.make_fallback(override_decomp=...)")
+    need(callable(getattr(lowering, "tag_to_layout_constraint", None))
+         and callable(getattr(lowering, "get_layout_constraint_tag", None)), "lowering's layout-constraint helpers")
+    need(isinstance(getattr(decomposition, "decompositions", None), dict), "Inductor's decomposition table")
+    try:
+        source = inspect.getsource(graph.GraphLowering.call_function)
+    except (OSError, TypeError):  # no sources shipped: nothing to read, nothing to hold against this torch
+        source = '"should_fallback" in n.meta'
+    need('"should_fallback" in n.meta' in source, 'GraphLowering.call_function honouring node.meta["should_fallback"]')
+    return found
