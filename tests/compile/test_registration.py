@@ -67,4 +67,5 @@ def test_this_torch_line_has_every_internal_the_registration_uses():
     # the one list of torch internals torch_fl's compile support leans on (torch_fl/compile/_torch_compat.py)
     from torch_fl.compile import _torch_compat
 
-    assert _torch_compat.problems() == []
+    assert _torch_compat.problems(gpu=False) == []
+    assert _torch_compat.problems(gpu=True) == []

@@ -17,10 +17,11 @@ def inductor() -> None:
     """Inductor's backend, device op overrides and route pass for flagos, for this process's vendor."""
     from . import codegen, routes
 
-    missing = _torch_compat.problems()
+    gpu = _C.accelerator() in ("cuda", "dcu")
+    missing = _torch_compat.problems(gpu)
     if missing:
         raise RuntimeError("this torch line lacks: " + "; ".join(missing))
-    if _C.accelerator() in ("cuda", "dcu"):
+    if gpu:
         from torch._inductor.codegen.triton import TritonScheduling
         from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 

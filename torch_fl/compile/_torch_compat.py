@@ -135,9 +135,10 @@ def schedule_as_cpu() -> None:
     BaseSchedulerNode.is_cpu = is_cpu  # type: ignore[method-assign]
 
 
-def problems() -> list[str]:
-    """What this torch line lacks of the internals above, one line each (empty when all are there): registration
-    refuses with this list rather than failing halfway, and the compile suite asserts it is empty."""
+def problems(gpu: bool) -> list[str]:
+    """What this torch line lacks of the internals above that a GPU vendor (``gpu``) or the CPU emulation needs,
+    one line each (empty when all are there): registration refuses with this list rather than failing halfway,
+    and the compile suite asserts it is empty for both."""
     import inspect
 
     from torch._dynamo import device_interface
@@ -151,13 +152,15 @@ def problems() -> list[str]:
         if not ok:
             found.append(what)
 
-    need(isinstance(getattr(utils, "GPU_TYPES", None), list), "torch._inductor.utils.GPU_TYPES (a list)")
-    need(callable(getattr(utils, "get_current_backend", None)), "torch._inductor.utils.get_current_backend")
-    need(getattr(common, "get_current_backend", None) is getattr(utils, "get_current_backend", 0),
-         "torch._inductor.codegen.common binds get_current_backend by name")
-    need(callable(getattr(scheduler.BaseSchedulerNode, "is_cpu", None)), "BaseSchedulerNode.is_cpu")
-    need(isinstance(inspect.getattr_static(hints.DeviceProperties, "create", None), classmethod),
-         "DeviceProperties.create (a classmethod)")
+    if gpu:
+        need(isinstance(getattr(utils, "GPU_TYPES", None), list), "torch._inductor.utils.GPU_TYPES (a list)")
+        need(isinstance(inspect.getattr_static(hints.DeviceProperties, "create", None), classmethod),
+             "DeviceProperties.create (a classmethod)")
+    else:
+        need(callable(getattr(utils, "get_current_backend", None)), "torch._inductor.utils.get_current_backend")
+        need(getattr(common, "get_current_backend", None) is getattr(utils, "get_current_backend", 0),
+             "torch._inductor.codegen.common binds get_current_backend by name")
+        need(callable(getattr(scheduler.BaseSchedulerNode, "is_cpu", None)), "BaseSchedulerNode.is_cpu")
     need("device_custom_pass" in inspect.signature(common.register_backend_for_device).parameters,
          "register_backend_for_device(device_custom_pass=...)")
     need(callable(getattr(common, "register_device_op_overrides", None)), "register_device_op_overrides")
