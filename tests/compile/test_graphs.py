@@ -56,3 +56,22 @@ def test_reduce_overhead_is_refused_with_a_clear_error():
     assert "mode='default'" in str(info.value)
     assert isinstance(info.value.__cause__ or info.value, Exception)
     assert torch_fl.compile.registered()
+
+
+def test_compiled_code_runs_on_the_current_flagos_stream():
+    # On a GPU the generated kernels are launched on the vendor's raw stream of the current flagos stream; work
+    # queued on a side stream must be complete once that stream is synchronized (under emulation every stream is
+    # one serial queue, and this checks the plumbing).
+    def f(x):
+        return (x * 3).tanh() + x
+
+    compiled = torch.compile(f)
+    x = torch.randn(1 << 16).to("flagos")
+    want = f(x).cpu()
+    side = torch.flagos.Stream()
+    side.wait_stream(torch.flagos.current_stream())
+    with torch.flagos.stream(side):
+        got = compiled(x)
+    side.synchronize()
+    assert torch.flagos.current_stream() != side
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-6)
