@@ -166,6 +166,9 @@ def tests(session: nox.Session) -> None:
             if group:
                 markers = ("-m", cpu.pytest_markers)
                 session.run("pytest", *group, "-p", "no:cacheprovider", *markers, *session.posargs, env=env)
+        # torch.compile on flagos (tests/compile): host-only, since Inductor compiles its C++ kernels at run time and
+        # the test image has no compiler; its own children turn the trap on where they test it
+        session.run("pytest", "compile", "-p", "no:cacheprovider", "-m", cpu.pytest_markers, *session.posargs)
         # torch's op database on flagos, once per route conf; each run installs its conf before torch_fl loads,
         # so each is a pytest process of its own. The first OPINFO_SAMPLES samples per (op, dtype) keep CI's
         # 2 cores within budget; -n 2 also keeps a crashing op from ending the run (tests/opinfo/conftest.py).

@@ -28,7 +28,7 @@ except ImportError as _exc:  # typically: importing the source tree instead of t
         "checkout, run Python from another directory so the installed wheel is imported, or build it first "
         "(pip install --no-build-isolation .). `import torch` loads torch_fl only when FLAGOS_AUTOLOAD=1."
     ) from _exc
-from . import _conf, _env, _one_accelerator, _routing, providers
+from . import _conf, _env, _one_accelerator, _routing, compile, providers
 from . import flagos as flagos
 from ._conf import ConfError
 from ._env import EnvError
@@ -45,6 +45,7 @@ __all__ = [
     "Resolved",
     "RouteError",
     "accelerator",
+    "compile",
     "conf_path",
     "fast_path_ops",
     "flagos",
@@ -327,7 +328,9 @@ def reload_routes() -> RouteTable:
             f"{_env.ACCELERATOR_VAR} changed to {settings.accelerator} after start-up; "
             f"the runtime ({_C.accelerator()}) is chosen once per process"
         )
-    return _apply(settings).table
+    table = _apply(settings).table
+    compile.routes_changed()
+    return table
 
 
 def routes() -> dict[str, Resolved]:
@@ -418,6 +421,7 @@ def _init() -> None:
     _C.set_provider_dispatcher(_call_provider)
     _apply(settings, table)
     _one_accelerator.install()
+    compile.install()
     atexit.register(_settle_at_exit)
     if torch.distributed.is_available():
         from . import distributed

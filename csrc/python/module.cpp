@@ -20,6 +20,8 @@
 namespace py = pybind11;
 
 namespace torch_fl {
+void bind_host_access(py::module_& m); // host_access.cpp
+
 namespace {
 
 py::object& provider_dispatcher() {
@@ -155,6 +157,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("built_runtimes", &built_runtimes, "Accelerators this build can run, best first.");
   bind_comm(m);
+  bind_host_access(m);
   m.def("init", &init_runtime, py::arg("accelerator"), py::arg("emulated_devices"),
       py::arg("trap_host_access") = false);
   m.def("accelerator", []() -> py::object {

@@ -3,7 +3,7 @@
 # Docker (e.g. a lent GPU machine): build the wheel against the node's torch,
 # install it, run the routing and correctness suites with FlagGems present,
 # then the route A/B benchmark. Everything lands under $OUT (default reports/cuda-node).
-#   bash tests/node/cuda_node.sh [smoke|full|train|models|dist|checks|opinfo]     BENCH_ARGS="--runs 3 ..." adds bench options
+#   bash tests/node/cuda_node.sh [smoke|full|train|models|dist|checks|opinfo|compile]     BENCH_ARGS="--runs 3 ..." adds bench options
 #   train:  flagos training against plain cuda in separate processes (tests/node/train_check.py), and the step
 #           time (TIME_PAIRS alternating processes per arm)
 #   models: the model suite against a plain-cuda reference (tests/models) and that reference's repeat in a third
@@ -15,10 +15,13 @@
 #           side, OPINFO_SAMPLES (default 1) samples per (op, dtype), OPINFO_WORKERS xdist workers per conf (7)
 #   checks: models beside the routing and correctness suites and the exit check under load (emulated runtime,
 #           200 short backward-then-exit runs with and without torch_fl's exit settling); no bench
+#   compile: torch.compile on flagos against torch.compile on plain cuda (tests/node/compile_check.py): numbers,
+#           mode="reduce-overhead", and the step time of TIME_PAIRS alternating process rounds with an A/A
+#           control; COMPILE_SUITE=1 runs the compile suite (tests/compile) on flagos over CUDA first
 # REUSE_BUILD=1 keeps a wheel an earlier call built on this machine.
 # At most 7 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md};
 # train: train.txt; models: models.txt; dist: dist.txt; checks: models.txt, pytest.txt, junit.xml, exit.txt;
-# opinfo: opinfo-{native,cpu}.{txt,json}): a lent machine hands back only a few.
+# opinfo: opinfo-{native,cpu}.{txt,json}; compile: compile.txt): a lent machine hands back only a few.
 set -euo pipefail
 mode=${1:-full}
 OUT=${OUT:-reports/cuda-node}
@@ -134,6 +137,17 @@ if [ "$mode" = opinfo ]; then
   for conf in native cpu; do
     sed -n '/opinfo counts/,/^counts written/p' "$OUT/opinfo-$conf.txt"; tail -1 "$OUT/opinfo-$conf.txt"
   done
+  exit "$status"
+fi
+if [ "$mode" = compile ]; then  # torch.compile: compiled flagos against compiled plain cuda
+  status=0
+  (rc=0
+   if [ "${COMPILE_SUITE:-0}" = 1 ]; then  # the compile suite too (a few minutes more)
+     cd "$tests_copy" && { "$PY" -m pytest -c pyproject.toml compile -q -p no:cacheprovider -rs || rc=1; }
+   fi
+   cd /tmp && { "$PY" "$tests_copy/node/compile_check.py" all --pairs "${TIME_PAIRS:-5}" || rc=1; }
+   exit $rc) 2>&1 | grep -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/compile.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
   exit "$status"
 fi
 if [ "$mode" = train ]; then

@@ -1,0 +1,77 @@
+"""Graph breaks, guards and recompiles on flagos behave as torch's do elsewhere; CUDA graphs are refused clearly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+import torch_fl
+
+
+def _graphs() -> int:
+    return counters["stats"]["unique_graphs"]
+
+
+def test_recompiles_on_a_new_shape():
+    def f(x):
+        return torch.nn.functional.gelu(x) * x.sum()
+
+    compiled = torch.compile(f)
+    before = _graphs()
+    for shape in [(8,), (8,), (5, 3), (7, 2)]:
+        x = torch.randn(shape).to("flagos")
+        torch.testing.assert_close(compiled(x).cpu(), f(x).cpu(), rtol=1e-5, atol=1e-6)
+    assert _graphs() - before >= 2, "the second shape should compile a second graph"
+
+
+def test_guards_on_device_recompile_for_cpu_tensors():
+    def f(x):
+        return x.cos() + 2
+
+    compiled = torch.compile(f)
+    on_flagos = compiled(torch.ones(4).to("flagos"))
+    on_cpu = compiled(torch.ones(4))
+    assert on_flagos.device.type == "flagos" and on_cpu.device.type == "cpu"
+    torch.testing.assert_close(on_flagos.cpu(), on_cpu)
+
+
+def test_graph_break_splits_and_stays_correct():
+    def f(x):
+        y = x.exp() * 2
+        torch._dynamo.graph_break()
+        return y.log() + x
+
+    compiled = torch.compile(f)
+    before = _graphs()
+    x = torch.rand(16).to("flagos") + 0.5
+    torch.testing.assert_close(compiled(x).cpu(), f(x).cpu(), rtol=1e-5, atol=1e-6)
+    assert _graphs() - before == 2
+
+
+def test_reduce_overhead_is_refused_with_a_clear_error():
+    compiled = torch.compile(lambda x: x.sin() * 2, mode="reduce-overhead")
+    with pytest.raises(Exception, match="reduce-overhead") as info:
+        compiled(torch.randn(4).to("flagos"))
+    assert "mode='default'" in str(info.value)
+    assert isinstance(info.value.__cause__ or info.value, Exception)
+    assert torch_fl.compile.registered()
+
+
+def test_compiled_code_runs_on_the_current_flagos_stream():
+    # On a GPU the generated kernels are launched on the vendor's raw stream of the current flagos stream; work
+    # queued on a side stream must be complete once that stream is synchronized (under emulation every stream is
+    # one serial queue, and this checks the plumbing).
+    def f(x):
+        return (x * 3).tanh() + x
+
+    compiled = torch.compile(f)
+    x = torch.randn(1 << 16).to("flagos")
+    want = f(x).cpu()
+    side = torch.flagos.Stream()
+    side.wait_stream(torch.flagos.current_stream())
+    with torch.flagos.stream(side):
+        got = compiled(x)
+    side.synchronize()
+    assert torch.flagos.current_stream() != side
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-6)

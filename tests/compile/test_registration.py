@@ -1,0 +1,71 @@
+"""import torch_fl stays light: torch's compile stack is imported and flagos registered only when compiling."""
+
+from __future__ import annotations
+
+LAZY = """
+import sys, torch, torch_fl
+report("dynamo_after_import", "torch._dynamo" in sys.modules)
+report("inductor_after_import", "torch._inductor.compile_fx" in sys.modules)
+report("registered_after_import", torch_fl.compile.registered())
+out = torch.compile(lambda x: x * 2 + 1)(torch.arange(4.0).to("flagos"))
+report("registered_after_compile", torch_fl.compile.registered())
+report("out", out.cpu().tolist())
+"""
+
+EARLY = """
+import torch._dynamo, torch._inductor.compile_fx   # the compile stack first, torch_fl after
+import torch, torch_fl
+report("registered_after_import", torch_fl.compile.registered())
+report("out", torch.compile(lambda x: x - 1)(torch.arange(3.0).to("flagos")).cpu().tolist())
+"""
+
+
+def test_registration_waits_for_the_compile_stack(run_child):
+    child = run_child(LAZY)
+    assert child.data == {
+        "dynamo_after_import": False,
+        "inductor_after_import": False,
+        "registered_after_import": False,
+        "registered_after_compile": True,
+        "out": [1.0, 3.0, 5.0, 7.0],
+    }, child.describe()
+
+
+def test_registration_when_the_compile_stack_came_first(run_child):
+    child = run_child(EARLY)
+    assert child.data == {"registered_after_import": True, "out": [-1.0, 0.0, 1.0]}, child.describe()
+
+BROKEN = """
+import warnings, torch, torch_fl
+from torch_fl.compile import _register
+
+def unknown_torch():
+    raise AttributeError("an internal this torch line renamed")
+
+_register.inductor = unknown_torch                 # as if _torch_compat did not know this torch line
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    on_cpu = torch.compile(lambda x: x * 2)(torch.ones(2))
+report("cpu", on_cpu.tolist())
+report("warned", [str(w.message) for w in caught if "cannot use flagos" in str(w.message)])
+try:
+    torch.compile(lambda x: x * 2)(torch.ones(2).to("flagos"))
+    report("flagos", "ran")
+except Exception as exc:
+    report("flagos", type(exc).__name__)
+"""
+
+
+def test_a_failed_registration_warns_and_leaves_other_devices_alone(run_child):
+    child = run_child(BROKEN)
+    assert child.data["cpu"] == [2.0, 2.0], child.describe()
+    assert len(child.data["warned"]) == 1 and "renamed" in child.data["warned"][0], child.describe()
+    assert child.data["flagos"] != "ran", child.describe()
+
+
+def test_this_torch_line_has_every_internal_the_registration_uses():
+    # the one list of torch internals torch_fl's compile support leans on (torch_fl/compile/_torch_compat.py)
+    from torch_fl.compile import _torch_compat
+
+    assert _torch_compat.problems(gpu=False) == []
+    assert _torch_compat.problems(gpu=True) == []

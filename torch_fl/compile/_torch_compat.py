@@ -1,0 +1,178 @@
+"""Every place where torch_fl's compile support leans on torch internals that change between torch lines.
+
+Checked against torch 2.11 (the H200 node), 2.13 (cpu CI) and 2.14 (the cpu index's second line). Each function
+names what it relies on, so a new torch line is checked here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+DEVICE = "flagos"
+
+
+def mark_fallback(node: torch.fx.Node) -> None:
+    """Have Inductor call this node's op through ATen instead of lowering it: GraphLowering.call_function honours
+    ``node.meta["should_fallback"]`` (torch >= 2.6). An op with neither a lowering nor a fallback would get an
+    implicit fallback there, which asserts that the op has no decomposition; the decomposition guard
+    (routes.guard_decompositions) keeps it in the table, so the fallback is made here, saying so."""
+    from torch._inductor import lowering
+
+    node.meta["should_fallback"] = True
+    op = node.target
+    if op not in lowering.lowerings:
+        tag = lowering.get_layout_constraint_tag(op, with_default=True)
+        lowering.make_fallback(
+            op, layout_constraint=lowering.tag_to_layout_constraint(tag), warn=False, override_decomp=True
+        )
+
+
+def inductor_decomposition_tables() -> list[dict[Any, Any]]:
+    """The dicts ``torch._inductor.decomposition.select_decomp_table()`` may return: ``decompositions`` itself
+    (with ``config.fallback_random``) or the cached ``fast_random_decomps()`` copy."""
+    from torch._inductor import decomposition
+
+    tables = [decomposition.decompositions]
+    fast = getattr(decomposition, "fast_random_decomps", None)
+    if fast is not None:
+        tables.append(fast())
+    return tables
+
+
+def declare_gpu() -> None:
+    """Let Inductor treat flagos as a GPU (Triton kernels, GPU layouts and heuristics): it asks
+    ``torch._inductor.utils.is_gpu``, which reads the module-level list ``GPU_TYPES`` (imported by name elsewhere,
+    so the list is extended in place)."""
+    from torch._inductor import utils
+
+    if DEVICE not in utils.GPU_TYPES:
+        utils.GPU_TYPES.append(DEVICE)
+
+
+def tune_triton_for_vendor(vendor_type: str) -> None:
+    """Triton compiles for a target named by ``DeviceProperties.type`` (``GPUTarget(type, cc, warp)``) and its
+    launcher asks the device interface of that type for streams. For flagos both are the vendor's (flagos device i
+    is vendor device i; the current flagos stream is the vendor's current stream), so the properties Inductor
+    records for a flagos kernel name the vendor's type. ``DeviceProperties.create`` (torch._inductor.runtime.hints)
+    takes the type from ``device.type``; it is wrapped for flagos devices only."""
+    from torch._inductor.runtime import hints
+
+    original = hints.DeviceProperties.create
+    if getattr(original, "__flagos__", False):
+        return
+    create = original.__func__  # a classmethod
+
+    def create_for_flagos(cls: type, device: torch.device) -> Any:
+        if device.type == DEVICE:
+            return create(cls, torch.device(vendor_type, device.index))
+        return create(cls, device)
+
+    create_for_flagos.__flagos__ = True  # type: ignore[attr-defined]
+    hints.DeviceProperties.create = classmethod(create_for_flagos)  # type: ignore[method-assign,assignment]
+
+
+def register_backend(scheduling: Any, wrapper: Any, custom_pass: Any) -> None:
+    """``register_backend_for_device(device, scheduling, wrapper, cpp_wrapper, fx_wrapper, custom_pass)``
+    (torch >= 2.6 names the last one ``device_custom_pass``)."""
+    from torch._inductor.codegen.common import register_backend_for_device
+
+    register_backend_for_device(DEVICE, scheduling, wrapper, device_custom_pass=custom_pass)
+
+
+def register_op_overrides(overrides: Any) -> None:
+    from torch._inductor.codegen.common import register_device_op_overrides
+
+    register_device_op_overrides(DEVICE, overrides)
+
+
+def register_interface(interface: type) -> None:
+    """Dynamo's registry takes ``flagos`` and each ``flagos:<i>`` (as torch does for ``cuda:<i>``)."""
+    from torch._dynamo.device_interface import register_interface_for_device
+
+    register_interface_for_device(DEVICE, interface)
+    for index in range(interface.device_count()):
+        register_interface_for_device(f"{DEVICE}:{index}", interface)
+
+
+def schedule_as_cpu() -> None:
+    """Under the CPU emulation Inductor's C++ backend generates flagos kernels. Inductor infers the backend from the
+    device type in a few places, taking any non-CPU device for a Triton one; for flagos they must answer as for the
+    CPU:
+    - ``BaseSchedulerNode.is_cpu`` (torch._inductor.scheduler): the scheduler's loop-reordering and fusion
+      heuristics for other devices assume Triton's tiling;
+    - ``get_current_backend`` (torch._inductor.utils, bound by name in codegen.common and scheduler): the dtype
+      propagation and checks of the kernel code generator follow it."""
+    from torch._inductor import config, scheduler, utils
+    from torch._inductor.codegen import common
+    from torch._inductor.scheduler import BaseSchedulerNode
+
+    backend_of = utils.get_current_backend
+    if not getattr(backend_of, "__flagos__", False):
+
+        def get_current_backend(device_type: str | None = None) -> str:
+            if device_type is None:
+                from torch._inductor.virtualized import V
+
+                device_type = V.graph.get_current_device_or_throw().type
+            return config.cpu_backend if device_type == DEVICE else backend_of(device_type)
+
+        get_current_backend.__flagos__ = True  # type: ignore[attr-defined]
+        for module in (utils, common, scheduler):
+            if getattr(module, "get_current_backend", None) is backend_of:
+                module.get_current_backend = get_current_backend  # type: ignore[attr-defined]
+
+    original = BaseSchedulerNode.is_cpu
+    if getattr(original, "__flagos__", False):
+        return
+
+    def is_cpu(self: Any) -> bool:
+        device = self.get_device()
+        return device is not None and device.type in ("cpu", DEVICE)
+
+    is_cpu.__flagos__ = True  # type: ignore[attr-defined]
+    BaseSchedulerNode.is_cpu = is_cpu  # type: ignore[method-assign]
+
+
+def problems(gpu: bool) -> list[str]:
+    """What this torch line lacks of the internals above that a GPU vendor (``gpu``) or the CPU emulation needs,
+    one line each (empty when all are there): registration refuses with this list rather than failing halfway,
+    and the compile suite asserts it is empty for both."""
+    import inspect
+
+    from torch._dynamo import device_interface
+    from torch._inductor import decomposition, graph, lowering, scheduler, utils
+    from torch._inductor.codegen import common
+    from torch._inductor.runtime import hints
+
+    found: list[str] = []
+
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            found.append(what)
+
+    if gpu:
+        need(isinstance(getattr(utils, "GPU_TYPES", None), list), "torch._inductor.utils.GPU_TYPES (a list)")
+        need(isinstance(inspect.getattr_static(hints.DeviceProperties, "create", None), classmethod),
+             "DeviceProperties.create (a classmethod)")
+    else:
+        need(callable(getattr(utils, "get_current_backend", None)), "torch._inductor.utils.get_current_backend")
+        need(getattr(common, "get_current_backend", None) is getattr(utils, "get_current_backend", 0),
+             "torch._inductor.codegen.common binds get_current_backend by name")
+        need(callable(getattr(scheduler.BaseSchedulerNode, "is_cpu", None)), "BaseSchedulerNode.is_cpu")
+    need("device_custom_pass" in inspect.signature(common.register_backend_for_device).parameters,
+         "register_backend_for_device(device_custom_pass=...)")
+    need(callable(getattr(common, "register_device_op_overrides", None)), "register_device_op_overrides")
+    need(callable(getattr(device_interface, "register_interface_for_device", None)), "register_interface_for_device")
+    need("override_decomp" in inspect.signature(lowering.make_fallback).parameters,
+         "lowering.make_fallback(override_decomp=...)")
+    need(callable(getattr(lowering, "tag_to_layout_constraint", None))
+         and callable(getattr(lowering, "get_layout_constraint_tag", None)), "lowering's layout-constraint helpers")
+    need(isinstance(getattr(decomposition, "decompositions", None), dict), "Inductor's decomposition table")
+    try:
+        source = inspect.getsource(graph.GraphLowering.call_function)
+    except (OSError, TypeError):  # no sources shipped: nothing to read, nothing to hold against this torch
+        source = '"should_fallback" in n.meta'
+    need('"should_fallback" in n.meta' in source, 'GraphLowering.call_function honouring node.meta["should_fallback"]')
+    return found
