@@ -15,7 +15,7 @@
 
 namespace torch_fl {
 
-at::Generator vendor_generator_of(const at::Generator& gen); // runtime/device.cpp
+at::Generator vendor_generator_of(const at::Generator& gen); // runtime/generator.cpp
 
 namespace {
 

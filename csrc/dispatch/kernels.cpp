@@ -16,7 +16,7 @@
 
 namespace torch_fl {
 
-void resize_storage_bytes(const c10::Storage& storage, size_t newsize); // runtime/device.cpp
+void resize_storage_bytes(const c10::Storage& storage, size_t newsize); // runtime/allocator.cpp
 
 namespace {
 
