@@ -358,7 +358,7 @@ def measure_step(opts: Options, vendor: str) -> dict[str, Any]:
                 for arm in arms if proc % 2 == 0 else arms[::-1]:
                     device = device_of(arm, vendor)
                     spec = {"mode": "step", "arm": arm, "device": device, "d_model": d_model,
-                            "warmup": 3, "steps": opts.step_steps, "threads": 0, "cpu": None}
+                            "warmup": 3, "steps": opts.step_steps, "threads": opts.threads, "cpu": opts.cpu}
                     overrides = {"FLAGOS_BACKEND_CONFIG": str(conf)} if arm == "native" else {}
                     result = run_child(spec, child_env(vendor, arm, overrides, opts.steady_malloc), opts.timeout)
                     if arm == "native":
