@@ -24,6 +24,11 @@ int64_t flagos_sdp_choice(const at::Tensor& query, const at::Tensor& key, const 
   static const c10::OperatorHandle op =
       c10::Dispatcher::singleton().findSchemaOrThrow("aten::_fused_sdp_choice", "");
   constexpr auto math = static_cast<int64_t>(at::SDPBackend::math);
+  // Tracing (torch.compile's fake tensors) has no memory to view: the graph keeps the math
+  // path, which Inductor fuses itself.
+  for (const at::Tensor* t : {&query, &key, &value}) {
+    if (t->unsafeGetTensorImpl()->is_python_dispatch() || !t->has_storage()) return math;
+  }
   const Route route = route_of_op(op.operator_name());
   if (log_dispatch()) log_route(op, route_name(current_routes(), route));
   // A conf that sends the choice elsewhere than native asks for the plain math path.
