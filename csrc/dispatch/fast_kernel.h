@@ -138,6 +138,30 @@ struct Kernel<Op, Ret(Args...)> {
     return w;
   }
 
+  // The argument an in-place or out= op returns (the one sharing its return's alias set), or -1.
+  static int returned_argument() {
+    static const int index = [] {
+      const auto& schema = handle().schema();
+      if (schema.returns().size() != 1 || schema.returns()[0].alias_info() == nullptr) return -1;
+      const auto& args = schema.arguments();
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i].alias_info() != nullptr && *args[i].alias_info() == *schema.returns()[0].alias_info()) {
+          return static_cast<int>(i);
+        }
+      }
+      return -1;
+    }();
+    return index;
+  }
+  template <class T>
+  static at::Tensor* caller_reference(T&& arg) {
+    if constexpr (std::is_same_v<T, at::Tensor&>) {
+      return &arg;
+    } else {
+      return nullptr;
+    }
+  }
+
   template <size_t... I>
   static Ret native(std::index_sequence<I...>, Args... args) {
     if (log_dispatch()) log_route(handle(), "native");
@@ -155,7 +179,17 @@ struct Kernel<Op, Ret(Args...)> {
       decltype(auto) out =
           Op::redispatch(c10::DispatchKeySet(runtime().vendor_key()), Vendor<Args>::unwrap(std::get<I>(vendor))...);
       retag.written_from_vendor();
-      return Result<Ret>::convert(retag, std::forward<Ret>(out));
+      if constexpr (std::is_same_v<Ret, at::Tensor&>) {
+        // The caller's own argument, by the schema: never a reference into this frame.
+        const std::array<at::Tensor*, sizeof...(Args)> refs{caller_reference<Args>(args)...};
+        const int i = returned_argument();
+        TORCH_INTERNAL_ASSERT(i >= 0 && refs[i] != nullptr, "fast path: ", Op::name, ".", Op::overload_name,
+            " returns Tensor& but no written argument shares its alias set");
+        (void)out;
+        return *refs[i];
+      } else {
+        return Result<Ret>::convert(retag, std::forward<Ret>(out));
+      }
     }
   }
 
