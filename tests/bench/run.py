@@ -5,8 +5,8 @@
     python tests/bench/run.py --compare reports/cpu/bench/bench.json --max-ratio 1.5
 
 Each measurement runs in a process of its own (child.py): one per (case, arm, run) for the A/B, one per
-run for the overhead ops (both arms in it), one per (arm, round) for the training step. This file only plans, collects, checks routes and writes reports; it
-never imports torch. See README.md beside it for every option and the report format.
+run for the overhead ops (both arms in it), one per (arm, round) for the training step. This file only plans,
+collects, checks routes and writes reports; it never imports torch. See README.md beside it for every option and the report format.
 """
 
 from __future__ import annotations
@@ -79,20 +79,21 @@ PAIRED_METHOD = (
 )
 OVERHEAD_METHOD = (
     "One process per run with torch_fl loaded and a conf that routes every op to native. For each op, the same "
-    "small inputs (16x16 float32; lists of {n} such tensors) are built on the plain vendor device and on flagos, "
-    "and {pairs} pairs of synchronized batches of `repeat` calls alternate between them. Calls on plain vendor "
-    "tensors never reach torch_fl, so that arm is plain torch. µs per call is the median over the pairs; the "
-    "host overhead is flagos minus plain. Bookkeeping ops are the device's own kernels (views, allocation, "
+    f"small inputs (16x16 float32; lists of {cases.LIST_LEN} such tensors) are built on the plain vendor device "
+    f"and on flagos, and {cases.OVERHEAD_PAIRS} pairs of synchronized batches of `repeat` calls alternate between "
+    "them. Calls on plain vendor tensors never reach torch_fl, so that arm is plain torch. µs per call is the "
+    "median over the pairs; the host overhead is flagos minus plain. Bookkeeping ops are the device's own kernels (views, allocation, "
     "copies): they never reach the router and log nothing."
-).format(n=cases.LIST_LEN, pairs=cases.OVERHEAD_PAIRS)
+)
 STEP_METHOD = (
-    "The training step of a {layers}-layer TransformerEncoder ({heads} heads, ffn 4 x d_model, sequence {seq}, "
-    "batch {batch}), forward, backward and AdamW (foreach). One process per (arm, round): plain {{plain}} without "
-    "torch_fl, flagos with the shipped conf, flagos with every op native, and plain {{plain}} again (the A/A "
-    "control), in alternating order per round. Each process takes {{warmup}} untimed steps (the first with the "
-    "dispatch log on, to record the routes), then {{steps}} synchronized steps: its figure is their median. An "
+    f"The training step of a {cases.STEP_LAYERS}-layer TransformerEncoder ({cases.STEP_HEADS} heads, ffn 4 x "
+    f"d_model, sequence {cases.STEP_SEQ}, batch {cases.STEP_BATCH}), forward, backward and AdamW (foreach). One "
+    "process per (arm, round): plain {plain} without torch_fl, flagos with the shipped conf, flagos with every "
+    "op native, and plain {plain} again (the A/A "
+    "control), in alternating order per round. Each process takes {warmup} untimed steps (the first with the "
+    "dispatch log on, to record the routes), then {steps} synchronized steps: its figure is their median. An "
     "arm's figure is the median over its processes; ratios are taken against plain."
-).format(layers=cases.STEP_LAYERS, heads=cases.STEP_HEADS, seq=cases.STEP_SEQ, batch=cases.STEP_BATCH)
+)
 
 
 # ---- command line --------------------------------------------------------------------------------------

@@ -88,7 +88,8 @@ def test_acceptance_and_overhead(bench: dict[str, Any]) -> None:
         assert item["plain_us_median"] > 0 and item["flagos_us_median"] > 0, item["op"]
         assert item["pairs"] == len(item["runs"][0]["plain_us"]) == len(item["runs"][0]["flagos_us"]) > 1
     assert "add.Tensor -> native" in ops["add"]["routes"]
-    assert "add_.Tensor -> native" in ops["add_"]["routes"] and "_foreach_add_.List -> native" in ops["foreach_add_"]["routes"]
+    assert "add_.Tensor -> native" in ops["add_"]["routes"]
+    assert "_foreach_add_.List -> native" in ops["foreach_add_"]["routes"]
     assert ops["view"]["routes"] == []  # a bookkeeping kernel never reaches the router
 
 
