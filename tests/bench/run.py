@@ -6,7 +6,8 @@
 
 Each measurement runs in a process of its own (child.py): one per (case, arm, run) for the A/B, one per
 run for the overhead ops (both arms in it), one per (arm, round) for the training step. This file only plans,
-collects, checks routes and writes reports; it never imports torch. See README.md beside it for every option and the report format.
+collects, checks routes and writes reports; it never imports torch. See README.md beside it for every option and
+the report format.
 """
 
 from __future__ import annotations
@@ -82,8 +83,8 @@ OVERHEAD_METHOD = (
     f"small inputs (16x16 float32; lists of {cases.LIST_LEN} such tensors) are built on the plain vendor device "
     f"and on flagos, and {cases.OVERHEAD_PAIRS} pairs of synchronized batches of `repeat` calls alternate between "
     "them. Calls on plain vendor tensors never reach torch_fl, so that arm is plain torch. µs per call is the "
-    "median over the pairs; the host overhead is flagos minus plain. Bookkeeping ops are the device's own kernels (views, allocation, "
-    "copies): they never reach the router and log nothing."
+    "median over the pairs; the host overhead is flagos minus plain. Bookkeeping ops are the device's own "
+    "kernels (views, allocation, copies): they never reach the router and log nothing."
 )
 STEP_METHOD = (
     f"The training step of a {cases.STEP_LAYERS}-layer TransformerEncoder ({cases.STEP_HEADS} heads, ffn 4 x "
