@@ -81,7 +81,8 @@ struct Vendor<at::TensorList> { // the lists of the _foreach_ ops and fused opti
   static type convert(Retagger& r, at::TensorList list, bool written) {
     type out;
     out.reserve(list.size());
-    for (const at::Tensor& t : list) out.push_back(*r.borrow_to_vendor(t, written));
+    r.reserve(list.size());
+    for (const at::Tensor& t : list) out.push_back(r.list_element_to_vendor(t, written));
     return out;
   }
   static at::TensorList unwrap(const type& held) { return held; }

@@ -23,11 +23,32 @@ void release_vendor_storage(void* ctx) {
   c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(ctx));
 }
 
+void copy_layout(c10::TensorImpl& impl, const at::Tensor& like) {
+  impl.set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  if (like.is_conj()) impl._set_conj(true);
+  if (like.is_neg()) impl._set_neg(true);
+}
+
+// A tensor the caller keeps (a result): flagos keys plus the autograd keys and
+// version counter every user-visible tensor has.
 at::Tensor make_tensor_on(const c10::Storage& storage, c10::DispatchKeySet keys, const at::Tensor& like) {
   auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage), keys, like.dtype());
-  impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
-  if (like.is_conj()) impl->_set_conj(true);
-  if (like.is_neg()) impl->_set_neg(true);
+  copy_layout(*impl, like);
+  return at::Tensor(std::move(impl));
+}
+
+// A vendor alias lives below autograd, for one call. It is built as torch builds
+// its own views (the VIEW constructor, the caller's keys with the backend swapped)
+// and shares the caller's version counter instead of allocating one: that is most
+// of what a re-tag cost. Sharing is also what a nested in-place op inside a vendor
+// kernel (a host foreach loop) needs to count as a write to the caller's tensor.
+at::Tensor make_vendor_alias(const c10::Storage& storage, const at::Tensor& like) {
+  c10::TensorImpl* caller = like.unsafeGetTensorImpl();
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      c10::TensorImpl::VIEW, c10::Storage(storage), caller->key_set(), like.dtype());
+  impl->_change_backend_component_keys(storage.device());
+  copy_layout(*impl, like);
+  impl->set_version_counter(caller->version_counter());
   return at::Tensor(std::move(impl));
 }
 
@@ -55,7 +76,7 @@ c10::Storage alias_storage_of(const at::Tensor& t) {
 
 at::Tensor vendor_alias(const at::Tensor& flagos) {
   if (!is_flagos(flagos)) return flagos;
-  return make_tensor_on(alias_storage_of(flagos), c10::DispatchKeySet(runtime().vendor_key()), flagos);
+  return make_vendor_alias(alias_storage_of(flagos), flagos);
 }
 
 Retagger::Retagger(const c10::OperatorHandle& op) : op_(op) {}
@@ -80,17 +101,35 @@ at::Tensor Retagger::to_vendor(c10::MaybeOwned<at::Tensor> owned_or_borrowed, bo
   note_device(t.device().index());
   c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
   const c10::Storage* alias = nullptr;
-  for (const auto& s : storages_) {
-    if (s.original == original) alias = &s.alias; // shared storage -> one alias, so overlap checks still see it
+  // Newest first: a list op's elements rarely share storage, and an op's
+  // arguments that do (x.add_(x[1:])) are usually adjacent.
+  for (auto s = storages_.rbegin(); s != storages_.rend(); ++s) {
+    if (s->original == original) { // shared storage -> one alias, so overlap checks still see it
+      alias = &s->alias;
+      break;
+    }
   }
   if (alias == nullptr) {
     storages_.push_back({original, alias_storage_of(t), original->mutable_data()});
     alias = &storages_.back().alias;
     access_.open(original->data()); // the vendor kernel may touch these bytes (FLAGOS_EMU_TRAP)
   }
-  at::Tensor v = make_tensor_on(*alias, c10::DispatchKeySet(runtime().vendor_key()), t);
+  at::Tensor v = make_vendor_alias(*alias, t);
   tensors_.push_back({v, std::move(owned_or_borrowed), written});
   return v;
+}
+
+void Retagger::reserve(size_t tensors) {
+  storages_.reserve(storages_.size() + tensors);
+  tensors_.reserve(tensors_.size() + tensors);
+}
+
+at::Tensor Retagger::list_element_to_vendor(const at::Tensor& t, bool written) {
+  if (!is_flagos(t)) {
+    note_host_tensor(t);
+    return t;
+  }
+  return to_vendor(c10::MaybeOwned<at::Tensor>::borrowed(t), written);
 }
 
 c10::MaybeOwned<at::Tensor> Retagger::borrow_to_vendor(const at::Tensor& t, bool written) {

@@ -35,6 +35,11 @@ class Retagger {
   // of taking stack references: a vendor alias for a flagos tensor, the tensor
   // itself otherwise. `t` must outlive the Retagger.
   c10::MaybeOwned<at::Tensor> borrow_to_vendor(const at::Tensor& t, bool written = false);
+  // The same for one element of a tensor list: the vendor tensor itself, which
+  // the list the vendor kernel gets holds. `reserve` sizes the bookkeeping for
+  // a call's lists up front.
+  at::Tensor list_element_to_vendor(const at::Tensor& t, bool written);
+  void reserve(size_t tensors);
   // Apply the device rules to what borrow_to_vendor saw (arguments_to_vendor
   // does this itself).
   void check_arguments() const;
