@@ -14,7 +14,6 @@ SPEC = matrix.BuildSpec(
     inputs=("pyproject.toml", "csrc"),
     optional_inputs=("README.md",),
     test_suites=("routing",),
-    bench_script="bench/run.py",
     test_excludes=("unit",),
 )
 PYPROJECT = """
