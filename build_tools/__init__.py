@@ -22,6 +22,10 @@ Modules, one concern each:
 - ``generate_confs``  write configs/backends_<vendor>.conf from configs/routes.toml (run as a script)
 
 ``wheel_metadata`` belongs to the package build (not to this tooling).
+
+``node/`` holds the shell scripts for a GPU node without Docker, run from the repository root:
+``cuda_node.sh`` builds the wheel against the node's torch and runs the suites, the checks of tests/node and the
+benchmark; ``index_node.sh`` installs from a carried index as a cluster node would, then the suites and benchmark.
 """
 
 ROOT_MARKERS = ("noxfile.py", "configs")

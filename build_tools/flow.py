@@ -349,7 +349,6 @@ def test(flow: Flow, vendor: str, summary: Summary) -> None:
             user=env.current_user(),
             suites=spec.test_suites,
             host_flags=host_run_flags(flow, built.chain),
-            bench_script=spec.bench_script,
         )
 
     def collect(tmp: Path, res: Result) -> str:
@@ -379,15 +378,11 @@ def bench(flow: Flow, vendor: str, summary: Summary) -> None:
     """Build (if needed), make the test image (if needed), run the full benchmark in it.
 
     Reports (bench.json, bench.md, bench.png) go to reports/<vendor>/bench/, swapped in whole; arguments after
-    the separator go to the benchmark script (``nox -s bench-cpu -- -- --short``, ``-- --rebuild -- --cases a,b``).
+    the separator go to the benchmark, ``python -m torch_fl.bench`` (``nox -s bench-cpu -- -- --short``,
+    ``-- --rebuild -- --cases a,b``).
     """
     require_gpus(flow, vendor, f"bench-{vendor}")
     require_devices(flow, vendor, f"bench-{vendor}")
-    script = flow.matrix.build.bench_script
-    if not script:
-        raise UserError(f"{flow.matrix.path}: [build].bench_script is not set: nothing to run for bench-{vendor}")
-    if not (flow.repo / "tests" / script).is_file():
-        raise UserError(f"tests/{script} does not exist: the benchmark entry point ([build].bench_script) is missing")
     final = flow.repo / "reports" / vendor / BENCH_DIR
 
     def command(built: Built, tag: str, tmp: Path) -> plan.Command:
@@ -399,7 +394,6 @@ def bench(flow: Flow, vendor: str, summary: Summary) -> None:
             built.host,
             bench_args=flow.options.pytest_args,
             user=env.current_user(),
-            bench_script=script,
             commit=_git_head(flow.repo),
             host_flags=host_run_flags(flow, built.chain),
         )
@@ -408,12 +402,14 @@ def bench(flow: Flow, vendor: str, summary: Summary) -> None:
         summary.bench = sorted(p.name for p in tmp.iterdir())
         return "ran" if res.returncode == 0 else "failed"
 
-    # run.py writes its reports only after measuring; a --max-ratio gate failure still has them
+    # the benchmark writes its reports only after measuring; a --max-ratio gate failure still has them
     how = Container("run benchmark", final, command, collect, publish_empty=False)
     res, _, published = _run_in_test_image(flow, vendor, summary, how)
     if res.returncode != 0:
         where = f"reports in {final.relative_to(flow.repo)}" if published else "no reports written"
-        raise UserError(f"bench-{vendor} failed: {script} exited {res.returncode} ({where}); log {res.log}")
+        raise UserError(
+            f"bench-{vendor} failed: python -m {plan.BENCH_MODULE} exited {res.returncode} ({where}); log {res.log}"
+        )
 
 
 def _git_head(repo: Path) -> str:

@@ -110,7 +110,7 @@ class Toolchain:
     pytest_markers: str = _key(
         '-m expression selecting this vendor\'s tests ("" runs everything; markers: tests/conftest.py)', default=""
     )
-    bench_vendor: str = _key("--vendor passed to tests/bench/run.py", default="")
+    bench_vendor: str = _key("--vendor passed to the benchmark (python -m torch_fl.bench)", default="")
     collectives: str = _key(
         "(optional) one line: how the flagos backend of torch.distributed reaches the vendor's collectives "
         "library (torch_fl/distributed.py creates it); shown by build-<vendor>",
@@ -163,7 +163,6 @@ class BuildSpec:
     test_suites: tuple[str, ...] = _key(
         "folders of tests/ run in the test container, from a copy outside any source tree"
     )
-    bench_script: str = _key("the benchmark's entry point, relative to tests/ (bench-<vendor>, test-<vendor>)")
     test_excludes: tuple[str, ...] = _key("folders of tests/ never copied into the test image (host-only tests)")
 
 
@@ -404,7 +403,6 @@ def parse(data: Mapping[str, Any], path: Path) -> Matrix:
         inputs=b.str_list("inputs"),
         optional_inputs=b.str_list("optional_inputs", required=False),
         test_suites=b.str_list("test_suites"),
-        bench_script=b.str("bench_script", required=False),
         test_excludes=b.str_list("test_excludes", required=False),
     )
     b.reject_unknown()

@@ -25,6 +25,7 @@ from .matrix import Toolchain
 
 LABEL_PREFIX = "org.torch-fl"
 TESTS_IN_IMAGE = "/opt/torch-fl-tests"
+BENCH_MODULE = "torch_fl.bench"  # the benchmark ships in the wheel: `python -m torch_fl.bench`
 SCRIPTS_IN_IMAGE = "/opt/torch-fl/scripts"
 REPORTS_IN_CONTAINER = "/reports"
 
@@ -232,7 +233,6 @@ def plan_test_run(
     pytest_args: Sequence[str],
     user: str | None,
     suites: Sequence[str] = ("routing", "correctness"),
-    bench_script: str = "bench/run.py",
     host_flags: Sequence[str] = (),
 ) -> Command:
     """``docker run`` of the suites; reports land in ``reports_dir`` (bind-mounted at /reports)."""
@@ -253,8 +253,6 @@ def plan_test_run(
         bench,
         "--suites",
         ",".join(suites),
-        "--bench-script",
-        bench_script,
     ]
     if pytest_args:
         argv += ["--", *pytest_args]
@@ -274,11 +272,11 @@ def plan_bench_run(
     *,
     bench_args: Sequence[str],
     user: str | None,
-    bench_script: str = "bench/run.py",
     commit: str = "",
     host_flags: Sequence[str] = (),
 ) -> Command:
-    """``docker run`` of the benchmark entry point alone (full length unless ``bench_args`` say otherwise).
+    """``docker run`` of the benchmark alone, ``python -m torch_fl.bench`` (full length unless ``bench_args`` say
+    otherwise).
 
     Its bench.json, bench.md and bench.png land in ``out_dir`` (bind-mounted at /reports); ``commit`` (the
     checkout's HEAD) reaches the report as TORCH_FL_COMMIT, since the container has no checkout to ask.
@@ -288,7 +286,8 @@ def plan_bench_run(
     argv += [
         image,
         "python",
-        f"{TESTS_IN_IMAGE}/{bench_script}",
+        "-m",
+        BENCH_MODULE,
         "--vendor",
         chain.bench_vendor,
         "--out",
@@ -296,14 +295,14 @@ def plan_bench_run(
         *bench_args,
     ]
     return Command(
-        title=f"bench {chain.vendor}: run {bench_script} in {image}",
+        title=f"bench {chain.vendor}: run python -m {BENCH_MODULE} in {image}",
         argv=tuple(argv),
         log_name=f"{chain.vendor}/docker-run-bench.log",
     )
 
 
 # The flags each kind of session takes (given after nox's `--`); what follows a second `--` goes to the tool the
-# session runs (pytest for test-*, the benchmark script for bench-*). Anything else is refused, so a misspelt
+# session runs (pytest for test-*, the benchmark for bench-*). Anything else is refused, so a misspelt
 # flag never turns into a tool argument and a real build.
 SESSION_FLAGS = {
     "--dry-run": "print every command, run nothing",
@@ -320,7 +319,7 @@ FLAGS_OF = {
     "base-image": ("--dry-run", "--rebuild"),
     "clean": ("--dry-run", "--all"),
 }
-PASSES_ON = {"test": "pytest", "bench": "the benchmark script"}
+PASSES_ON = {"test": "pytest", "bench": "torch_fl.bench"}
 SEPARATOR = "--"
 
 

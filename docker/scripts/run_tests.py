@@ -1,12 +1,12 @@
 """Run the suites inside a test container against the installed wheel (the `docker run` command of test-<vendor>).
 
 usage: python run_tests.py --tests DIR --reports DIR --markers EXPR --vendor V --bench short|full|none
-                           [--suites routing,correctness] [--bench-script bench/run.py] [-- PYTEST_ARGS...]
+                           [--suites routing,correctness] [-- PYTEST_ARGS...]
 
 1. smoke: the extension module loads without importing torch first (its RPATH finds torch's libraries), no
    compiler is on PATH, and ``import torch_fl`` imports the installed wheel (not a checkout);
 2. pytest on the suites (``--suites``, from the matrix's [build].test_suites), JUnit XML to REPORTS/junit.xml;
-3. the benchmark entry point (``--bench-script``) when it exists (its failure fails the run).
+3. the benchmark of the installed wheel, ``python -m torch_fl.bench`` (its failure fails the run).
 Everything is written under REPORTS; the exit status is non-zero when any part failed.
 """
 
@@ -81,7 +81,6 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--vendor", required=True)
     ap.add_argument("--bench", choices=("short", "full", "none"), default="short")
     ap.add_argument("--suites", default="routing,correctness")
-    ap.add_argument("--bench-script", default="bench/run.py")
     args = ap.parse_args(argv)
     args.reports.mkdir(parents=True, exist_ok=True)
     failures: list[str] = []
@@ -124,11 +123,10 @@ def main(argv: list[str]) -> int:
         elif rc != 0:
             failures.append(f"pytest failed (exit {rc})")
 
-    bench = args.tests / args.bench_script
     if args.bench == "none":
         print("run_tests: benchmark skipped (--no-bench)", flush=True)
-    elif bench.is_file():
-        cmd = [sys.executable, str(bench), "--vendor", args.vendor, "--out", str(args.reports)]
+    else:
+        cmd = [sys.executable, "-m", "torch_fl.bench", "--vendor", args.vendor, "--out", str(args.reports)]
         if args.bench == "short":
             cmd.append("--short")
         print("run_tests: " + " ".join(cmd), flush=True)
@@ -136,9 +134,7 @@ def main(argv: list[str]) -> int:
         rc = subprocess.call(cmd, cwd=args.tests)
         timings["bench"] = time.monotonic() - t
         if rc != 0:
-            failures.append(f"benchmark {bench.name} failed (exit {rc})")
-    else:
-        print(f"run_tests: no benchmark entry point at {bench}; skipped", flush=True)
+            failures.append(f"benchmark (python -m torch_fl.bench) failed (exit {rc})")
 
     (args.reports / "run.json").write_text(
         json.dumps(

@@ -1,13 +1,14 @@
-"""The benchmark CLI produces complete reports (what is in them, never how fast anything was).
+"""The benchmark CLI, ``python -m torch_fl.bench``, produces complete reports (what is in them, never how fast
+anything was).
 
-One ``--short`` run into a temporary directory (about 30-45 s on two cores), then checks of the files.
-Runs against whichever torch_fl the interpreter imports: the installed wheel in the test image, or the
-checkout with PYTHONPATH. Needs no file outside this directory.
+One ``--short`` run into a temporary directory (about 30-45 s on two cores), then checks of the files. The
+benchmark ships in the wheel: these tests run the installed package, from a copy of tests/ outside any checkout
+(the test image, ``nox -s tests``, a node script), like every suite here.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
 import subprocess
@@ -17,18 +18,16 @@ from typing import Any
 
 import pytest
 
-RUN = Path(__file__).resolve().with_name("run.py")
 CASES = ("residual_101x3x320_noncontig", "attention_60x101x16_noncontig", "ffn_101x3x1280_scalar", "bias_3x101x33")
 ENV_KEYS = ("device", "vendor", "torch", "triton", "flag_gems", "torch_fl", "commit", "conf", "host", "date")
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch_fl") is None, reason="torch_fl is not importable")
-
 
 def cli(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, str(RUN), *map(str, args)], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "torch_fl.bench", *map(str, args)], capture_output=True, text=True,
                           timeout=600, check=False)
     if check and proc.returncode != 0:
-        pytest.fail(f"run.py {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        what = " ".join(map(str, args))
+        pytest.fail(f"torch_fl.bench {what} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 
@@ -119,12 +118,7 @@ def test_render_compare_and_gate(short_run: tuple[Path, subprocess.CompletedProc
 
 
 def _load_run() -> Any:
-    spec = importlib.util.spec_from_file_location("torch_fl_bench_run", RUN)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # before exec: dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("torch_fl.bench.run")  # on first use: importing it loads torch_fl
 
 
 def test_a_route_other_than_the_arm_fails_the_run() -> None:
@@ -170,3 +164,13 @@ def test_children_get_steady_malloc_unless_the_caller_chose(monkeypatch: pytest.
     assert "GLIBC_TUNABLES" not in run.child_env("cpu", "native", steady_malloc=False)
     monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=1")
     assert run.child_env("cpu", "native")["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=1"
+
+
+def test_a_child_is_the_installed_file_and_needs_no_package_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Children start child.py by its path (a plain arm must not import torch_fl); PYTHONSAFEPATH cannot stop them."""
+    run = _load_run()
+    monkeypatch.setenv("PYTHONSAFEPATH", "1")
+    assert run.CHILD.parent == Path(run.__file__).resolve().parent
+    spec = {"mode": "probe", "routes": ["native"], "threads": 1, "cpu": None}
+    facts = run.run_child(spec, run.child_env(None, None), 300)
+    assert facts["environment"]["torch_fl_path"] == str(Path(run.__file__).resolve().parents[1])

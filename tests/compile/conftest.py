@@ -2,7 +2,7 @@
 process (routes set by the environment, the host-read trap, import-time laziness).
 
 The in-process tests run on the accelerator of the process (the CPU emulation in CI; a GPU node runs them with
-FLAGOS_ACCELERATOR=cuda, tests/node/cuda_node.sh compile); the children always run the emulation.
+FLAGOS_ACCELERATOR=cuda, build_tools/node/cuda_node.sh compile); the children always run the emulation.
 """
 
 from __future__ import annotations

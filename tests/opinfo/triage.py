@@ -7,7 +7,7 @@ expected_failures.py when an accelerator, a torch line or a route conf is new.
 One JSON line per test: name, check, op, dtype, outcome (pass, fail, skip, crash), the last line of the error.
 A fork per test costs milliseconds, where a pytest-xdist worker that dies costs a fresh interpreter; the
 parent stays single-threaded (torch.set_num_threads(1)) so the children inherit no thread pool. On a GPU the
-parent must not touch the device before forking: use pytest -n there (tests/node/cuda_node.sh opinfo).
+parent must not touch the device before forking: use pytest -n there (build_tools/node/cuda_node.sh opinfo).
 --summarize prints the failing tests grouped by (check, outcome, message) and by conf, to write rows from.
 """
 

@@ -32,13 +32,11 @@ def m() -> matrix.Matrix:
 
 @pytest.fixture
 def fake_repo(tmp_path, m) -> tuple[Path, matrix.Matrix]:
-    """A throw-away repository: the real docker/ tree and matrix, one small build input, a bench script."""
+    """A throw-away repository: the real docker/ tree and matrix, one small build input."""
     repo = tmp_path / "repo"
     shutil.copytree(REPO / "docker", repo / "docker")
     (repo / "configs").mkdir(parents=True)
     shutil.copy(REPO / "configs" / "toolchains.toml", repo / "configs" / "toolchains.toml")
     (repo / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    (repo / "tests" / "bench").mkdir(parents=True)
-    (repo / "tests" / "bench" / "run.py").write_text("")
     small = dataclasses.replace(m.build, inputs=("pyproject.toml",), optional_inputs=())
     return repo, dataclasses.replace(m, build=small)

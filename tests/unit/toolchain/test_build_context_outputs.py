@@ -14,7 +14,6 @@ SPEC = matrix.BuildSpec(
     inputs=("pyproject.toml", "csrc"),
     optional_inputs=("README.md",),
     test_suites=("routing",),
-    bench_script="bench/run.py",
     test_excludes=("unit",),
 )
 PYPROJECT = """
@@ -103,7 +102,7 @@ def test_staging_is_a_sync_and_the_digest_tracks_content(fake_repo, tmp_path):
 
 
 def test_missing_required_input_is_a_clear_error(fake_repo):
-    spec = matrix.BuildSpec(("pyproject.toml", "CMakeLists.txt"), (), ("routing",), "", ())
+    spec = matrix.BuildSpec(("pyproject.toml", "CMakeLists.txt"), (), ("routing",), ())
     with pytest.raises(FileNotFoundError, match="build input 'CMakeLists.txt'"):
         context.input_files(fake_repo, spec)
 

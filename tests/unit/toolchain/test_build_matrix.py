@@ -108,6 +108,8 @@ def test_minimal_parses():
         ({"vendors__cpu__builder_image": "Debian:Bookworm"}, "vendors.cpu.builder_image"),
         ({"schema": 2}, "schema: expected 1"),
         ({"build__inputs": ["../outside"]}, "build.inputs"),
+        # the benchmark ships in the wheel (python -m torch_fl.bench): a matrix that still names a script is refused
+        ({"build__bench_script": "bench/run.py"}, "build.bench_script: unknown key"),
         ({"local_bases__x/debian:bookworm__tool": "mmdebstrap"}, "tool: only 'debootstrap'"),
         ({"vendors": {}}, "vendors: no vendor tables"),
     ],

@@ -3,7 +3,6 @@ reports swapped in whole as reports/<vendor>/bench/, kept when test-<vendor> rep
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 import subprocess
 from pathlib import Path
@@ -32,7 +31,7 @@ def test_nox_lists_a_bench_session_per_vendor(m):
 
 # ----------------------------------------------------------------------------------------------- the plan
 @pytest.mark.parametrize("vendor", ["cpu", "cuda"])
-def test_bench_run_is_the_benchmark_script_in_the_test_image(m, vendor, tmp_path):
+def test_bench_run_is_the_wheels_benchmark_in_the_test_image(m, vendor, tmp_path):
     chain = m.vendor(vendor)
     c = plan.plan_bench_run(
         "docker",
@@ -42,7 +41,6 @@ def test_bench_run_is_the_benchmark_script_in_the_test_image(m, vendor, tmp_path
         env.from_environ({"HTTPS_PROXY": "http://u:secret@proxy:3128"}),
         bench_args=["--cases", "a,b"],
         user="1000:1000",
-        bench_script="bench/run.py",
         commit="0123abcd",
     )
     argv = list(c.argv)
@@ -52,14 +50,15 @@ def test_bench_run_is_the_benchmark_script_in_the_test_image(m, vendor, tmp_path
     i = argv.index(f"torch-fl/{vendor}-test:abc")
     assert argv[i + 1 :] == [
         "python",
-        "/opt/torch-fl-tests/bench/run.py",
+        "-m",
+        "torch_fl.bench",
         "--vendor",
         chain.bench_vendor,
         "--out",
         "/reports",
         "--cases",
         "a,b",
-    ], "full length unless asked (no --short), reports straight into the mounted directory"
+    ], "the installed wheel's benchmark, full length unless asked (no --short), reports into the mounted directory"
     assert "TORCH_FL_COMMIT=0123abcd" in argv and f"FLAGOS_ACCELERATOR={vendor}" in argv
     for flag in chain.docker_run_flags:
         assert argv.index(flag) < i
@@ -79,7 +78,7 @@ def test_the_test_run_command_did_not_change_shape(m, tmp_path):
         "-e", "HOME=/tmp", "-e", "FLAGOS_ACCELERATOR=cpu", "--shm-size=1g", "img", "python",
         "/opt/torch-fl/scripts/run_tests.py", "--tests", "/opt/torch-fl-tests", "--reports", "/reports",
         "--markers", cpu.pytest_markers, "--vendor", "cpu", "--bench", "full",
-        "--suites", "routing,correctness", "--bench-script", "bench/run.py",
+        "--suites", "routing,correctness",
     ]  # fmt: skip
 
 
@@ -108,8 +107,7 @@ def test_keep_subdirs_copies_the_benchmark_into_the_replacement(tmp_path):
 def bench_repo(tmp_path, m, monkeypatch):
     """A repository whose test image is 'ready' (test_image faked) and whose docker run is faked."""
     repo = tmp_path / "repo"
-    (repo / "tests" / "bench").mkdir(parents=True)
-    (repo / "tests" / "bench" / "run.py").write_text("")
+    repo.mkdir()
     calls: list[plan.Command] = []
     state = {"rc": 0, "files": ["bench.json", "bench.md", "bench.png"]}
 
@@ -164,7 +162,7 @@ def test_a_failed_gate_keeps_its_reports_and_fails_in_one_line(m, bench_repo):
     with pytest.raises(flow.UserError) as err:
         flow.bench(make_flow(repo, m), "cpu", Summary("cpu"))
     assert str(err.value) == (
-        "bench-cpu failed: bench/run.py exited 3 (reports in reports/cpu/bench); log /logs/bench.log"
+        "bench-cpu failed: python -m torch_fl.bench exited 3 (reports in reports/cpu/bench); log /logs/bench.log"
     )
     assert (repo / "reports" / "cpu" / "bench" / "bench.json").is_file()
 
@@ -187,16 +185,6 @@ def test_bench_dry_run_writes_nothing(m, bench_repo):
     assert not (repo / "reports").exists()
     assert [(s.name, s.status) for s in summary.stages] == [("run benchmark", "planned")]
     assert "--short" not in calls[0].argv
-
-
-def test_bench_without_an_entry_point_says_so(m, bench_repo):
-    repo, _, _ = bench_repo
-    (repo / "tests" / "bench" / "run.py").unlink()
-    with pytest.raises(flow.UserError, match=r"^tests/bench/run.py does not exist"):
-        flow.bench(make_flow(repo, m), "cpu", Summary("cpu"))
-    no_script = dataclasses.replace(m, build=dataclasses.replace(m.build, bench_script=""))
-    with pytest.raises(flow.UserError, match=r"\[build\].bench_script is not set"):
-        flow.bench(make_flow(repo, no_script), "cpu", Summary("cpu"))
 
 
 def test_git_head_marks_a_dirty_checkout(tmp_path):

@@ -1,10 +1,10 @@
-"""HIP compile check of torch-fl-dcu-probe (csrc/hip/dcu_probe.cpp) with Debian's hipcc, and its diagnoses.
+"""HIP compile check of torch-fl-dcu-probe (docker/dcu/probe/dcu_probe.cpp) with Debian's hipcc, and its diagnoses.
 
 The probe is the torch-free HIP source of the DCU toolchain. Here it is compiled for real with the HIP compiler
 (``HIP_PLATFORM=amd``, explicit ``--offload-arch``, warnings as errors) against Debian's HIP runtime headers, and
 run on this machine, which has no DCU: every pitfall it diagnoses is staged (a missing or unreadable /dev/kfd,
 hidden devices, no HIP runtime, a runtime that needs hyhal's libhydmi.so) and its one-line verdict and exit status
-are checked. docker/dcu/build_probe.sh, which builds it in the DTK builder image, is run here too.
+are checked. docker/dcu/probe/build_probe.sh, which builds it in the DTK builder image, is run here too.
 
 Needs ``hipcc`` and ``libamdhip64-dev`` (Debian: ``apt-get install hipcc libamdhip64-dev``; .ci/run installs
 them). Without them the tests skip, except under CI (CI=true), where that is a failure.
@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO
 
-SOURCE = REPO / "csrc" / "hip" / "dcu_probe.cpp"
+PROBE = REPO / "docker" / "dcu" / "probe"
+SOURCE = PROBE / "dcu_probe.cpp"
 ARCH = "gfx906"  # a target upstream clang knows (gfx926/928/936 are DTK-only); Hygon's Z100 is gfx906-class
 HIP_ENV = {"HIP_PLATFORM": "amd"}  # never the nvcc path, even where a CUDA toolkit is installed
 
@@ -193,7 +194,7 @@ def test_build_probe_script_builds_for_the_arch_list_of_build_env(tmp_path):
         "PATH": f"{Path(hipcc).parent}:{os.environ.get('PATH', '')}",
     }
     res = subprocess.run(
-        ["bash", str(REPO / "docker" / "dcu" / "build_probe.sh"), str(SOURCE), str(out)],
+        ["bash", str(PROBE / "build_probe.sh"), str(SOURCE), str(out)],
         env=env,
         capture_output=True,
         text=True,

@@ -1,4 +1,4 @@
-"""One measurement process: ``python child.py '<json spec>'`` prints one ``BENCH-RESULT <json>`` line.
+"""One measurement process: ``python <path>/child.py '<json spec>'`` prints one ``BENCH-RESULT <json>`` line.
 
 Modes (the spec's ``mode``):
 
@@ -31,9 +31,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import cases  # noqa: E402  (a sibling module, found through the line above)
+# run.py starts this file by its path, never as torch_fl.bench.child, which would import the torch_fl package:
+# a plain arm must run without it, and the CPU is pinned (main) before torch starts. Python puts this file's
+# folder first on sys.path, so its one sibling is found there.
+import cases
 
 RESULT_MARK = "BENCH-RESULT "
 LOG_MARK = "[flagos dispatch] "

@@ -13,7 +13,7 @@
 // accessible; 4 the HIP runtime cannot be loaded; 5 no device visible; 6 a device is visible but unusable.
 //
 // Built with hipcc (DTK in the dcu builder image; Debian's hipcc with HIP_PLATFORM=amd in CI), e.g.
-//   hipcc --offload-arch=gfx906 -std=c++17 -O2 -o torch-fl-dcu-probe csrc/hip/dcu_probe.cpp -ldl
+//   hipcc --offload-arch=gfx906 -std=c++17 -O2 -o torch-fl-dcu-probe docker/dcu/probe/dcu_probe.cpp -ldl
 #include <hip/hip_runtime_api.h>
 
 #include <dlfcn.h>

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A GPU node installs torch-fl from a file:// index exactly as a cluster node would, then the routing and
 # correctness suites and the route A/B benchmark run from the installed wheel (never from the checkout).
-#   bash tests/node/index_node.sh            BENCH_ARGS="--runs 2" replaces the default "--short"
+#   bash build_tools/node/index_node.sh            BENCH_ARGS="--runs 2" replaces the default "--short"
 # Environment: VARIANT (default cu130), PYTHON, REUSE_BUILD=1 (keep a wheel an earlier call built), PYTEST_ARGS (added to pytest), ROUTES (smoke routes, default
 # "native flaggems"), FLAGOS_ACCELERATOR and BENCH_VENDOR (default cuda; cpu to try it on a laptop).
 # The index is the carried wheels/<variant>/ (made by `nox -s build-cuda` + `nox -s index`). When it holds no wheel
@@ -21,7 +21,7 @@ tools=/tmp/torch-fl-tools
 rm -rf "$tools" /tmp/torch-fl-index /tmp/torch-fl-node
 [ "${REUSE_BUILD:-0}" = 1 ] || rm -rf /tmp/torch-fl-dist /tmp/torch-fl-repaired
 export PYTHONUNBUFFERED=1
-# .whl/ (the node extras of tests/node/cuda_node.sh) and build/node-wheels/ (the build and index tools, fetched by
+# .whl/ (the node extras of build_tools/node/cuda_node.sh) and build/node-wheels/ (the build and index tools, fetched by
 # the pip download line in the README's "On a cluster")
 # (a wheel in both, such as scikit-build-core, is taken once: pip refuses the same project twice)
 extras=$(for w in build/node-wheels/*.whl .whl/*.whl; do [ -f "$w" ] && echo "$w"; done | awk -F/ '!seen[$NF]++')
@@ -128,7 +128,7 @@ t0=$(date +%s)
 log "routing and correctness suites from the installed wheel: $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/pytest.txt")"
 t0=$(date +%s)
 # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
-("$node_py" "$tests_copy/bench/run.py" --vendor "${BENCH_VENDOR:-cuda}" --out /tmp/torch-fl-bench ${BENCH_ARGS:---short} 2>&1 \
+("$node_py" -m torch_fl.bench --vendor "${BENCH_VENDOR:-cuda}" --out /tmp/torch-fl-bench ${BENCH_ARGS:---short} 2>&1 \
    | tee "$OUT/bench.txt"; exit "${PIPESTATUS[0]}") || status=$?
 mkdir -p "$OUT/bench" && cp /tmp/torch-fl-bench/bench.json /tmp/torch-fl-bench/bench.md "$OUT/bench/" 2>/dev/null || true
 log "bench: $(( $(date +%s) - t0 )) s"

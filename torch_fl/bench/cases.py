@@ -188,7 +188,7 @@ OVERHEAD_CONF = "# torch_fl bench: every routed op takes the native route\ndefau
 # ---- training step -------------------------------------------------------------------------------------------
 
 # The step of a 2-layer TransformerEncoder (4 heads, ffn 4 x d_model, sequence 128, batch 8): forward, backward
-# and AdamW (torch's default, the _foreach_ form), as ``python run.py --step 256,1024`` measures it. Each arm
+# and AdamW (torch's default, the _foreach_ form), as ``python -m torch_fl.bench --step 256,1024`` measures it. Each arm
 # runs in processes of its own (flagos and plain CUDA autograd cannot share a process).
 STEP_SHIPPED = "shipped"  # flagos with the vendor's conf as the wheel ships it
 STEP_ARMS = (PLAIN, STEP_SHIPPED, "native")

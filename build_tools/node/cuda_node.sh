@@ -3,7 +3,7 @@
 # Docker (e.g. a lent GPU machine): build the wheel against the node's torch,
 # install it, run the routing and correctness suites with FlagGems present,
 # then the route A/B benchmark. Everything lands under $OUT (default reports/cuda-node).
-#   bash tests/node/cuda_node.sh [smoke|full|train|models|dist|checks|opinfo|compile]     BENCH_ARGS="--runs 3 ..." adds bench options
+#   bash build_tools/node/cuda_node.sh [smoke|full|train|models|dist|checks|opinfo|compile]     BENCH_ARGS="--runs 3 ..." adds bench options
 #   train:  flagos training against plain cuda in separate processes (tests/node/train_check.py), and the step
 #           time (TIME_PAIRS alternating processes per arm)
 #   models: the model suite against a plain-cuda reference (tests/models) and that reference's repeat in a third
@@ -203,7 +203,7 @@ t0=$(date +%s)
    --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest.txt"; exit "${PIPESTATUS[0]}") || status=$?
 echo "routing and correctness suites: $(( $(date +%s) - t0 )) s"; t0=$(date +%s)
 # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
-(cd /tmp && "$PY" "$tests_copy/bench/run.py" --vendor cuda --out /tmp/torch-fl-bench ${BENCH_ARGS:-} 2>&1 \
+(cd /tmp && "$PY" -m torch_fl.bench --vendor cuda --out /tmp/torch-fl-bench ${BENCH_ARGS:-} 2>&1 \
    | tee "$OUT/bench.txt") || status=$?
 mkdir -p "$OUT/bench" && cp /tmp/torch-fl-bench/bench.json /tmp/torch-fl-bench/bench.md "$OUT/bench/" 2>/dev/null || true
 echo "bench: $(( $(date +%s) - t0 )) s"

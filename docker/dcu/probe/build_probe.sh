@@ -1,5 +1,5 @@
 #!/bin/bash
-# Build torch-fl-dcu-probe (csrc/hip/dcu_probe.cpp, torch-free) with DTK's hipcc for every PYTORCH_ROCM_ARCH
+# Build torch-fl-dcu-probe (dcu_probe.cpp beside this script, torch-free) with DTK's hipcc for every PYTORCH_ROCM_ARCH
 # target, then run `--version` to prove it links and loads in this image. Run under with-dtk.
 #
 #   build_probe.sh SOURCE OUTPUT

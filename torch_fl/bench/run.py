@@ -1,13 +1,13 @@
 """torch_fl benchmark: route A/B per case, host overhead per op class and the training step, in readable reports.
 
-    python tests/bench/run.py                       # full: 2 runs, warm-up 30, repeat 200
-    python tests/bench/run.py --short --out /tmp/b  # CI: 1 run, few repeats
-    python tests/bench/run.py --compare reports/cpu/bench/bench.json --max-ratio 1.5
+    python -m torch_fl.bench                       # full: 2 runs, warm-up 30, repeat 200
+    python -m torch_fl.bench --short --out /tmp/b  # CI: 1 run, few repeats
+    python -m torch_fl.bench --compare reports/cpu/bench/bench.json --max-ratio 1.5
 
 Each measurement runs in a process of its own (child.py): one per (case, arm, run) for the A/B, one per
-run for the overhead ops (both arms in it), one per (arm, round) for the training step. This file only plans,
-collects, checks routes and writes reports; it never imports torch. See README.md beside it for every option and
-the report format.
+run for the overhead ops (both arms in it), one per (arm, round) for the training step. This module only plans,
+collects, checks routes and writes reports; it makes no tensor and touches no device (the package import that
+``-m`` makes does load torch_fl here). docs/bench.md lists every option and the report format.
 """
 
 from __future__ import annotations
@@ -22,14 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from . import cases, plot, report
 
-import cases  # noqa: E402  (sibling modules, found through the line above)
-import plot  # noqa: E402
-import report  # noqa: E402
-
-CHILD = HERE / "child.py"
+# Started by its path, not with -m: `-m torch_fl.bench.child` would import the torch_fl package into every child,
+# plain arms included, and before child.py pins its CPU.
+CHILD = Path(__file__).resolve().with_name("child.py")
 FULL = {"runs": 2, "warmup": 30, "repeat": 200, "step": [256], "step_procs": 5, "step_steps": 20}
 SHORT = {"runs": 1, "warmup": 5, "repeat": 50, "step": [64], "step_procs": 2, "step_steps": 3}
 ROUTE_ALIASES = {"cuda": "native"}  # as the router logs them
@@ -137,7 +134,7 @@ def _csv(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="run.py", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m torch_fl.bench", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, help="report directory (default reports/<vendor>/bench)")
     p.add_argument("--vendor", choices=tuple(cases.PLAIN_DEVICE), help="default: torch_fl.accelerator()")
@@ -220,6 +217,7 @@ def child_env(vendor: str | None, arm: str | None, overrides: dict[str, str] | N
               steady_malloc: bool = True) -> dict[str, str]:
     """The parent's environment without FLAGOS_OP_*/FLAGOS_LOG (they would change or slow every arm)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGOS_OP_") and k != "FLAGOS_LOG"}
+    env.pop("PYTHONSAFEPATH", None)  # it would keep child.py's own folder, where its sibling is, off sys.path
     if steady_malloc:
         env.setdefault("GLIBC_TUNABLES", STEADY_MALLOC)
     if arm is not None and cases.is_plain(arm):

@@ -1,0 +1,7 @@
+"""``python -m torch_fl.bench [options]``: the benchmark on the installed torch_fl (docs/bench.md)."""
+
+import sys
+
+from .run import main
+
+sys.exit(main())
