@@ -22,22 +22,33 @@ namespace {
 struct MovedTensor {
   at::Tensor original;
   at::Tensor host;
+  uint32_t host_version; // the copy's write count before the kernel ran
 };
 
+uint32_t version_of(const at::Tensor& t) {
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  return impl->is_inference() ? 0 : impl->version_counter().current_version(); // inference tensors count nothing
+}
+
 // A written argument's host copy goes back into the caller's flagos tensor (resized when the
-// kernel resized it), by the device's own copy kernel.
+// kernel resized it), by the device's own copy kernel. The writes the kernel counted on the copy
+// count on the caller's tensor too: list ops count their own (autograd's check that a saved
+// tensor was not modified reads it); ops that torch counts above the router count none here.
 void write_back(const MovedTensor& moved) {
   if (moved.original.sizes() != moved.host.sizes()) {
     at::_copy_from_and_resize(moved.host, moved.original); // the device's kernel (kernels.cpp), not the router
   } else {
     copy_between(moved.original, moved.host, /*non_blocking=*/false);
   }
+  for (uint32_t n = version_of(moved.host) - moved.host_version; n > 0; --n) {
+    moved.original.unsafeGetTensorImpl()->bump_version();
+  }
 }
 
 at::Tensor to_host(const at::Tensor& t, std::vector<MovedTensor>& moved) {
   if (!is_flagos(t)) return t;
   at::Tensor host = host_copy(t);
-  moved.push_back({t, host});
+  moved.push_back({t, host, version_of(host)});
   return host;
 }
 

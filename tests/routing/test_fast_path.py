@@ -137,6 +137,33 @@ F.layer_norm(F.gelu(a @ w), (5,)).sum().backward()
 F.layer_norm(F.gelu(a.to("flagos") @ wf), (5,)).sum().backward()
 report("grad", {"got": host(wf.grad), "want": host(w.grad)})
 
+# an in-place write counts on the caller's tensor, as on the host: autograd's check that a saved tensor was not
+# modified reads that count (a list op whose vendor kernel bumped only its own views would pass it silently)
+def versions(device):
+    xs, ys = [a.clone().to(device), b.clone().to(device)], [b.to(device), a.to(device)]
+    x = a.clone().to(device)
+    counts = []
+    for write in (lambda: torch._foreach_mul_(xs, 2.0), lambda: torch._foreach_add_(xs, ys), lambda: x.add_(ys[0])):
+        before = [t._version for t in [*xs, x]]
+        write()  # _foreach_add_ takes the cpu route here
+        counts.append([t._version - v for t, v in zip([*xs, x], before, strict=True)])
+    return counts
+
+
+def saved_then_modified(device):
+    w, p = a.to(device).requires_grad_(), b.to(device)
+    loss = (w * p).sum()  # saves p
+    torch._foreach_mul_([p], 2.0)
+    try:
+        loss.backward()
+    except RuntimeError as e:
+        return "modified by an inplace operation" in str(e)
+    return "no error"
+
+
+report("versions", {"got": versions("flagos"), "want": versions("cpu")})
+report("saved", {"got": saved_then_modified("flagos"), "want": saved_then_modified("cpu")})
+
 # routes published later reach the fast path too
 os.environ["FLAGOS_OP_mul__Tensor"] = "cpu"
 torch_fl.reload_routes()
@@ -216,3 +243,8 @@ def test_autograd_through_fast_ops(child, host_result):
 def test_reload_reaches_the_fast_path(child):
     assert child.routes_of("mul.Tensor", "after_reload") == ["cpu"]
     assert child.routes_of("mul.Tensor", "restored") == ["native"]
+
+
+def test_in_place_writes_count_on_the_callers_tensors(child):
+    assert child.data["versions"]["got"] == child.data["versions"]["want"], child.data["versions"]
+    assert child.data["saved"] == {"got": True, "want": True}
