@@ -35,6 +35,7 @@ def test_registration_when_the_compile_stack_came_first(run_child):
     child = run_child(EARLY)
     assert child.data == {"registered_after_import": True, "out": [-1.0, 0.0, 1.0]}, child.describe()
 
+
 BROKEN = """
 import warnings, torch, torch_fl
 from torch_fl.compile import _register
