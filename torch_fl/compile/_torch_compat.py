@@ -6,6 +6,8 @@ names what it relies on, so a new torch line is checked here and nowhere else.
 
 from __future__ import annotations
 
+import functools
+import sys
 from typing import Any
 
 import torch
@@ -44,11 +46,55 @@ def inductor_decomposition_tables() -> list[dict[Any, Any]]:
 def declare_gpu() -> None:
     """Let Inductor treat flagos as a GPU (Triton kernels, GPU layouts and heuristics): it asks
     ``torch._inductor.utils.is_gpu``, which reads the module-level list ``GPU_TYPES`` (imported by name elsewhere,
-    so the list is extended in place)."""
+    so the list is changed in place). flagos goes first: code that takes the first available entry (the addmm
+    patterns of fx_passes.freezing_patterns) must pick the device ``gpu_type_is_flagos`` names."""
     from torch._inductor import utils
 
     if DEVICE not in utils.GPU_TYPES:
-        utils.GPU_TYPES.append(DEVICE)
+        utils.GPU_TYPES.insert(0, DEVICE)
+    gpu_type_is_flagos()
+
+
+# Modules that bind ``torch._inductor.utils.get_gpu_type`` by name (checked by ``problems``). Others found in
+# sys.modules are rebound too; these are the ones torch 2.11-2.14 have.
+GPU_TYPE_USERS = (
+    "torch._inductor.fx_passes.joint_graph",
+    "torch._inductor.fx_passes.post_grad",
+    "torch._inductor.autotune_process",
+    "torch._inductor.codegen.cpp_wrapper_gpu",
+)
+
+
+def gpu_type_is_flagos() -> None:
+    """Inductor asks ``torch._inductor.utils.get_gpu_type()`` for the one GPU type of the process (the device it
+    moves CPU constructors to in post_grad, the device of autotuning and of ``is_big_gpu``, the bmm_to_mm check).
+    It collects the ``GPU_TYPES`` whose torch module says ``is_available()`` and asserts there is at most one;
+    on a CUDA node both cuda and flagos are, so every compilation would fail there. PyTorch allows one accelerator
+    per process, and in a process with flagos on a GPU vendor that is flagos (CUDA autograd cannot run in it), so
+    the answer is flagos. The function is bound by name in several modules (``GPU_TYPE_USERS``): those already
+    imported are rebound here, those imported later take it from utils. ``torch.testing._internal.inductor_utils``
+    computes ``GPU_TYPE`` once at import; when imported earlier, its value is corrected. comm_analysis has a
+    function of the same name (the NVIDIA GPU generation) that is a different object and is left alone."""
+    from torch._inductor import utils
+
+    original = utils.get_gpu_type
+    if getattr(original, "__flagos__", False):
+        return
+
+    @functools.cache
+    def get_gpu_type() -> str:
+        return DEVICE
+
+    get_gpu_type.__flagos__ = True  # type: ignore[attr-defined]
+    get_gpu_type.__wrapped__ = original  # type: ignore[attr-defined]
+    utils.get_gpu_type = get_gpu_type
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if isinstance(namespace, dict) and namespace.get("get_gpu_type") is original:
+            module.get_gpu_type = get_gpu_type  # type: ignore[union-attr]
+    testing = sys.modules.get("torch.testing._internal.inductor_utils")
+    if testing is not None and getattr(testing, "GPU_TYPE", DEVICE) != DEVICE:
+        testing.GPU_TYPE = DEVICE  # type: ignore[attr-defined]
 
 
 def tune_triton_for_vendor(vendor_type: str) -> None:
@@ -139,6 +185,7 @@ def problems(gpu: bool) -> list[str]:
     """What this torch line lacks of the internals above that a GPU vendor (``gpu``) or the CPU emulation needs,
     one line each (empty when all are there): registration refuses with this list rather than failing halfway,
     and the compile suite asserts it is empty for both."""
+    import importlib
     import inspect
 
     from torch._dynamo import device_interface
@@ -154,21 +201,44 @@ def problems(gpu: bool) -> list[str]:
 
     if gpu:
         need(isinstance(getattr(utils, "GPU_TYPES", None), list), "torch._inductor.utils.GPU_TYPES (a list)")
-        need(isinstance(inspect.getattr_static(hints.DeviceProperties, "create", None), classmethod),
-             "DeviceProperties.create (a classmethod)")
+        need(
+            isinstance(inspect.getattr_static(hints.DeviceProperties, "create", None), classmethod),
+            "DeviceProperties.create (a classmethod)",
+        )
+        gpu_type = getattr(utils, "get_gpu_type", None)
+        torch_own = gpu_type.__wrapped__ if getattr(gpu_type, "__flagos__", False) else gpu_type  # type: ignore[union-attr]
+        need(
+            callable(torch_own) and getattr(torch_own, "__module__", None) == utils.__name__,
+            "torch._inductor.utils.get_gpu_type (defined there, so modules imported later bind torch_fl's)",
+        )
+        for name in GPU_TYPE_USERS:
+            try:
+                bound = getattr(importlib.import_module(name), "get_gpu_type", None)
+            except ImportError:
+                bound = None
+            need(bound is gpu_type, f"{name} binds torch._inductor.utils.get_gpu_type by name")
     else:
         need(callable(getattr(utils, "get_current_backend", None)), "torch._inductor.utils.get_current_backend")
-        need(getattr(common, "get_current_backend", None) is getattr(utils, "get_current_backend", 0),
-             "torch._inductor.codegen.common binds get_current_backend by name")
+        need(
+            getattr(common, "get_current_backend", None) is getattr(utils, "get_current_backend", 0),
+            "torch._inductor.codegen.common binds get_current_backend by name",
+        )
         need(callable(getattr(scheduler.BaseSchedulerNode, "is_cpu", None)), "BaseSchedulerNode.is_cpu")
-    need("device_custom_pass" in inspect.signature(common.register_backend_for_device).parameters,
-         "register_backend_for_device(device_custom_pass=...)")
+    need(
+        "device_custom_pass" in inspect.signature(common.register_backend_for_device).parameters,
+        "register_backend_for_device(device_custom_pass=...)",
+    )
     need(callable(getattr(common, "register_device_op_overrides", None)), "register_device_op_overrides")
     need(callable(getattr(device_interface, "register_interface_for_device", None)), "register_interface_for_device")
-    need("override_decomp" in inspect.signature(lowering.make_fallback).parameters,
-         "lowering.make_fallback(override_decomp=...)")
-    need(callable(getattr(lowering, "tag_to_layout_constraint", None))
-         and callable(getattr(lowering, "get_layout_constraint_tag", None)), "lowering's layout-constraint helpers")
+    need(
+        "override_decomp" in inspect.signature(lowering.make_fallback).parameters,
+        "lowering.make_fallback(override_decomp=...)",
+    )
+    need(
+        callable(getattr(lowering, "tag_to_layout_constraint", None))
+        and callable(getattr(lowering, "get_layout_constraint_tag", None)),
+        "lowering's layout-constraint helpers",
+    )
     need(isinstance(getattr(decomposition, "decompositions", None), dict), "Inductor's decomposition table")
     try:
         source = inspect.getsource(graph.GraphLowering.call_function)
