@@ -41,6 +41,14 @@ report("flagos_entries", utils.GPU_TYPES.count("flagos"))
 report("keeps_torch_function", utils.get_gpu_type.__wrapped__ is original)
 report("comm_analysis_own", comm_analysis.get_gpu_type.__module__ == comm_analysis.__name__)
 report("testing_after", testing.GPU_TYPE)
+import torch._inductor.select_algorithm as select_algorithm   # binds do_bench_using_profiling by name
+_torch_compat.profile_on_vendor("cuda")
+benches = [getattr(utils, n) for n in _torch_compat.PROFILER_BENCH if getattr(getattr(utils, n, None), "__flagos__", 0)]
+report("profiler_device", [b.__globals__["get_gpu_type"]() for b in benches])
+# the function select_algorithm calls is the vendor copy, or calls it through utils' globals
+outer = select_algorithm.do_bench_using_profiling
+report("profiler_rebound", outer is utils.do_bench_using_profiling and (outer in benches or (
+    outer.__globals__ is utils.__dict__ and "_do_bench_using_profiling" in outer.__code__.co_names)))
 report("problems", _torch_compat.problems(gpu=True))
 """
 
@@ -56,6 +64,8 @@ def test_gpu_type_is_flagos_on_a_gpu_vendor_wherever_inductor_asks(run_child):
     assert data["first_gpu_type"] == "flagos" and data["flagos_entries"] == 1, child.describe()
     assert data["keeps_torch_function"] and data["comm_analysis_own"], child.describe()
     assert (data["testing_before"], data["testing_after"]) == ("cuda", "flagos"), child.describe()
+    # the profiler-based benchmark names the vendor's profiler activity, never a "FLAGOS" one torch lacks
+    assert data["profiler_device"] == ["cuda"] and data["profiler_rebound"], child.describe()
     assert data["problems"] == [], child.describe()
 
 

@@ -85,16 +85,60 @@ def gpu_type_is_flagos() -> None:
     def get_gpu_type() -> str:
         return DEVICE
 
-    get_gpu_type.__flagos__ = True  # type: ignore[attr-defined]
-    get_gpu_type.__wrapped__ = original  # type: ignore[attr-defined]
-    utils.get_gpu_type = get_gpu_type
-    for module in list(sys.modules.values()):
-        namespace = getattr(module, "__dict__", None)
-        if isinstance(namespace, dict) and namespace.get("get_gpu_type") is original:
-            module.get_gpu_type = get_gpu_type  # type: ignore[union-attr]
+    _rebind("get_gpu_type", original, get_gpu_type)
     testing = sys.modules.get("torch.testing._internal.inductor_utils")
     if testing is not None and getattr(testing, "GPU_TYPE", DEVICE) != DEVICE:
         testing.GPU_TYPE = DEVICE  # type: ignore[attr-defined]
+
+
+def _rebind(name: str, original: Any, replacement: Any) -> None:
+    """Put ``replacement`` wherever a loaded module holds ``original`` under ``name`` (torch._inductor.utils and the
+    modules that imported it by name); modules imported later take it from utils."""
+    replacement.__flagos__ = True
+    replacement.__wrapped__ = original
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if isinstance(namespace, dict) and namespace.get(name) is original:
+            setattr(module, name, replacement)
+
+
+# The function of torch._inductor.utils that times kernels with the profiler, under the names torch lines give it:
+# 2.11 reads get_gpu_type in do_bench_using_profiling itself, later lines in the _do_bench_using_profiling it calls.
+PROFILER_BENCH = ("do_bench_using_profiling", "_do_bench_using_profiling")
+
+
+def _profiler_benches() -> list[Any]:
+    import types
+
+    from torch._inductor import utils
+
+    found = []
+    for name in PROFILER_BENCH:
+        fn = getattr(utils, name, None)
+        fn = getattr(fn, "__wrapped__", fn) if getattr(fn, "__flagos__", False) else fn
+        if isinstance(fn, types.FunctionType) and "get_gpu_type" in fn.__code__.co_names:
+            found.append(fn)
+    return found
+
+
+def profile_on_vendor(vendor_type: str) -> None:
+    """``torch._inductor.utils.do_bench_using_profiling`` (opt-in: TORCHINDUCTOR_PROFILE_WITH_DO_BENCH_USING_PROFILING,
+    feedback savers of select_algorithm) times kernels with torch's profiler, naming the profiler activity and the
+    event device type after ``get_gpu_type()``, which is flagos here and has neither: the kernels Triton launches for
+    flagos are the vendor's, so a copy of the function whose ``get_gpu_type`` answers the vendor type measures them
+    (its scratch buffer is then vendor memory, which is flagos memory too). The copy replaces the original wherever
+    it is bound by name (select_algorithm and autotune_process import it)."""
+    import types
+
+    for original in _profiler_benches():
+        if getattr(getattr(sys.modules[original.__module__], original.__name__, None), "__flagos__", False):
+            continue
+        globals_ = dict(original.__globals__, get_gpu_type=lambda: vendor_type)
+        copy = types.FunctionType(
+            original.__code__, globals_, original.__name__, original.__defaults__, original.__closure__
+        )
+        copy.__kwdefaults__ = original.__kwdefaults__
+        _rebind(original.__name__, original, functools.wraps(original)(copy))
 
 
 def tune_triton_for_vendor(vendor_type: str) -> None:
@@ -210,6 +254,10 @@ def problems(gpu: bool) -> list[str]:
         need(
             callable(torch_own) and getattr(torch_own, "__module__", None) == utils.__name__,
             "torch._inductor.utils.get_gpu_type (defined there, so modules imported later bind torch_fl's)",
+        )
+        need(
+            len(_profiler_benches()) == 1,
+            "one of torch._inductor.utils." + "/".join(PROFILER_BENCH) + " reading get_gpu_type (the profiler bench)",
         )
         for name in GPU_TYPE_USERS:
             try:
