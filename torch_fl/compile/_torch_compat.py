@@ -173,8 +173,9 @@ def register_backend(scheduling: Any, wrapper: Any, custom_pass: Any) -> None:
 
 def register_op_overrides(overrides: Any) -> None:
     """``get_device_op_overrides`` registers torch's own devices (cpu, cuda, xpu, mps, mtia) lazily, in torch 2.11
-    only while its table is empty (later lines keep a flag), and gives any device it lacks the CPU's. Asking for the CPU's first fills the table with torch's
-    before flagos joins it, so a cuda graph in this process still gets cuda's device calls."""
+    only while its table is empty (later lines keep a flag), and gives any device it lacks the CPU's. Asking for the
+    CPU's first fills the table with torch's before flagos joins it, so a cuda graph in this process still gets
+    cuda's device calls."""
     from torch._inductor.codegen.common import get_device_op_overrides, register_device_op_overrides
 
     get_device_op_overrides("cpu")
