@@ -222,7 +222,7 @@ def check_numbers(reference: str, tiny: bool, scratch: str) -> int:
 
     for r, label in ((ref, f"{ref_name} (math attention)"), (default, ref_name), (got, "compiled flagos")):
         print(
-            f"  losses {label:34s} {' '.join(f'{v:.6f}' for v in r['losses'])}  (cold compile + 6 steps "
+            f"  losses {label:34s} {' '.join(f'{v:.6f}' for v in r['losses'])}  (compile + 6 steps "
             f"{r['first_steps_s']} s)"
         )
     control = param_diff("ref", "default")
