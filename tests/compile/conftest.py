@@ -52,12 +52,16 @@ def run_child(tmp_path: Path) -> Callable[..., Child]:
         full.update({"FLAGOS_ACCELERATOR": "cpu", "PYTHONFAULTHANDLER": "1", **(env or {})})
         proc = subprocess.run(
             [sys.executable, "-c", PRELUDE + textwrap.dedent(code)],
-            cwd=tmp_path, env=full, capture_output=True, text=True, timeout=600,
+            cwd=tmp_path,
+            env=full,
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         data: dict = {}
         for line in proc.stdout.splitlines():
             if line.startswith(RESULT):
-                data.update(json.loads(line[len(RESULT):]))
+                data.update(json.loads(line[len(RESULT) :]))
         child = Child(proc.returncode, proc.stdout, proc.stderr, data)
         if expect_ok and child.rc != 0:
             pytest.fail(f"child failed\n{child.describe()}", pytrace=False)

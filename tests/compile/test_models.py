@@ -24,8 +24,14 @@ def mlp() -> nn.Module:
 
 def cnn() -> nn.Module:
     return nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 4 * 4, 10),
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(8 * 4 * 4, 10),
     )
 
 
@@ -81,10 +87,16 @@ def assorted(x: torch.Tensor, index: torch.Tensor, table: torch.Tensor) -> tuple
     the C++ (or Triton) code paths beyond pointwise work."""
     rows = torch.arange(x.shape[0], device=x.device)
     return (
-        x.sum(1), x.var(1), x.amax(0), x.cumsum(1), x.sort(1).values, x.argmax(1),
+        x.sum(1),
+        x.var(1),
+        x.amax(0),
+        x.cumsum(1),
+        x.sort(1).values,
+        x.argmax(1),
         torch.nn.functional.layer_norm(x, x.shape[1:]),
         torch.nn.functional.cross_entropy(x, rows % x.shape[1]),
-        x.gather(1, index), torch.zeros_like(x).scatter_add(1, index, x[:, : index.shape[1]]),
+        x.gather(1, index),
+        torch.zeros_like(x).scatter_add(1, index, x[:, : index.shape[1]]),
         x.index_put((rows[:2],), torch.ones(2, x.shape[1], device=x.device), accumulate=True),
         torch.nn.functional.embedding(index, table).sum(-1),
         (x * 10).long() // 3 % 5,

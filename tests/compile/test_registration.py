@@ -35,6 +35,7 @@ def test_registration_when_the_compile_stack_came_first(run_child):
     child = run_child(EARLY)
     assert child.data == {"registered_after_import": True, "out": [-1.0, 0.0, 1.0]}, child.describe()
 
+
 BROKEN = """
 import warnings, torch, torch_fl
 from torch_fl.compile import _register
@@ -69,3 +70,19 @@ def test_this_torch_line_has_every_internal_the_registration_uses():
 
     assert _torch_compat.problems(gpu=False) == []
     assert _torch_compat.problems(gpu=True) == []
+
+
+FIRST_IN_TABLE = """
+import torch, torch_fl
+torch.compile(lambda x: x + 1)(torch.ones(2).to("flagos"))   # flagos registers before torch asks for any device
+from torch._inductor.codegen.common import get_device_op_overrides
+report("cuda", type(get_device_op_overrides("cuda")).__name__)
+report("flagos", type(get_device_op_overrides("flagos")).__module__)
+"""
+
+
+def test_torch_s_own_devices_keep_their_device_calls(run_child):
+    # torch 2.11 fills its table of device calls lazily, only while it is empty (later lines keep a flag): flagos
+    # joining it first must not leave cuda with the CPU's calls
+    child = run_child(FIRST_IN_TABLE)
+    assert child.data == {"cuda": "CUDADeviceOpOverrides", "flagos": "torch_fl.compile.codegen"}, child.describe()

@@ -27,6 +27,7 @@ def inductor() -> None:
 
         _torch_compat.declare_gpu()
         _torch_compat.tune_triton_for_vendor("cuda")  # HIP builds of torch call their GPUs cuda too
+        _torch_compat.profile_on_vendor("cuda")
         _torch_compat.register_op_overrides(codegen.GpuOpOverrides())
         _torch_compat.register_backend(TritonScheduling, PythonWrapperCodegen, routes.RoutePass())
     else:

@@ -6,6 +6,8 @@ names what it relies on, so a new torch line is checked here and nowhere else.
 
 from __future__ import annotations
 
+import functools
+import sys
 from typing import Any
 
 import torch
@@ -44,11 +46,99 @@ def inductor_decomposition_tables() -> list[dict[Any, Any]]:
 def declare_gpu() -> None:
     """Let Inductor treat flagos as a GPU (Triton kernels, GPU layouts and heuristics): it asks
     ``torch._inductor.utils.is_gpu``, which reads the module-level list ``GPU_TYPES`` (imported by name elsewhere,
-    so the list is extended in place)."""
+    so the list is changed in place). flagos goes first: code that takes the first available entry (the addmm
+    patterns of fx_passes.freezing_patterns) must pick the device ``gpu_type_is_flagos`` names."""
     from torch._inductor import utils
 
     if DEVICE not in utils.GPU_TYPES:
-        utils.GPU_TYPES.append(DEVICE)
+        utils.GPU_TYPES.insert(0, DEVICE)
+    gpu_type_is_flagos()
+
+
+# Modules that bind ``torch._inductor.utils.get_gpu_type`` by name (checked by ``problems``). Others found in
+# sys.modules are rebound too; these are the ones torch 2.11-2.14 have.
+GPU_TYPE_USERS = (
+    "torch._inductor.fx_passes.joint_graph",
+    "torch._inductor.fx_passes.post_grad",
+    "torch._inductor.autotune_process",
+    "torch._inductor.codegen.cpp_wrapper_gpu",
+)
+
+
+def gpu_type_is_flagos() -> None:
+    """Inductor asks ``torch._inductor.utils.get_gpu_type()`` for the one GPU type of the process (the device it
+    moves CPU constructors to in post_grad, the device of autotuning and of ``is_big_gpu``, the bmm_to_mm check).
+    It collects the ``GPU_TYPES`` whose torch module says ``is_available()`` and asserts there is at most one;
+    on a CUDA node both cuda and flagos are, so every compilation would fail there. PyTorch allows one accelerator
+    per process, and in a process with flagos on a GPU vendor that is flagos (CUDA autograd cannot run in it), so
+    the answer is flagos. The function is bound by name in several modules (``GPU_TYPE_USERS``): those already
+    imported are rebound here, those imported later take it from utils. ``torch.testing._internal.inductor_utils``
+    computes ``GPU_TYPE`` once at import; when imported earlier, its value is corrected. comm_analysis has a
+    function of the same name (the NVIDIA GPU generation) that is a different object and is left alone."""
+    from torch._inductor import utils
+
+    original = utils.get_gpu_type
+    if getattr(original, "__flagos__", False):
+        return
+
+    @functools.cache
+    def get_gpu_type() -> str:
+        return DEVICE
+
+    _rebind("get_gpu_type", original, get_gpu_type)
+    testing = sys.modules.get("torch.testing._internal.inductor_utils")
+    if testing is not None and getattr(testing, "GPU_TYPE", DEVICE) != DEVICE:
+        testing.GPU_TYPE = DEVICE  # type: ignore[attr-defined]
+
+
+def _rebind(name: str, original: Any, replacement: Any) -> None:
+    """Put ``replacement`` wherever a loaded module holds ``original`` under ``name`` (torch._inductor.utils and the
+    modules that imported it by name); modules imported later take it from utils."""
+    replacement.__flagos__ = True
+    replacement.__wrapped__ = original
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if isinstance(namespace, dict) and namespace.get(name) is original:
+            setattr(module, name, replacement)
+
+
+# The function of torch._inductor.utils that times kernels with the profiler, under the names torch lines give it:
+# 2.11 reads get_gpu_type in do_bench_using_profiling itself, later lines in the _do_bench_using_profiling it calls.
+PROFILER_BENCH = ("do_bench_using_profiling", "_do_bench_using_profiling")
+
+
+def _profiler_benches() -> list[Any]:
+    import types
+
+    from torch._inductor import utils
+
+    found = []
+    for name in PROFILER_BENCH:
+        fn = getattr(utils, name, None)
+        fn = getattr(fn, "__wrapped__", fn) if getattr(fn, "__flagos__", False) else fn
+        if isinstance(fn, types.FunctionType) and "get_gpu_type" in fn.__code__.co_names:
+            found.append(fn)
+    return found
+
+
+def profile_on_vendor(vendor_type: str) -> None:
+    """``torch._inductor.utils.do_bench_using_profiling`` (opt-in: TORCHINDUCTOR_PROFILE_WITH_DO_BENCH_USING_PROFILING,
+    feedback savers of select_algorithm) times kernels with torch's profiler, naming the profiler activity and the
+    event device type after ``get_gpu_type()``, which is flagos here and has neither: the kernels Triton launches for
+    flagos are the vendor's, so a copy of the function whose ``get_gpu_type`` answers the vendor type measures them
+    (its scratch buffer is then vendor memory, which is flagos memory too). The copy replaces the original wherever
+    it is bound by name (select_algorithm and autotune_process import it)."""
+    import types
+
+    for original in _profiler_benches():
+        if getattr(getattr(sys.modules[original.__module__], original.__name__, None), "__flagos__", False):
+            continue
+        globals_ = dict(original.__globals__, get_gpu_type=lambda: vendor_type)
+        copy = types.FunctionType(
+            original.__code__, globals_, original.__name__, original.__defaults__, original.__closure__
+        )
+        copy.__kwdefaults__ = original.__kwdefaults__
+        _rebind(original.__name__, original, functools.wraps(original)(copy))
 
 
 def tune_triton_for_vendor(vendor_type: str) -> None:
@@ -82,8 +172,13 @@ def register_backend(scheduling: Any, wrapper: Any, custom_pass: Any) -> None:
 
 
 def register_op_overrides(overrides: Any) -> None:
-    from torch._inductor.codegen.common import register_device_op_overrides
+    """``get_device_op_overrides`` registers torch's own devices (cpu, cuda, xpu, mps, mtia) lazily, in torch 2.11
+    only while its table is empty (later lines keep a flag), and gives any device it lacks the CPU's. Asking for the
+    CPU's first fills the table with torch's before flagos joins it, so a cuda graph in this process still gets
+    cuda's device calls."""
+    from torch._inductor.codegen.common import get_device_op_overrides, register_device_op_overrides
 
+    get_device_op_overrides("cpu")
     register_device_op_overrides(DEVICE, overrides)
 
 
@@ -139,6 +234,7 @@ def problems(gpu: bool) -> list[str]:
     """What this torch line lacks of the internals above that a GPU vendor (``gpu``) or the CPU emulation needs,
     one line each (empty when all are there): registration refuses with this list rather than failing halfway,
     and the compile suite asserts it is empty for both."""
+    import importlib
     import inspect
 
     from torch._dynamo import device_interface
@@ -154,21 +250,48 @@ def problems(gpu: bool) -> list[str]:
 
     if gpu:
         need(isinstance(getattr(utils, "GPU_TYPES", None), list), "torch._inductor.utils.GPU_TYPES (a list)")
-        need(isinstance(inspect.getattr_static(hints.DeviceProperties, "create", None), classmethod),
-             "DeviceProperties.create (a classmethod)")
+        need(
+            isinstance(inspect.getattr_static(hints.DeviceProperties, "create", None), classmethod),
+            "DeviceProperties.create (a classmethod)",
+        )
+        gpu_type = getattr(utils, "get_gpu_type", None)
+        torch_own = gpu_type.__wrapped__ if getattr(gpu_type, "__flagos__", False) else gpu_type  # type: ignore[union-attr]
+        need(
+            callable(torch_own) and getattr(torch_own, "__module__", None) == utils.__name__,
+            "torch._inductor.utils.get_gpu_type (defined there, so modules imported later bind torch_fl's)",
+        )
+        need(
+            len(_profiler_benches()) == 1,
+            "one of torch._inductor.utils." + "/".join(PROFILER_BENCH) + " reading get_gpu_type (the profiler bench)",
+        )
+        for name in GPU_TYPE_USERS:
+            try:
+                bound = getattr(importlib.import_module(name), "get_gpu_type", None)
+            except ImportError:
+                bound = None
+            need(bound is gpu_type, f"{name} binds torch._inductor.utils.get_gpu_type by name")
     else:
         need(callable(getattr(utils, "get_current_backend", None)), "torch._inductor.utils.get_current_backend")
-        need(getattr(common, "get_current_backend", None) is getattr(utils, "get_current_backend", 0),
-             "torch._inductor.codegen.common binds get_current_backend by name")
+        need(
+            getattr(common, "get_current_backend", None) is getattr(utils, "get_current_backend", 0),
+            "torch._inductor.codegen.common binds get_current_backend by name",
+        )
         need(callable(getattr(scheduler.BaseSchedulerNode, "is_cpu", None)), "BaseSchedulerNode.is_cpu")
-    need("device_custom_pass" in inspect.signature(common.register_backend_for_device).parameters,
-         "register_backend_for_device(device_custom_pass=...)")
+    need(
+        "device_custom_pass" in inspect.signature(common.register_backend_for_device).parameters,
+        "register_backend_for_device(device_custom_pass=...)",
+    )
     need(callable(getattr(common, "register_device_op_overrides", None)), "register_device_op_overrides")
     need(callable(getattr(device_interface, "register_interface_for_device", None)), "register_interface_for_device")
-    need("override_decomp" in inspect.signature(lowering.make_fallback).parameters,
-         "lowering.make_fallback(override_decomp=...)")
-    need(callable(getattr(lowering, "tag_to_layout_constraint", None))
-         and callable(getattr(lowering, "get_layout_constraint_tag", None)), "lowering's layout-constraint helpers")
+    need(
+        "override_decomp" in inspect.signature(lowering.make_fallback).parameters,
+        "lowering.make_fallback(override_decomp=...)",
+    )
+    need(
+        callable(getattr(lowering, "tag_to_layout_constraint", None))
+        and callable(getattr(lowering, "get_layout_constraint_tag", None)),
+        "lowering's layout-constraint helpers",
+    )
     need(isinstance(getattr(decomposition, "decompositions", None), dict), "Inductor's decomposition table")
     try:
         source = inspect.getsource(graph.GraphLowering.call_function)

@@ -75,8 +75,9 @@ class _HostKernelCalls:
     """Calls Inductor's C++ kernels for flagos tensors the way it calls them for CPU tensors, through the
     host-access helper."""
 
-    def _generate_kernel_call_helper(self, kernel_name: str, call_args: list[str], *, device: Any = None,
-                                     triton: bool = True, **kwargs: Any) -> None:
+    def _generate_kernel_call_helper(
+        self, kernel_name: str, call_args: list[str], *, device: Any = None, triton: bool = True, **kwargs: Any
+    ) -> None:
         device = device or V.graph.get_current_device_or_throw()
         if triton or device.type != "flagos":
             return super()._generate_kernel_call_helper(  # type: ignore[misc]
@@ -99,8 +100,9 @@ class EmulationSubgraphWrapper(_HostKernelCalls, SubgraphPythonWrapperCodegen):
 
 class EmulationWrapper(_HostKernelCalls, PythonWrapperCodegen):
     @staticmethod
-    def create(is_subgraph: bool, subgraph_name: str | None, parent_wrapper: Any,
-               partition_signatures: Any = None) -> PythonWrapperCodegen:
+    def create(
+        is_subgraph: bool, subgraph_name: str | None, parent_wrapper: Any, partition_signatures: Any = None
+    ) -> PythonWrapperCodegen:
         if is_subgraph:
             return EmulationSubgraphWrapper(subgraph_name, parent_wrapper, partition_signatures)
         return EmulationWrapper()
