@@ -21,7 +21,23 @@ from torch._inductor.virtualized import V
 _HOST_CALL = "from torch_fl.compile.host import call as flagos_host_call"
 
 
-class EmulationOpOverrides(DeviceOpOverrides):
+class _FlagosDeviceCalls(DeviceOpOverrides):
+    """The device calls every vendor's wrapper writes the same way: through ``torch.flagos``."""
+
+    def set_device(self, device_idx: int) -> str:
+        return f"torch.flagos.set_device({device_idx})"
+
+    def synchronize(self) -> str:
+        return "torch.flagos.synchronize()"
+
+    def device_guard(self, device_idx: int) -> str:
+        return f"torch.flagos.device({device_idx})"
+
+    def current_stream(self) -> str:
+        return "torch.flagos.current_stream()"
+
+
+class EmulationOpOverrides(_FlagosDeviceCalls):
     """Device calls in the wrapper under the CPU emulation: kernels run on the calling thread, stream 0."""
 
     def import_get_raw_stream_as(self, name: str) -> str:
@@ -32,40 +48,16 @@ class EmulationOpOverrides(DeviceOpOverrides):
             """
         )
 
-    def set_device(self, device_idx: int) -> str:
-        return f"torch.flagos.set_device({device_idx})"
-
-    def synchronize(self) -> str:
-        return "torch.flagos.synchronize()"
-
-    def device_guard(self, device_idx: int) -> str:
-        return f"torch.flagos.device({device_idx})"
-
-    def current_stream(self) -> str:
-        return "torch.flagos.current_stream()"
-
     def cpp_kernel_type(self) -> str:
         return "void*"
 
 
-class GpuOpOverrides(DeviceOpOverrides):
+class GpuOpOverrides(_FlagosDeviceCalls):
     """Device calls in the wrapper on a GPU vendor: the raw stream is the vendor's current stream, which is the
     current flagos stream."""
 
     def import_get_raw_stream_as(self, name: str) -> str:
         return f"from torch._C import _cuda_getCurrentRawStream as {name}"
-
-    def set_device(self, device_idx: int) -> str:
-        return f"torch.flagos.set_device({device_idx})"
-
-    def synchronize(self) -> str:
-        return "torch.flagos.synchronize()"
-
-    def device_guard(self, device_idx: int) -> str:
-        return f"torch.flagos.device({device_idx})"
-
-    def current_stream(self) -> str:
-        return "torch.flagos.current_stream()"
 
     def cpp_kernel_type(self) -> str:
         return "CUfunction"
