@@ -108,7 +108,7 @@ if [ "$mode" = checks ]; then
    done
    echo "flagos (every op native) against plain cuda with math attention:"
    "$PY" "$tests_copy/node/train_check.py" compare /tmp/math-cuda.jsonl /tmp/math-flagos.jsonl) 2>&1 \
-   | grep -v -e "UserWarning" -e "mask = row_mask" >>"$OUT/models.txt"
+   | grep --line-buffered -v -e "UserWarning" -e "mask = row_mask" >>"$OUT/models.txt"
   wait "$suites" || status=1
   wait "$exits" || status=1
   tail -3 "$OUT/pytest.txt"; cat "$OUT/exit.txt"
@@ -118,7 +118,8 @@ if [ "$mode" = dist ]; then  # needs 2 GPUs (nvidia-h200-x2): collectives, DDP, 
   status=0
   (cd "$tests_copy" && "$PY" -m pytest -c pyproject.toml distributed -q -p no:cacheprovider -rs; rc=$?
    cd /tmp && "$PY" -m torch.distributed.run --nproc-per-node 2 "$tests_copy/distributed/bandwidth.py" || rc=1
-   exit $rc) 2>&1 | grep -v -e "UserWarning" -e "FutureWarning" -e "return func" | tee "$OUT/dist.txt"
+   exit $rc) 2>&1 | grep --line-buffered -v -e "UserWarning" -e "FutureWarning" -e "return func" \
+   | tee "$OUT/dist.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   exit "$status"
 fi
@@ -146,7 +147,7 @@ if [ "$mode" = compile ]; then  # torch.compile: compiled flagos against compile
      cd "$tests_copy" && { "$PY" -m pytest -c pyproject.toml compile -q -p no:cacheprovider -rs || rc=1; }
    fi
    cd /tmp && { "$PY" "$tests_copy/node/compile_check.py" all --pairs "${TIME_PAIRS:-5}" || rc=1; }
-   exit $rc) 2>&1 | grep -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/compile.txt"
+   exit $rc) 2>&1 | grep --line-buffered -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/compile.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   exit "$status"
 fi
@@ -173,7 +174,7 @@ if [ "$mode" = train ]; then
        env ${c:+FLAGOS_BACKEND_CONFIG=$c} "$PY" "$check" run --arm $a --config fp32-adamw-foreach --time-steps 50 \
          | "$PY" -c "import json,sys; r=json.load(sys.stdin); print('step ms $arm', round(r['ms_per_step'], 3))"
      done
-   done; exit $rc) 2>&1 | grep -v -e "UserWarning" -e "mask = row_mask" | tee "$OUT/train.txt"
+   done; exit $rc) 2>&1 | grep --line-buffered -v -e "UserWarning" -e "mask = row_mask" | tee "$OUT/train.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   exit "$status"
 fi
