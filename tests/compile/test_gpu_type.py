@@ -70,7 +70,7 @@ def test_gpu_type_is_flagos_on_a_gpu_vendor_wherever_inductor_asks(run_child):
 
 
 def test_gpu_type_is_torch_s_own_where_flagos_is_not_on_a_gpu():
-    # this process's flagos: the CPU emulation in CI, CUDA on a GPU node (tests/node/cuda_node.sh compile)
+    # this process's flagos: the CPU emulation in CI, CUDA on a GPU node (build_tools/node/cuda_node.sh compile)
     out = torch.compile(lambda x: x * 2 + 1)(torch.arange(3.0).to("flagos"))
     assert out.cpu().tolist() == [1.0, 3.0, 5.0]
     from torch._inductor import utils
