@@ -98,6 +98,12 @@ def test_training_step(bench: dict[str, Any]) -> None:
     for arm, entry in size["arms"].items():
         assert len(entry["ms"]) == 2 and entry["ms_min"] <= entry["ms_median"] <= entry["ms_max"], arm
         assert entry["vs_plain"] == pytest.approx(entry["ms_median"] / size["arms"]["plain"]["ms_median"])
+        # every process of every arm timed the same plain-device probe, whose ratio is taken per process
+        assert len(entry["probe_us"]) == 2 and all(p > 0 for p in entry["probe_us"]), arm
+        per_probe = [m / p for m, p in zip(entry["ms"], entry["probe_us"], strict=True)]
+        assert min(per_probe) <= entry["per_probe_median"] <= max(per_probe), arm
+    shipped, plain = size["arms"]["shipped"], size["arms"]["plain"]
+    assert shipped["vs_plain_per_probe"] == pytest.approx(shipped["per_probe_median"] / plain["per_probe_median"])
     assert size["arms"]["native"]["routed_calls"].keys() == {"native"}  # the all-native conf, confirmed
     assert size["arms"]["plain"]["routed_calls"] == {}
 

@@ -227,11 +227,29 @@ def run_overhead(spec: dict[str, Any]) -> dict[str, Any]:
 # ---- mode: step -------------------------------------------------------------------------------------------------
 
 
+PROBE_BATCHES, PROBE_CALLS = 5, 200
+
+
+def _mode_probe(torch: Any, plain_device: str) -> float:
+    """µs per call of a small add on the plain vendor device (no autograd, so it runs in flagos processes too).
+
+    Processes on a shared GPU host fall into faster and slower modes that last for their lifetime; the same probe
+    in every process of every arm says which mode each one got, so the step times can be compared mode for mode.
+    """
+    device = torch.device(plain_device)
+    x = torch.ones(16, 16, device=device)
+    sync = _synchronizer(torch, device)
+    for _ in range(PROBE_CALLS // 4):
+        torch.add(x, x)
+    return statistics.median(_batch_us(lambda: torch.add(x, x), PROBE_CALLS, sync) for _ in range(PROBE_BATCHES))
+
+
 def run_step(spec: dict[str, Any]) -> dict[str, Any]:
     """Time the training step of cases.build_step on one arm; ms per step, each step synchronized."""
     torch = _import_torch(spec)
     device = torch.device(spec["device"])
     sync = _synchronizer(torch, device)
+    probe_us = _mode_probe(torch, spec["plain_device"])
     step = cases.build_step(device, spec["d_model"])
     logged = _logged_routes(step) if _flagos_arm(spec) else []
     for _ in range(spec["warmup"]):
@@ -243,7 +261,7 @@ def run_step(spec: dict[str, Any]) -> dict[str, Any]:
         step()
         sync()
         times.append((time.perf_counter() - started) * 1e3)
-    return {"ms": statistics.median(times), "ms_all": times, "logged": logged}
+    return {"ms": statistics.median(times), "ms_all": times, "logged": logged, "probe_us": probe_us}
 
 
 # ---- mode: probe --------------------------------------------------------------------------------------

@@ -123,11 +123,15 @@ def step_entry(d_model: int, arms: dict[str, tuple[str, list[dict[str, Any]]]]) 
         routes: dict[str, int] = {}
         for _, route in (results[0]["logged"] if results else []):
             routes[route] = routes.get(route, 0) + 1
+        probe = [r["probe_us"] for r in results]
         out["arms"][arm] = {"label": label, "ms": ms, "ms_median": statistics.median(ms), "ms_min": min(ms),
-                            "ms_max": max(ms), "routed_calls": routes}
-    plain = out["arms"]["plain"]["ms_median"]
+                            "ms_max": max(ms), "routed_calls": routes, "probe_us": probe,
+                            "probe_us_median": statistics.median(probe),
+                            "per_probe_median": statistics.median(m / p for m, p in zip(ms, probe, strict=True))}
+    plain = out["arms"]["plain"]
     for entry in out["arms"].values():
-        entry["vs_plain"] = entry["ms_median"] / plain
+        entry["vs_plain"] = entry["ms_median"] / plain["ms_median"]
+        entry["vs_plain_per_probe"] = entry["per_probe_median"] / plain["per_probe_median"]
     return out
 
 
@@ -285,6 +289,13 @@ def _overhead_md(report: dict[str, Any]) -> list[str]:
     return ["", "## Host overhead per op class", "", oh["method"], "", *_table(header, rows)]
 
 
+def _probe_cells(arm: dict[str, Any]) -> list[str]:
+    if "probe_us" not in arm:  # a report from before the mode probe, rendered again
+        return ["—", "—"]
+    probe = arm["probe_us"]
+    return [f"{arm['probe_us_median']:.2f} ({min(probe):.2f} to {max(probe):.2f})", f"{arm['vs_plain_per_probe']:.3f}x"]
+
+
 def _step_md(report: dict[str, Any]) -> list[str]:
     step = report.get("step")
     if not step or not step["sizes"]:
@@ -295,9 +306,9 @@ def _step_md(report: dict[str, Any]) -> list[str]:
             routes = ", ".join(f"{n} {r}" for r, n in sorted(arm["routed_calls"].items())) or "—"
             rows.append([str(size["d_model"]), arm["label"], f"{arm['ms_median']:.2f}",
                          f"{arm['ms_min']:.2f} to {arm['ms_max']:.2f}", f"{arm['vs_plain']:.3f}x",
-                         str(len(arm["ms"])), routes])
-    header = ["d_model", "arm", "ms per step (median)", "process range", "against plain", "processes",
-              "routed calls in one step"]
+                         *_probe_cells(arm), str(len(arm["ms"])), routes])
+    header = ["d_model", "arm", "ms per step (median)", "process range", "against plain", "mode probe µs (range)",
+              "against plain, per probe", "processes", "routed calls in one step"]
     return ["", "## Training step", "", step["method"], "", *_table(header, rows)]
 
 

@@ -90,7 +90,9 @@ STEP_METHOD = (
     "op native, and plain {plain} again (the A/A "
     "control), in alternating order per round. Each process takes {warmup} untimed steps (the first with the "
     "dispatch log on, to record the routes), then {steps} synchronized steps: its figure is their median. An "
-    "arm's figure is the median over its processes; ratios are taken against plain."
+    "arm's figure is the median over its processes; ratios are taken against plain. Processes on a shared GPU "
+    "host keep a faster or slower mode for their lifetime: every process first times a small add on plain {plain} "
+    "(the mode probe), and the per-probe ratio compares the arms' medians of step time / probe time."
 )
 
 
@@ -358,13 +360,15 @@ def measure_step(opts: Options, vendor: str) -> dict[str, Any]:
                 for arm in arms if proc % 2 == 0 else arms[::-1]:
                     device = device_of(arm, vendor)
                     spec = {"mode": "step", "arm": arm, "device": device, "d_model": d_model,
-                            "warmup": 3, "steps": opts.step_steps, "threads": opts.threads, "cpu": opts.cpu}
+                            "plain_device": cases.PLAIN_DEVICE[vendor], "warmup": 3, "steps": opts.step_steps,
+                            "threads": opts.threads, "cpu": opts.cpu}
                     overrides = {"FLAGOS_BACKEND_CONFIG": str(conf)} if arm == "native" else {}
                     result = run_child(spec, child_env(vendor, arm, overrides, opts.steady_malloc), opts.timeout)
                     if arm == "native":
                         confirm_route(f"step d_model {d_model} native", result["logged"], None, "native")
                     results[arm].append(result)
-                    _log(f"step d_model {d_model} {arm} process {proc + 1}: {result['ms']:.2f} ms")
+                    _log(f"step d_model {d_model} {arm} process {proc + 1}: {result['ms']:.2f} ms "
+                         f"(mode probe {result['probe_us']:.2f} µs)")
             sizes.append(report.step_entry(d_model, {arm: (cases.arm_label(arm, vendor) if arm != cases.STEP_SHIPPED
                                                            else "flagos shipped conf", results[arm]) for arm in arms}))
     method = STEP_METHOD.format(plain=cases.PLAIN_DEVICE[vendor], warmup=3, steps=opts.step_steps)
