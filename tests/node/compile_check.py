@@ -20,7 +20,9 @@ plain cpu when flagos runs the CPU emulation) runs in processes that never impor
             A/A control); median ms/step of each. Compile warm-up (3 steps) stays out of the timed 50 steps.
             Bars: compiled flagos <= 1.10x the reference (its two arms pooled), faster than eager flagos. The
             A/A spread (the larger of again/reference and its inverse) decides what a ratio can show: above 1.10x
-            times the spread is a miss; a spread wider than 1.10x leaves a ratio under that INCONCLUSIVE.
+            times the spread is a miss; a spread wider than 1.10x leaves a ratio under that INCONCLUSIVE. Each
+            timed process first times a small add on the plain device (its mode probe); the ratio of the arms'
+            medians of step time / probe time is printed beside, as a diagnostic.
 Inductor's cache (TORCHINDUCTOR_CACHE_DIR, default /tmp/torch-fl-compile-check-inductor) is shared by all the
 processes, so only the first compile of each arm is cold. Exit status 1 when a bar is missed, 2 when the timing is
 inconclusive. --tiny: a small
@@ -65,6 +67,22 @@ def _time(step, sync, warm: int, timed: int) -> float | None:
     return 1e3 * statistics.median(times) if times else None
 
 
+def _probe_us(torch, device: str, sync) -> float:
+    """The process's mode: µs per small add on the plain vendor device, median of 5 batches of 200 (no autograd, so
+    a flagos process can run it too). GPU processes keep a faster or slower mode for life; the step times are also
+    compared per probe (docs/bench.md, training step)."""
+    x = torch.ones(16, 16, device=device)
+    batches = []
+    for _ in range(6):  # the first batch warms up
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(200):
+            torch.add(x, x)
+        sync()
+        batches.append((time.perf_counter() - t0) * 1e6 / 200)
+    return statistics.median(batches[1:])
+
+
 def run(arm: str, device: str, steps: int, time_steps: int, math_attention: bool, tiny: bool, save: str | None) -> dict:
     import contextlib
     import copy
@@ -73,6 +91,7 @@ def run(arm: str, device: str, steps: int, time_steps: int, math_attention: bool
 
     size = TINY if tiny else FULL
     info: dict = {"arm": arm + (" (math attention)" if math_attention else ""), "torch": torch.__version__}
+    plain = device  # the plain vendor device (the mode probe runs there in every arm)
     if arm.startswith("flagos"):
         import torch_fl  # registers flagos; this process never runs the plain vendor device
 
@@ -88,6 +107,9 @@ def run(arm: str, device: str, steps: int, time_steps: int, math_attention: bool
     inputs = [torch.randn(shape).to(device) for _ in range(4)]
     targets = [torch.randn(shape).to(device) for _ in range(4)]
     sync = {"flagos": lambda: torch.flagos.synchronize(), "cuda": torch.cuda.synchronize}.get(device, lambda: None)
+    if time_steps:
+        plain_sync = torch.cuda.synchronize if plain == "cuda" else (lambda: None)
+        info["probe_us"] = _probe_us(torch, plain, plain_sync)
 
     def make_step(model, forward):
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
@@ -259,6 +281,7 @@ def check_numbers(reference: str, tiny: bool, scratch: str) -> int:
 def check_time(reference: str, pairs: int, tiny: bool) -> int:
     arms = {"flagos": "flagos-compiled", "ref": "ref-compiled", "ref-again": "ref-compiled"}
     times: dict[str, list[float]] = {"flagos": [], "ref": [], "ref-again": [], "eager": []}
+    probes: dict[str, list[float]] = {"flagos": [], "ref": [], "ref-again": []}
     for i in range(pairs):
         order = list(arms) if i % 2 == 0 else list(reversed(arms))  # alternate to cancel drift
         for key in order:
@@ -266,12 +289,14 @@ def check_time(reference: str, pairs: int, tiny: bool) -> int:
             if _failed(r):
                 return 1
             times[key].append(r["ms_per_step"])
+            probes[key].append(r["probe_us"])
             if key == "flagos":
                 times["eager"].append(r["eager_ms_per_step"])
         print(
             f"  round {i + 1} ({' '.join(order)}): compiled flagos {times['flagos'][-1]:.3f}, compiled "
             f"{reference} {times['ref'][-1]:.3f}, again {times['ref-again'][-1]:.3f}, eager flagos "
-            f"{times['eager'][-1]:.3f} ms/step"
+            f"{times['eager'][-1]:.3f} ms/step; mode probe {probes['flagos'][-1]:.2f}, {probes['ref'][-1]:.2f}, "
+            f"{probes['ref-again'][-1]:.2f} µs"
         )
     med = {k: statistics.median(v) for k, v in times.items()}
     # both reference arms are the same program: pooled, they are the reference; their ratio is the noise floor
@@ -288,6 +313,12 @@ def check_time(reference: str, pairs: int, tiny: bool) -> int:
         f"time: compiled flagos / compiled {reference} (both reference arms pooled) = {ratio:.3f}; per round "
         f"{' '.join(f'{r:.2f}' for r in rounds)}; A/A control compiled {reference} again / compiled {reference} = "
         f"{aa:.3f}; eager flagos / compiled flagos = {speedup:.2f}x"
+    )
+    per_probe = {k: [t / p for t, p in zip(times[k], probes[k], strict=True)] for k in probes}
+    print(
+        f"time, per mode probe (diagnostic, not judged): compiled flagos / compiled {reference} = "
+        f"{statistics.median(per_probe['flagos']) / statistics.median(per_probe['ref'] + per_probe['ref-again']):.3f}"
+        f"; A/A {statistics.median(per_probe['ref-again']) / statistics.median(per_probe['ref']):.3f}"
     )
     if tiny:
         print("time: not judged at --tiny (a dry run of the script)")
