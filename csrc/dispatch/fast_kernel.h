@@ -19,6 +19,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
@@ -203,10 +204,13 @@ struct Kernel<Op, Ret(Args...)> {
   }
 };
 
+// The op's name comes from its at::_ops struct, so the kernel can only be
+// registered for the operator whose signature it was built from.
 template <class Op>
-void register_fast(torch::Library& m, const char* name) {
+void register_fast(torch::Library& m) {
   register_fast_entry(&Kernel<Op>::entry());
-  m.impl(name, TORCH_FN(Kernel<Op>::call));
+  const std::string overload = Op::overload_name;
+  m.impl((std::string(Op::name) + (overload.empty() ? "" : "." + overload)).c_str(), TORCH_FN(Kernel<Op>::call));
 }
 
 } // namespace torch_fl::fast

@@ -34,28 +34,28 @@ using fast::register_fast;
 // above the device); tests/routing/test_fast_path.py checks that, and that
 // every op here still honours its route.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  register_fast<at::_ops::add_Tensor>(m, "add.Tensor");
-  register_fast<at::_ops::sub_Tensor>(m, "sub.Tensor");
-  register_fast<at::_ops::mul_Tensor>(m, "mul.Tensor");
-  register_fast<at::_ops::div_Tensor>(m, "div.Tensor");
-  register_fast<at::_ops::where_self>(m, "where.self");
-  register_fast<at::_ops::pow_Tensor_Scalar>(m, "pow.Tensor_Scalar");
-  register_fast<at::_ops::neg>(m, "neg");
-  register_fast<at::_ops::exp>(m, "exp");
-  register_fast<at::_ops::rsqrt>(m, "rsqrt");
-  register_fast<at::_ops::tanh>(m, "tanh");
-  register_fast<at::_ops::sigmoid>(m, "sigmoid");
-  register_fast<at::_ops::relu>(m, "relu");
-  register_fast<at::_ops::silu>(m, "silu");
-  register_fast<at::_ops::gelu>(m, "gelu");
-  register_fast<at::_ops::mm>(m, "mm");
-  register_fast<at::_ops::bmm>(m, "bmm");
-  register_fast<at::_ops::addmm>(m, "addmm");
-  register_fast<at::_ops::sum_dim_IntList>(m, "sum.dim_IntList");
-  register_fast<at::_ops::mean_dim>(m, "mean.dim");
-  register_fast<at::_ops::_softmax>(m, "_softmax");
-  register_fast<at::_ops::_log_softmax>(m, "_log_softmax");
-  register_fast<at::_ops::native_layer_norm>(m, "native_layer_norm");
+  register_fast<at::_ops::add_Tensor>(m);
+  register_fast<at::_ops::sub_Tensor>(m);
+  register_fast<at::_ops::mul_Tensor>(m);
+  register_fast<at::_ops::div_Tensor>(m);
+  register_fast<at::_ops::where_self>(m);
+  register_fast<at::_ops::pow_Tensor_Scalar>(m);
+  register_fast<at::_ops::neg>(m);
+  register_fast<at::_ops::exp>(m);
+  register_fast<at::_ops::rsqrt>(m);
+  register_fast<at::_ops::tanh>(m);
+  register_fast<at::_ops::sigmoid>(m);
+  register_fast<at::_ops::relu>(m);
+  register_fast<at::_ops::silu>(m);
+  register_fast<at::_ops::gelu>(m);
+  register_fast<at::_ops::mm>(m);
+  register_fast<at::_ops::bmm>(m);
+  register_fast<at::_ops::addmm>(m);
+  register_fast<at::_ops::sum_dim_IntList>(m);
+  register_fast<at::_ops::mean_dim>(m);
+  register_fast<at::_ops::_softmax>(m);
+  register_fast<at::_ops::_log_softmax>(m);
+  register_fast<at::_ops::native_layer_norm>(m);
 }
 
 } // namespace torch_fl
