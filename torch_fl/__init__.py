@@ -28,7 +28,7 @@ except ImportError as _exc:  # typically: importing the source tree instead of t
         "checkout, run Python from another directory so the installed wheel is imported, or build it first "
         "(pip install --no-build-isolation .). `import torch` loads torch_fl only when FLAGOS_AUTOLOAD=1."
     ) from _exc
-from . import _conf, _env, _one_accelerator, _routing, compile, providers
+from . import _conf, _env, _one_accelerator, _routing, compile, providers, replay
 from . import flagos as flagos
 from ._conf import ConfError
 from ._env import EnvError
@@ -52,6 +52,7 @@ __all__ = [
     "providers",
     "register_provider",
     "reload_routes",
+    "replay",
     "route",
     "routes",
     "set_dispatch_log",
@@ -274,14 +275,17 @@ def _publish(table: RouteTable) -> None:
 
     per_op = {op: code(r.route) for op, r in table.entries.items() if r.route != table.default.route}
     _PROVIDER_ORDER[:] = [providers.providers()[name] for name in order]
-    _C.set_routes(code(table.default.route), per_op, order)
+    _C.set_routes(code(table.default.route), per_op, order, [p.replay for p in _PROVIDER_ORDER])
 
 
 _PROVIDER_ORDER: list[Provider] = []
 
 
-def _call_provider(index: int, op: str, args: tuple, kwargs: dict) -> object:
-    return _PROVIDER_ORDER[index].kernel(op)(*args, **kwargs)
+def _call_provider(index: int, op: str, args: tuple, kwargs: dict, record: bool) -> object:
+    kernel = _PROVIDER_ORDER[index].kernel(op)
+    if record:  # the replay cache has no plan for this call yet (csrc/replay/plan.h)
+        return replay.record_call(kernel, args, kwargs)
+    return kernel(*args, **kwargs)
 
 
 def _log_config(state: _State) -> None:
@@ -311,6 +315,7 @@ def _apply(settings: _env.Settings, table: RouteTable | None = None) -> _State:
     _intercept(_structured_functional_ops() | _multi_tensor_ops() | _OVERRIDEABLE_HOOKS | set(table.entries))
     _publish(table)
     _C.set_log_dispatch("dispatch" in settings.log)
+    replay.configure(enabled=settings.replay, verify=settings.replay_verify, capacity=settings.replay_capacity)
     _state = _State(settings, path, table)
     if "config" in settings.log:
         _log_config(_state)
@@ -423,6 +428,7 @@ def _init() -> None:
     _one_accelerator.install()
     compile.install()
     atexit.register(_settle_at_exit)
+    atexit.register(lambda: _state is not None and "replay" in _state.settings.log and replay.print_stats())
     if torch.distributed.is_available():
         from . import distributed
 

@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 ACCELERATORS = ("cpu", "cuda", "dcu")
-LOG_CATEGORIES = ("dispatch", "fallback", "config")
+LOG_CATEGORIES = ("dispatch", "fallback", "config", "replay")
 LOG_ALL = "all"
 EMU_DEVICES_DEFAULT = 2
 EMU_DEVICES_MAX = 16
@@ -43,8 +43,21 @@ BACKEND_CONFIG_VAR = "FLAGOS_BACKEND_CONFIG"
 LOG_VAR = "FLAGOS_LOG"
 EMU_DEVICES_VAR = "FLAGOS_EMU_DEVICES"
 EMU_TRAP_VAR = "FLAGOS_EMU_TRAP"
+REPLAY_VAR = "FLAGOS_FLAGGEMS_REPLAY"
+VERIFY_VAR = "FLAGOS_FLAGGEMS_VERIFY"
+REPLAY_CACHE_VAR = "FLAGOS_REPLAY_CACHE_SIZE"
+REPLAY_CACHE_DEFAULT = 4096
 OP_PREFIX = "FLAGOS_OP_"
-KNOWN_VARIABLES = (ACCELERATOR_VAR, BACKEND_CONFIG_VAR, LOG_VAR, EMU_DEVICES_VAR, EMU_TRAP_VAR)
+KNOWN_VARIABLES = (
+    ACCELERATOR_VAR,
+    BACKEND_CONFIG_VAR,
+    LOG_VAR,
+    EMU_DEVICES_VAR,
+    EMU_TRAP_VAR,
+    REPLAY_VAR,
+    VERIFY_VAR,
+    REPLAY_CACHE_VAR,
+)
 
 # Variables from older builds that no longer do anything: say what replaced them.
 RETIRED_VARIABLES = {
@@ -79,6 +92,9 @@ class Settings:
     log: frozenset[str]
     emu_devices: int
     emu_trap: bool = False  # protect emulated device memory from host reads (a debug mode, runtime/host_access.h)
+    replay: bool = True  # provider calls (FlagGems) replayed from C++ once recorded (torch_fl/replay)
+    replay_verify: bool = False  # every replayed call also runs the provider and must match it bit for bit
+    replay_capacity: int = REPLAY_CACHE_DEFAULT
 
 
 def read_settings(environ: Mapping[str, str]) -> Settings:
@@ -98,6 +114,9 @@ def read_settings_collecting(environ: Mapping[str, str]) -> tuple[Settings, list
     log = _attempt(problems, _log_categories, environ.get(LOG_VAR))
     emu_devices = _attempt(problems, _emu_devices, environ.get(EMU_DEVICES_VAR))
     emu_trap = _attempt(problems, _emu_trap, environ.get(EMU_TRAP_VAR))
+    replay = _attempt(problems, _switch, REPLAY_VAR, environ.get(REPLAY_VAR), True, _REPLAY_HELP)
+    verify = _attempt(problems, _switch, VERIFY_VAR, environ.get(VERIFY_VAR), False, _VERIFY_HELP)
+    capacity = _attempt(problems, _replay_capacity, environ.get(REPLAY_CACHE_VAR))
     overrides = []
     for var in sorted(name for name in environ if name.startswith(OP_PREFIX)):
         override = _attempt(problems, _override, var, environ[var])
@@ -110,6 +129,9 @@ def read_settings_collecting(environ: Mapping[str, str]) -> tuple[Settings, list
         log=log if log is not None else frozenset(),
         emu_devices=emu_devices if emu_devices is not None else EMU_DEVICES_DEFAULT,
         emu_trap=bool(emu_trap),
+        replay=True if replay is None else replay,
+        replay_verify=bool(verify),
+        replay_capacity=capacity or REPLAY_CACHE_DEFAULT,
     )
     return settings, problems
 
@@ -209,6 +231,31 @@ def _emu_trap(value: str | None) -> bool:
         f"{EMU_TRAP_VAR}={value!r} is not 0 or 1; set 1 to make host reads of emulated flagos memory fault "
         "(a debug mode of FLAGOS_ACCELERATOR=cpu), or unset it"
     )
+
+
+_REPLAY_HELP = "0 runs every provider call in Python, 1 (default) replays recorded calls from C++"
+_VERIFY_HELP = "1 runs every replayed call through the provider too and fails on any difference (slow; a check)"
+
+
+def _switch(var: str, value: str | None, default: bool, meaning: str) -> bool:
+    if value is None or not value.strip():
+        return default
+    if value.strip() in ("0", "1"):
+        return value.strip() == "1"
+    raise EnvError(f"{var}={value!r} is not 0 or 1; {meaning}")
+
+
+def _replay_capacity(value: str | None) -> int:
+    if value is None or not value.strip():
+        return REPLAY_CACHE_DEFAULT
+    choices = f"a positive integer, the number of keys the replay cache keeps (default {REPLAY_CACHE_DEFAULT})"
+    try:
+        count = int(value.strip())
+    except ValueError:
+        raise EnvError(f"{REPLAY_CACHE_VAR}={value!r} is not an integer; use {choices}") from None
+    if count < 1:
+        raise EnvError(f"{REPLAY_CACHE_VAR}={value!r} is out of range; use {choices}")
+    return count
 
 
 def _override(var: str, value: str) -> Override | None:

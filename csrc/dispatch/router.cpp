@@ -5,6 +5,7 @@
 #include "dispatch/decompositions.h"
 #include "dispatch/provider_check.h"
 #include "dispatch/retag.h"
+#include "replay/plan.h"
 #include "runtime/runtime.h"
 
 #include <ATen/core/Generator.h>
@@ -137,6 +138,27 @@ void set_provider_hook(ProviderHook hook) { g_provider_hook.store(hook); }
 
 namespace {
 
+// One call of a provider's Python kernel, its results checked against the op's schema and Meta kernel. The
+// replay cache calls it for the calls it does not replay.
+struct ProviderCall {
+  ProviderHook hook;
+  int provider;
+  const c10::OperatorHandle* op;
+  c10::DeviceIndex device;
+
+  static void run(void* self, torch::jit::Stack* stack, replay::Recording* record) {
+    const auto& c = *static_cast<ProviderCall*>(self);
+    const size_t n = c.op->schema().arguments().size();
+    const std::vector<c10::IValue> arguments(stack->end() - static_cast<std::ptrdiff_t>(n), stack->end());
+    c.hook(c.provider, *c.op, stack, record);
+    Route route;
+    route.kind = RouteKind::Provider;
+    route.provider = static_cast<int16_t>(c.provider);
+    check_provider_results(*c.op, route_name(current_routes(), route), arguments, *stack,
+        runtime().vendor_device(c.device));
+  }
+};
+
 void run_on_vendor(const c10::OperatorHandle& op, torch::jit::Stack* stack, const Route* provider) {
   if (provider == nullptr) {
     // Torch sends some ops to every accelerator but has kernels for CUDA only: where the vendor
@@ -168,13 +190,15 @@ void run_on_vendor(const c10::OperatorHandle& op, torch::jit::Stack* stack, cons
             ", or run on an accelerator whose torch has it.");
       }
     } else {
-      ProviderHook hook = g_provider_hook.load();
-      TORCH_CHECK(hook != nullptr, "no provider hook installed for ", short_op_name(op.operator_name()));
-      const size_t n = op.schema().arguments().size();
-      const std::vector<c10::IValue> arguments(stack->end() - static_cast<std::ptrdiff_t>(n), stack->end());
-      hook(provider->provider, op, stack);
-      check_provider_results(op, route_name(current_routes(), *provider), arguments, *stack,
-          runtime().vendor_device(retag.device() < 0 ? runtime().current_device() : retag.device()));
+      ProviderCall call{g_provider_hook.load(), provider->provider, &op,
+          retag.device() < 0 ? runtime().current_device() : retag.device()};
+      TORCH_CHECK(call.hook != nullptr, "no provider hook installed for ", short_op_name(op.operator_name()));
+      const RouteTable& table = current_routes();
+      const bool replayable = static_cast<size_t>(provider->provider) < table.replayable.size() &&
+          table.replayable[provider->provider];
+      const char* path = replayable ? replay::call(op, stack, call.device, &ProviderCall::run, &call) : "";
+      if (!replayable) ProviderCall::run(&call, stack, nullptr);
+      if (g_log_dispatch.load(std::memory_order_relaxed)) log_route(op, route_name(table, *provider) + path);
     }
   }
   retag.returns_from_vendor(stack);
@@ -186,8 +210,9 @@ void dispatch_routed(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     const c10::OperatorHandle* vendor_op = nullptr, int insert_none_at = -1) {
   const RouteTable& table = current_routes();
   const Route route = route_of(table, op.operator_name());
-  if (g_log_dispatch.load(std::memory_order_relaxed)) log_route(op, route_name(table, route));
+  // A provider call is logged once it ran: the line says whether it was replayed.
   if (route.kind == RouteKind::Provider) return run_on_vendor(op, stack, &route);
+  if (g_log_dispatch.load(std::memory_order_relaxed)) log_route(op, route_name(table, route));
   if (vendor_op != nullptr && insert_none_at >= 0) {
     const size_t first = stack->size() - op.schema().arguments().size();
     stack->insert(stack->begin() + static_cast<std::ptrdiff_t>(first + insert_none_at), c10::IValue());

@@ -27,6 +27,7 @@ struct RouteTable {
   Route fallback;
   std::unordered_map<c10::OperatorName, Route> per_op;
   std::vector<std::string> providers;
+  std::vector<bool> replayable; // per provider: its calls go through the replay cache (csrc/replay)
 };
 
 void publish_routes(std::unique_ptr<RouteTable> table);
@@ -37,10 +38,15 @@ std::string route_name(const RouteTable& table, Route route);
 void set_log_dispatch(bool on);
 bool log_dispatch();
 
+namespace replay {
+struct Recording;
+}
 // The provider route calls into Python; the binding module installs the hook.
 // It receives the operator's arguments (already vendor tensors) on the stack and
-// must leave the operator's returns there, as a boxed kernel does.
-using ProviderHook = void (*)(int provider, const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// must leave the operator's returns there, as a boxed kernel does. With `record`
+// set it also records what the provider did on the device (replay/plan.h).
+using ProviderHook = void (*)(int provider, const c10::OperatorHandle& op, torch::jit::Stack* stack,
+    replay::Recording* record);
 void set_provider_hook(ProviderHook hook);
 
 // Register the router for these ops by name too (see router.cpp); returns the

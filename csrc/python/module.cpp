@@ -4,6 +4,7 @@
 #include "dispatch/data_movement.h"
 #include "dispatch/decompositions.h"
 #include "dispatch/router.h"
+#include "replay/plan.h"
 #include "runtime/runtime.h"
 
 #include <ATen/core/Generator.h>
@@ -21,6 +22,8 @@ namespace py = pybind11;
 
 namespace torch_fl {
 void bind_host_access(py::module_& m); // host_access.cpp
+void bind_replay(py::module_& m);      // replay.cpp
+void recording_from_python(py::handle wire, replay::Recording* out); // replay.cpp
 
 namespace {
 
@@ -56,9 +59,11 @@ py::object argument_to_python(const c10::IValue& value, const c10::Argument& arg
   return torch::jit::toPyObject(value);
 }
 
-// Calls dispatcher(provider, op, args, kwargs) with the vendor tensors and puts
-// its result back on the stack in the operator's return types.
-void call_python_provider(int provider, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+// Calls dispatcher(provider, op, args, kwargs, record) with the vendor tensors and puts
+// its result back on the stack in the operator's return types. Recording, the
+// dispatcher returns (result, recording) (torch_fl/replay/_record.py).
+void call_python_provider(int provider, const c10::OperatorHandle& op, torch::jit::Stack* stack,
+    replay::Recording* record) {
   py::gil_scoped_acquire gil;
   const auto& schema = op.schema();
   const auto& args = schema.arguments();
@@ -77,7 +82,12 @@ void call_python_provider(int provider, const c10::OperatorHandle& op, torch::ji
   py::object fn = provider_dispatcher();
   TORCH_CHECK(fn && !fn.is_none(), "torch_fl: no provider dispatcher registered");
   const std::string name = short_op_name(schema.operator_name());
-  py::object result = fn(provider, name, py::tuple(positional), keywords);
+  py::object result = fn(provider, name, py::tuple(positional), keywords, record != nullptr);
+  if (record != nullptr) {
+    auto pair = result.cast<py::tuple>();
+    recording_from_python(pair[1], record);
+    result = pair[0];
+  }
   const auto& returns = schema.returns();
   // A result that is not what the schema says is the provider's mistake: name it (provider_check.cpp
   // then checks device, shape and dtype).
@@ -158,6 +168,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("built_runtimes", &built_runtimes, "Accelerators this build can run, best first.");
   bind_comm(m);
   bind_host_access(m);
+  bind_replay(m);
   m.def("init", &init_runtime, py::arg("accelerator"), py::arg("emulated_devices"),
       py::arg("trap_host_access") = false);
   m.def("accelerator", []() -> py::object {
@@ -201,10 +212,12 @@ PYBIND11_MODULE(_C, m) {
     gen.set_state(state);
   });
 
-  m.def("set_routes", [](const py::tuple& fallback, const py::dict& per_op, const std::vector<std::string>& providers) {
+  m.def("set_routes", [](const py::tuple& fallback, const py::dict& per_op, const std::vector<std::string>& providers,
+      const std::vector<bool>& replayable) {
     auto table = std::make_unique<RouteTable>();
     table->fallback = to_route(fallback);
     table->providers = providers;
+    table->replayable = replayable;
     for (const auto& item : per_op) {
       table->per_op.emplace(parse_op(item.first.cast<std::string>()), to_route(item.second.cast<py::tuple>()));
     }

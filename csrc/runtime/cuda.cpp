@@ -101,6 +101,13 @@ class CudaRuntime final : public Runtime {
     guard_->recordDataPtrOnStream(ptr, to_vendor(stream));
   }
 
+  void launch_module(const ModuleLaunch& launch, c10::DeviceIndex index, void** params) const override {
+    const std::string problem =
+        launch_module_function(launch, c10::cuda::getCurrentCUDAStream(index).stream(), params);
+    TORCH_CHECK(problem.empty(), "flagos: launching a recorded kernel on ", name_, ":", int(index), " failed: ",
+        problem);
+  }
+
   c10::Allocator* pinned_allocator() override { return hooks().getPinnedMemoryAllocator(); }
   bool is_pinned(const void* ptr) const override { return hooks().isPinnedPtr(ptr); }
 

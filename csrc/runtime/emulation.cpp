@@ -207,6 +207,12 @@ class EmulationRuntime final : public Runtime {
   }
   void record_stream(const c10::DataPtr&, const c10::Stream&) const override {} // one serial queue
 
+  void launch_module(const ModuleLaunch& launch, c10::DeviceIndex index, void** params) const override {
+    check_index(index);
+    TORCH_CHECK(launch.function != nullptr, "launch_module: no function");
+    reinterpret_cast<void (*)(const uint32_t*, void**)>(launch.function)(launch.grid, params);
+  }
+
   c10::Allocator* pinned_allocator() override { return emulation::pinned_host_allocator(); }
   bool is_pinned(const void* ptr) const override { return emulation::is_pinned_host_ptr(ptr); }
 

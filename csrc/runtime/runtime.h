@@ -13,6 +13,8 @@
 #include <c10/core/Stream.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include "runtime/module_launch.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -86,6 +88,11 @@ class Runtime {
   // Pinned host memory for fast, asynchronous copies (pin_memory(), non_blocking=True).
   virtual c10::Allocator* pinned_allocator() = 0;
   virtual bool is_pinned(const void* ptr) const = 0;
+
+  // Launch one function of a loaded module (a compiled Triton kernel the replay cache recorded) on the device's
+  // current stream. Under emulation `launch.function` is a host function `void(const uint32_t grid[3], void**
+  // params)` that runs at once, so the replay path is exercised without a GPU.
+  virtual void launch_module(const ModuleLaunch& launch, c10::DeviceIndex index, void** params) const = 0;
 
   // The generator the vendor's kernels draw from for this device.
   virtual const at::Generator& vendor_generator(c10::DeviceIndex index) const = 0;

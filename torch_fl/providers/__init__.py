@@ -29,6 +29,9 @@ class Provider:
     """
 
     tracks_other_torch_versions = False
+    # Calls go through the replay cache (torch_fl.replay): the provider's kernels launch through a launcher the
+    # recorder sees (Triton's, or torch_fl.replay.launch) and it keeps no device memory between calls.
+    replay = False
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -75,10 +78,17 @@ class Provider:
 class TableProvider(Provider):
     """A provider given as a plain mapping of op name to callable."""
 
-    def __init__(self, name: str, kernels: Mapping[str, Kernel], available: Callable[[], str | None] | None = None):
+    def __init__(
+        self,
+        name: str,
+        kernels: Mapping[str, Kernel],
+        available: Callable[[], str | None] | None = None,
+        replay: bool = False,
+    ):
         super().__init__(name)
         self._table = dict(kernels)
         self._available = available
+        self.replay = replay
 
     def check(self) -> str | None:
         return self._available() if self._available is not None else None
@@ -116,14 +126,19 @@ def check_op_names(provider: str, table: Mapping[str, Kernel]) -> None:
 
 
 def register_provider(
-    name: str, kernels: Mapping[str, Kernel] | Provider, *, available: Callable[[], str | None] | None = None
+    name: str,
+    kernels: Mapping[str, Kernel] | Provider,
+    *,
+    available: Callable[[], str | None] | None = None,
+    replay: bool = False,
 ) -> Provider:
-    """Register a provider under ``name`` (a route name in confs and FLAGOS_OP_*)."""
+    """Register a provider under ``name`` (a route name in confs and FLAGOS_OP_*). ``replay=True`` sends a
+    table's calls through the replay cache (torch_fl.replay); a Provider subclass sets its ``replay`` attribute."""
     if name in RESERVED:
         raise ValueError(f"provider name {name!r} is reserved for a built-in route; choose another name")
     if not isinstance(kernels, Provider):
         check_op_names(name, kernels)  # before registering: nothing half-applied
-    provider = kernels if isinstance(kernels, Provider) else TableProvider(name, kernels, available)
+    provider = kernels if isinstance(kernels, Provider) else TableProvider(name, kernels, available, replay)
     provider.name = name
     _REGISTRY[name] = provider
     return provider

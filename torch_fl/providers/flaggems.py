@@ -9,6 +9,7 @@ from . import Kernel, Provider
 
 class FlagGemsProvider(Provider):
     tracks_other_torch_versions = True  # FlagGems lists ops of several torch lines; this torch's are used
+    replay = True  # its Triton launches are recorded and replayed from C++ (torch_fl.replay)
 
     def __init__(self, accelerator: str) -> None:
         super().__init__("flaggems")
@@ -28,6 +29,10 @@ class FlagGemsProvider(Provider):
 
     def load(self) -> Mapping[str, Kernel]:
         import flag_gems
+
+        from ..replay import _triton
+
+        _triton.install()  # before FlagGems makes its first launcher, so that every launch can be recorded
 
         # FlagGems lists (aten op name, implementation) pairs for its own
         # registration; the router calls the implementations directly.
