@@ -18,6 +18,10 @@
 #   compile: torch.compile on flagos against torch.compile on plain cuda (tests/node/compile_check.py): numbers,
 #           mode="reduce-overhead", and the step time of TIME_PAIRS alternating process rounds with an A/A
 #           control; COMPILE_SUITE=1 runs the compile suite (tests/compile) on flagos over CUDA first
+#   replay: the flaggems replay (tests/node/replay_check.py): the seed cases as in-process pairs of plain cuda,
+#           flagos native, FlagGems' Python path and the replay, then the op sweep (small shapes and 4096x4096),
+#           then the correctness suite with the swept ops on flaggems, once under FLAGOS_FLAGGEMS_VERIFY=1 and once
+#           with the replay off (the failures FlagGems has of its own)
 # REUSE_BUILD=1 keeps a wheel an earlier call built on this machine.
 # At most 7 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md};
 # train: train.txt; models: models.txt; dist: dist.txt; checks: models.txt, pytest.txt, junit.xml, exit.txt;
@@ -149,6 +153,32 @@ if [ "$mode" = compile ]; then  # torch.compile: compiled flagos against compile
    cd /tmp && { "$PY" "$tests_copy/node/compile_check.py" all --pairs "${TIME_PAIRS:-5}" || rc=1; }
    exit $rc) 2>&1 | grep --line-buffered -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/compile.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  exit "$status"
+fi
+if [ "$mode" = replay ]; then
+  status=0
+  check="$tests_copy/node/replay_check.py"
+  (cd /tmp && rc=0
+   "$PY" "$check" seed --pairs "${REPLAY_PAIRS:-30}" --json "$OUT/replay-seed.json" || rc=1
+   "$PY" "$check" sweep --pairs "${SWEEP_PAIRS:-7}" --budget "${SWEEP_BUDGET:-240}" --json "$OUT/replay-sweep.json" \
+     || rc=1
+   exit $rc) 2>&1 | grep --line-buffered -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/replay.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  "$PY" "$check" conf --out /tmp/replay.conf
+  for arm in verify python; do
+    if [ $arm = verify ]; then flags="FLAGOS_FLAGGEMS_VERIFY=1"; else flags="FLAGOS_FLAGGEMS_REPLAY=0"; fi
+    (cd "$tests_copy" && env $flags FLAGOS_BACKEND_CONFIG=/tmp/replay.conf timeout "${VERIFY_TIMEOUT:-200}" \
+       "$PY" -m pytest -c pyproject.toml correctness -q -p no:cacheprovider -n 6 -rfE >"/tmp/verify-$arm.txt" 2>&1) &
+  done
+  wait
+  for arm in verify python; do
+    echo "correctness suite, swept ops on flaggems, $arm: $(tail -1 /tmp/verify-$arm.txt)"
+    echo "  verify mismatches: $(grep -c 'FLAGOS_FLAGGEMS_VERIFY: the replay' /tmp/verify-$arm.txt || true)"
+    grep -E '^(FAILED|ERROR)' "/tmp/verify-$arm.txt" | sed 's/ - .*//' | sort >"/tmp/failed-$arm.txt" || true
+  done | tee -a "$OUT/replay.txt"
+  echo "failing only with the replay: $(comm -23 /tmp/failed-verify.txt /tmp/failed-python.txt | tr '\n' ' ')" \
+    | tee -a "$OUT/replay.txt"
+  cat /tmp/verify-verify.txt >"$OUT/verify.txt"
   exit "$status"
 fi
 if [ "$mode" = train ]; then
