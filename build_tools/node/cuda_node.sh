@@ -168,7 +168,7 @@ if [ "$mode" = replay ]; then
   for arm in verify python; do
     if [ $arm = verify ]; then flags="FLAGOS_FLAGGEMS_VERIFY=1"; else flags="FLAGOS_FLAGGEMS_REPLAY=0"; fi
     (cd "$tests_copy" && env $flags FLAGOS_BACKEND_CONFIG=/tmp/replay.conf timeout "${VERIFY_TIMEOUT:-200}" \
-       "$PY" -m pytest -c pyproject.toml correctness -q -p no:cacheprovider -n 6 -rfE >"/tmp/verify-$arm.txt" 2>&1) &
+       "$PY" -m pytest -c pyproject.toml correctness -q -p no:cacheprovider -n 7 -rfE >"/tmp/verify-$arm.txt" 2>&1) &
   done
   wait
   for arm in verify python; do

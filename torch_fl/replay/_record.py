@@ -169,9 +169,13 @@ class Recording:
 
     @staticmethod
     def _metadata_only(func: torch._ops.OpOverload, args: tuple, out: object) -> bool:
-        # A view: writes nothing, and every result shares the storage of an input.
+        # A view (writes nothing, every result shares the storage of an input), or a question about dtypes
+        # (result_type, promote_types: they return a dtype and read no data).
         if func._schema.is_mutable:
             return False
+        returns = func._schema.returns
+        if returns and all(str(r.real_type) == "ScalarType" for r in returns):
+            return True
         results = out if isinstance(out, (list, tuple)) else (out,)
         storages = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
         return bool(results) and all(

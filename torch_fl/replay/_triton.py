@@ -58,6 +58,11 @@ def _report(rec, launcher, warp_size: int, grid, stream, function, args) -> None
         rec.refuse(str(exc))
 
 
+def _hook_set(hook) -> bool:
+    # Triton >= 3.5 always passes its HookChain, empty unless something (a profiler) added a hook.
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
 def _float_storage(launcher) -> dict:
     return getattr(sys.modules.get(type(launcher).__module__), "FLOAT_STORAGE_TYPE", None) or {}
 
@@ -80,7 +85,7 @@ def _describe(launcher, warp_size: int, grid, stream, args):
     num_warps, num_ctas, shared = args[0][:3]
     if num_ctas != 1:
         raise _record.Refused("a launch of thread-block clusters (num_ctas > 1)")
-    if args[2] is not None or args[3] is not None:
+    if _hook_set(args[2]) or _hook_set(args[3]):
         raise _record.Refused("a launch hook is installed (knobs.runtime.launch_enter_hook, a profiler)")
     if stream != torch.cuda.current_stream().cuda_stream:
         raise _record.Refused("a launch on a stream other than the current one")
