@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
 import torch_fl
 from torch_fl.bench import cases
 
@@ -92,7 +93,7 @@ def bits(t: torch.Tensor) -> torch.Tensor:
 
 def bitwise_equal(a: object, b: object) -> bool:
     if isinstance(a, (tuple, list)):
-        return len(a) == len(b) and all(bitwise_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(bitwise_equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, torch.Tensor):
         return a.shape == b.shape and a.dtype == b.dtype and torch.equal(bits(a), bits(b))
     return a == b
@@ -106,7 +107,7 @@ def timed_arms(arms: dict[str, Callable[[], object]], ops: list[str], pairs: int
             arms[name]()
     us = {name: [] for name in names}
     for p in range(pairs):
-        order = names[p % len(names):] + names[: p % len(names)]
+        order = names[p % len(names) :] + names[: p % len(names)]
         for name in order:
             set_arm(name, ops)
             us[name].append(batch_us(arms[name], repeat))
@@ -117,9 +118,13 @@ def summary(us: dict[str, list[float]]) -> dict[str, object]:
     out = {}
     plain = us["plain"]
     for name, values in us.items():
-        ratios = [v / p for v, p in zip(values, plain)]
-        out[name] = {"us": statistics.median(values), "ratio": statistics.median(ratios),
-                     "ratio_min": min(ratios), "ratio_max": max(ratios)}
+        ratios = [v / p for v, p in zip(values, plain, strict=True)]
+        out[name] = {
+            "us": statistics.median(values),
+            "ratio": statistics.median(ratios),
+            "ratio_min": min(ratios),
+            "ratio_max": max(ratios),
+        }
     return out
 
 
@@ -139,12 +144,19 @@ def seed(args: argparse.Namespace) -> dict[str, object]:
         pa, pk = case.build(torch.device("cuda"))
         torch.manual_seed(0)
         fa, fk = case.build(torch.device("flagos"))
+
+        def plain_call(pa=pa, pk=pk):
+            return op(*pa, **pk)
+
+        def flagos_call(fa=fa, fk=fk):
+            return op(*fa, **fk)
+
         arms = {
-            "plain": lambda: op(*pa, **pk),
-            "plain_again": lambda: op(*pa, **pk),
-            "native": lambda: op(*fa, **fk),
-            "flaggems": lambda: op(*fa, **fk),
-            "replay": lambda: op(*fa, **fk),
+            "plain": plain_call,
+            "plain_again": plain_call,
+            "native": flagos_call,
+            "flaggems": flagos_call,
+            "replay": flagos_call,
         }
         ops = [case.op]
         us = timed_arms(arms, ops, args.pairs, args.repeat, args.warmup)
@@ -158,10 +170,13 @@ def seed(args: argparse.Namespace) -> dict[str, object]:
         python = op(*fa2, **fk2)
         s = summary(us)
         results[case.name] = {"arms": s, "routes": routes, "bitwise_equal": bitwise_equal(replayed, python)}
-        print(f"{case.name}: plain {s['plain']['us']:.2f} us; ratios: A/A {s['plain_again']['ratio']:.3f}, "
-              f"native {s['native']['ratio']:.3f}, flaggems {s['flaggems']['ratio']:.2f}, replay "
-              f"{s['replay']['ratio']:.3f} ({s['replay']['ratio_min']:.2f}-{s['replay']['ratio_max']:.2f}); "
-              f"routes {routes}; bitwise {results[case.name]['bitwise_equal']}", flush=True)
+        print(
+            f"{case.name}: plain {s['plain']['us']:.2f} us; ratios: A/A {s['plain_again']['ratio']:.3f}, "
+            f"native {s['native']['ratio']:.3f}, flaggems {s['flaggems']['ratio']:.2f}, replay "
+            f"{s['replay']['ratio']:.3f} ({s['replay']['ratio_min']:.2f}-{s['replay']['ratio_max']:.2f}); "
+            f"routes {routes}; bitwise {results[case.name]['bitwise_equal']}",
+            flush=True,
+        )
     return results
 
 
@@ -291,15 +306,28 @@ def sweep_one(item: Op, shape: tuple[int, int], args: argparse.Namespace) -> dic
     hit = any(after.get(op, {}).get("hits", 0) > before.get(op, 0) for op in ops)
     replays = all(line.endswith("/replay") for line in routes["replay"]) and bool(routes["replay"])
     reasons = {op: after[op]["reasons"] for op in ops if op in after and after[op]["reasons"]}
-    row = {"plain_us": s["plain"]["us"], "flaggems_us": s["flaggems"]["us"], "replay_us": s["replay"]["us"],
-           "replay_vs_plain": s["replay"]["ratio"], "flaggems_vs_plain": s["flaggems"]["ratio"],
-           "replay_vs_flaggems": statistics.median(r / f for r, f in zip(us["replay"], us["flaggems"])),
-           "repeat": repeat, "pairs": pairs, "replays": replays, "hit_on_fresh_data": hit,
-           "bitwise_equal": bitwise_equal(replayed, python), "routes": routes, "reasons": reasons}
-    print(f"{item.name} {shape[0]}x{shape[1]}: plain {row['plain_us']:.1f} us, flaggems {row['flaggems_us']:.1f}, "
-          f"replay {row['replay_us']:.1f} -> replay/plain {row['replay_vs_plain']:.3f}, replay/flaggems "
-          f"{row['replay_vs_flaggems']:.3f}; replays {replays}, hit {hit}, bitwise {row['bitwise_equal']}"
-          + (f"; refused: {reasons}" if reasons else ""), flush=True)
+    row = {
+        "plain_us": s["plain"]["us"],
+        "flaggems_us": s["flaggems"]["us"],
+        "replay_us": s["replay"]["us"],
+        "replay_vs_plain": s["replay"]["ratio"],
+        "flaggems_vs_plain": s["flaggems"]["ratio"],
+        "replay_vs_flaggems": statistics.median(r / f for r, f in zip(us["replay"], us["flaggems"], strict=True)),
+        "repeat": repeat,
+        "pairs": pairs,
+        "replays": replays,
+        "hit_on_fresh_data": hit,
+        "bitwise_equal": bitwise_equal(replayed, python),
+        "routes": routes,
+        "reasons": reasons,
+    }
+    print(
+        f"{item.name} {shape[0]}x{shape[1]}: plain {row['plain_us']:.1f} us, flaggems {row['flaggems_us']:.1f}, "
+        f"replay {row['replay_us']:.1f} -> replay/plain {row['replay_vs_plain']:.3f}, replay/flaggems "
+        f"{row['replay_vs_flaggems']:.3f}; replays {replays}, hit {hit}, bitwise {row['bitwise_equal']}"
+        + (f"; refused: {reasons}" if reasons else ""),
+        flush=True,
+    )
     return row
 
 

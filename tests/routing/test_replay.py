@@ -265,15 +265,19 @@ def test_verify_mode_checks_every_replay_against_the_provider(module_child):
 
 
 def test_environment_switches_it_off(module_child):
-    child = module_child(PROVIDERS + "reload(FLAGOS_OP_add__Tensor='emu')\n" + "\n".join(
-        f"calls('off{i}', lambda x, y: x + y, pair())" for i in range(3)),
-        env={"FLAGOS_FLAGGEMS_REPLAY": "0", "FLAGOS_LOG": "dispatch,replay"})
+    child = module_child(
+        PROVIDERS
+        + "reload(FLAGOS_OP_add__Tensor='emu')\n"
+        + "\n".join(f"calls('off{i}', lambda x, y: x + y, pair())" for i in range(3)),
+        env={"FLAGOS_FLAGGEMS_REPLAY": "0", "FLAGOS_LOG": "dispatch,replay"},
+    )
     assert all(child.routes_of("add.Tensor", f"off{i}") == ["emu"] for i in range(3))
     assert any("no provider call went through the replay cache" in line for line in child.lines("[flagos replay]"))
 
 
 def test_bad_settings_name_the_variable(run_child):
-    child = run_child("import torch_fl", env={"FLAGOS_FLAGGEMS_VERIFY": "yes", "FLAGOS_REPLAY_CACHE_SIZE": "0"},
-                      expect_ok=False)
+    child = run_child(
+        "import torch_fl", env={"FLAGOS_FLAGGEMS_VERIFY": "yes", "FLAGOS_REPLAY_CACHE_SIZE": "0"}, expect_ok=False
+    )
     assert "FLAGOS_FLAGGEMS_VERIFY='yes' is not 0 or 1" in child.stderr
     assert "FLAGOS_REPLAY_CACHE_SIZE='0' is out of range" in child.stderr

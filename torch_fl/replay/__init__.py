@@ -84,7 +84,7 @@ def format_stats(rows: Sequence[dict[str, object]] | None = None) -> str:
         for r in rows
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]
     for r in rows:
         for why, n in dict(r["reasons"]).items():
             lines.append(f"  {r['op']}: {n} x {why}")

@@ -302,7 +302,7 @@ def launch(
     if len(signature) != len(args):
         raise ValueError(f"launch: {len(signature)} parameter types for {len(args)} arguments")
     params = []
-    for ty, value in zip(signature, args):
+    for ty, value in zip(signature, args, strict=True):
         if ty.startswith("*"):
             address = 0 if value is None else value if isinstance(value, int) else value.data_ptr()
             params.append(("ptr", address))

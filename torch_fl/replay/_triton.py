@@ -94,7 +94,7 @@ def _describe(launcher, warp_size: int, grid, stream, args):
         raise _record.Refused("a launch whose arguments do not match its signature")
     storage = _float_storage(launcher)
     params = []
-    for ty, value in zip(signature, kernel_args):
+    for ty, value in zip(signature, kernel_args, strict=True):
         if ty == "constexpr":
             continue
         if not isinstance(ty, str) or ty.startswith("tensordesc") or ty == "nvTmaDesc":
