@@ -249,7 +249,8 @@ SWEEP = (
 )
 FORMS = [  # in-place, out=, broadcasting, non-contiguous: each its own key
     Op("add_ (in-place)", ("add_.Tensor",), lambda x, y: x.add_(y), two()),
-    Op("add out=", ("add.out",), lambda x, y: torch.add(x, y, out=torch.empty_like(x)), two()),
+    Op("exp out=", ("exp.out",), lambda x: torch.exp(x, out=torch.empty_like(x)), one()),
+    Op("div out=", ("div.out",), lambda x, y: torch.div(x, y, out=torch.empty_like(x)), two()),
     Op("mul broadcast", ("mul.Tensor",), lambda x, y: x * y[:1], two()),
     Op("add non-contiguous", ("add.Tensor",), lambda x, y: x.t() + y.t(), two()),
 ]
@@ -259,9 +260,12 @@ SMALL, LARGE = (303, 320), (4096, 4096)
 def sweep(args: argparse.Namespace) -> dict[str, object]:
     rows = {}
     deadline = time.time() + args.budget
+    only = set(args.ops.split(",")) if args.ops else None
     for shape in (SMALL, LARGE):
         for item in SWEEP + (FORMS if shape == SMALL else []):
             label = f"{item.name} {shape[0]}x{shape[1]}"
+            if only is not None and item.name not in only:
+                continue
             if time.time() > deadline:
                 print(f"{label}: skipped (time budget)", flush=True)
                 continue
@@ -361,6 +365,7 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=200)
     p.add_argument("--warmup", type=int, default=30)
     p.add_argument("--budget", type=float, default=240, help="sweep: seconds before the remaining ops are skipped")
+    p.add_argument("--ops", help="sweep: only these entries (comma separated names, e.g. 'exp out=,mm')")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--out", help="conf: the file to write")
     args = p.parse_args()
