@@ -73,7 +73,7 @@ def test_backend_config_directory(tmp_path: Path) -> None:
         ("dispatch", {"dispatch"}),
         ("dispatch, fallback", {"dispatch", "fallback"}),
         ("config,,", {"config"}),
-        ("all", {"dispatch", "fallback", "config"}),
+        ("all", {"dispatch", "fallback", "config", "replay"}),
     ],
 )
 def test_log_categories(value: str, expected: set[str]) -> None:
@@ -85,6 +85,33 @@ def test_log_unknown_category() -> None:
     assert "FLAGOS_LOG='dispatch,trace'" in message
     assert "trace" in message
     assert "dispatch, fallback, config" in message
+
+
+# --- the replay settings ---------------------------------------------------------------------
+
+
+def test_replay_defaults() -> None:
+    s = read()
+    assert (s.replay, s.replay_verify, s.replay_capacity) == (True, False, 4096)
+
+
+def test_replay_switches_and_capacity() -> None:
+    s = read(FLAGOS_FLAGGEMS_REPLAY="0", FLAGOS_FLAGGEMS_VERIFY="1", FLAGOS_REPLAY_CACHE_SIZE=" 16 ")
+    assert (s.replay, s.replay_verify, s.replay_capacity) == (False, True, 16)
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "says"),
+    [
+        ("FLAGOS_FLAGGEMS_REPLAY", "off", "is not 0 or 1"),
+        ("FLAGOS_FLAGGEMS_VERIFY", "true", "is not 0 or 1"),
+        ("FLAGOS_REPLAY_CACHE_SIZE", "many", "is not an integer"),
+        ("FLAGOS_REPLAY_CACHE_SIZE", "0", "is out of range"),
+    ],
+)
+def test_bad_replay_settings_name_the_variable(var: str, value: str, says: str) -> None:
+    message = error_of(**{var: value})
+    assert f"{var}={value!r} {says}" in message
 
 
 # --- FLAGOS_EMU_DEVICES ----------------------------------------------------------------------
