@@ -82,6 +82,8 @@ def test_hip_launch_compiles_with_hipcc_and_reports_the_runtime_error(tmp_path):
 def test_cuda_launch_says_when_the_driver_library_is_missing(tmp_path):
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
     if cxx is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("no C++ compiler: CI builds the wheel on the host and must have one")
         pytest.skip("no C++ compiler")
     if any(
         Path(d, "libcuda.so.1").exists() for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/nvidia/lib64")
