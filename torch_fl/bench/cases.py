@@ -77,6 +77,17 @@ PLAIN_DEVICE = {"cpu": "cpu", "cuda": "cuda", "dcu": "cuda"}  # DCU runs HIP beh
 FLAGOS_DEVICE = "flagos:0"
 
 
+# --paired-arms: the flagos arms one paired process times beside plain, as (route, replay on). The two flaggems
+# arms take the same route; only the replay cache's switch tells FlagGems' Python path from its C++ replay.
+PAIRED_ARMS: dict[str, tuple[str, bool]] = {
+    "native": ("native", False),
+    "flaggems": ("flaggems", False),
+    "flaggems/replay": ("flaggems", True),
+    "cpu": ("cpu", False),
+}
+DEFAULT_PAIRED_ARMS = ("native",)
+
+
 def is_plain(arm: str) -> bool:
     return arm in (PLAIN, CONTROL)
 

@@ -4,7 +4,8 @@ Modes (the spec's ``mode``):
 
 - ``probe``: what this machine and install are (versions, vendor, conf) and which arms can run.
 - ``case``: one A/B case on one arm: warm-up, one synchronized batch, µs per call.
-- ``paired``: one A/B case, plain vendor tensors and flagos tensors in alternating batches in this process.
+- ``paired``: one A/B case, plain vendor tensors and each flagos arm (a route, the replay on or off) in alternating
+  batches in this process.
 - ``overhead``: every dispatch-overhead op, plain and flagos in alternating batches in this process.
 - ``step``: the training step of one arm (cases.build_step), ms per synchronized step.
 
@@ -160,41 +161,132 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
 
 # ---- mode: paired ---------------------------------------------------------------------------------
 
+# A plan needs two recordings that agree, so the third call of a key is the first one replayed: with less warm-up
+# the flaggems/replay arm's logged call would still be a recording.
+PAIRED_MIN_WARMUP = 3
+# Untimed calls of an arm right before each of its batches: a reload of the routes or a replay switch may leave a
+# slow first call, and the batch is to time the arm, not the switch. Plain gets them too, so every batch starts alike.
+SETTLE_CALLS = 3
+
+
+def _set_route(torch_fl: Any, op: str, route: str) -> None:
+    """Force ``op`` onto ``route`` (FLAGOS_OP_<op>, then a reload); on a failed reload the variable is put back."""
+    var = cases.override_var(op)
+    before = os.environ.get(var)
+    if before == route:  # every change of the variable was reloaded: the table has it already
+        return
+    os.environ[var] = route
+    try:
+        torch_fl.reload_routes()
+    except Exception:  # the reload raises before it publishes: the table is as it was, and so must the variable be
+        if before is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = before
+        raise
+
+
+def _switch_arm(torch_fl: Any, op: str, arm: str) -> None:
+    route, replay = cases.PAIRED_ARMS[arm]
+    _set_route(torch_fl, op, route)
+    torch_fl.replay.configure(enabled=replay)  # after the reload, which re-applies the environment's setting
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _paired_arm_reason(torch_fl: Any, op: str, arm: str) -> str | None:
+    """Why ``arm`` cannot take ``op`` in this process (its route does not load, or resolves to another), or None."""
+    route, _ = cases.PAIRED_ARMS[arm]
+    try:
+        _switch_arm(torch_fl, op, arm)
+    except torch_fl.RouteError as exc:
+        problems = "; ".join(map(_one_line, exc.problems))  # without the error's header line
+        return f"{cases.override_var(op)}={route} does not load: {problems}"
+    resolved = torch_fl.route(op)
+    if resolved.route != route:
+        skipped = "; ".join(f"{name}: {why}" for name, why in resolved.skipped)
+        return f"{op} resolves to {resolved.route}, not {route}" + (f" ({_one_line(skipped)})" if skipped else "")
+    return None
+
+
+def _replay_refusal(torch_fl: Any, op: str) -> str | None:
+    """The replay cache's reasons when it refused ``op``'s calls here (they then run FlagGems' Python path)."""
+    for row in torch_fl.replay.stats():
+        if row["op"] == op and (row["refused_keys"] or row["unkeyed_calls"]):
+            reasons = ", ".join(f"{n} x {why}" for why, n in dict(row["reasons"]).items()) or "no reason recorded"
+            return f"the replay cache refuses {op} here ({reasons}); its calls take FlagGems' Python path"
+    return None
+
+
+def _device_call(torch: Any, case: cases.Case, op: Any, device: Any) -> tuple[Callable[[], Any], Callable[[], None]]:
+    torch.manual_seed(0)
+    args, kwargs = case.build(device)
+    return (lambda: op(*args, **kwargs)), _synchronizer(torch, device)
+
+
+Select = Callable[[str], tuple[Callable[[], Any], Callable[[], None]]]
+
+
+def _rounds(select: Select, names: list[str], pairs: int, repeat: int) -> dict[str, list[float]]:
+    """``pairs`` rounds of one batch per arm, the order rotated every round (P A B, A B P, B P A, ...)."""
+    us: dict[str, list[float]] = {name: [] for name in names}
+    for pair in range(pairs):
+        shift = pair % len(names)
+        for name in names[shift:] + names[:shift]:
+            call, sync = select(name)
+            us[name].append(_batch_us(call, repeat, sync))
+    return us
+
 
 def run_paired(spec: dict[str, Any]) -> dict[str, Any]:
-    """Plain vendor tensors and flagos tensors timed in alternating batches in this one process.
+    """Plain vendor tensors and every flagos arm of ``spec["arms"]``, timed in alternating batches in this process.
 
-    Batches alternate A B B A ..., so a drift within the process weighs on both arms alike; the ratio of
-    each pair is kept. torch_fl is loaded, but calls on plain vendor tensors never reach it."""
+    The rotated order (``_rounds``) lets a drift within the process weigh on all arms alike; each batch's ratio to
+    the plain batch of its round is kept. torch_fl is loaded, but calls on plain vendor tensors never reach it. The
+    flagos arms share one set of flagos tensors and switch the op's route (and the replay) before each batch; an
+    arm whose route this process cannot take is returned with its reason, untimed."""
     torch = _import_torch(spec)
+    import torch_fl
+
     case = cases.find_cases([spec["case"]])[0]
     op = _op_overload(torch, case.op)
-    arms = {}
-    for name, device in (("plain", torch.device(spec["plain_device"])), ("flagos", torch.device(spec["device"]))):
-        torch.manual_seed(0)
-        args, kwargs = case.build(device)
-        arms[name] = (args, kwargs, _synchronizer(torch, device))
-    flagos_args, flagos_kwargs, _ = arms["flagos"]
-    logged = _logged_routes(lambda: op(*flagos_args, **flagos_kwargs))
+    plain = _device_call(torch, case, op, torch.device(spec["plain_device"]))
+    flagos = _device_call(torch, case, op, torch.device(spec["device"]))
+    arms = list(spec.get("arms", cases.DEFAULT_PAIRED_ARMS))
+    reasons = {arm: _paired_arm_reason(torch_fl, case.op, arm) for arm in arms}
 
-    def batch(name: str) -> float:
-        args, kwargs, sync = arms[name]
-        return _batch_us(lambda: op(*args, **kwargs), spec["repeat"], sync)
+    def select(name: str) -> tuple[Callable[[], Any], Callable[[], None]]:
+        """Switch to arm ``name`` and settle it; its call and synchronizer."""
+        if name != "plain":
+            _switch_arm(torch_fl, case.op, name)
+        call, sync = plain if name == "plain" else flagos
+        for _ in range(SETTLE_CALLS):
+            call()
+        return call, sync
 
-    for args, kwargs, _ in arms.values():
-        for _ in range(spec["warmup"]):
-            op(*args, **kwargs)
-    plain_us, flagos_us = [], []
-    for pair in range(spec["pairs"]):
-        order = ("plain", "flagos") if pair % 2 == 0 else ("flagos", "plain")
-        times = {name: batch(name) for name in order}
-        plain_us.append(times["plain"])
-        flagos_us.append(times["flagos"])
-    got, want = (op(*args, **kwargs).to("cpu") for args, kwargs, _ in (arms["flagos"], arms["plain"]))
-    if not torch.allclose(got, want, rtol=1e-5, atol=1e-6):
-        raise SystemExit(f"{case.name}: flagos and plain results differ")
-    return {"plain_us": plain_us, "flagos_us": flagos_us,
-            "ratios": [f / p for f, p in zip(flagos_us, plain_us, strict=True)], "logged": logged}
+    logged = {}
+    for name in ["plain", *(a for a in arms if reasons[a] is None)]:
+        call, _ = select(name)
+        for _ in range(max(spec["warmup"], PAIRED_MIN_WARMUP)):
+            call()
+        if name == "plain":
+            continue
+        logged[name] = _logged_routes(call)  # after the warm-up: a replayed call, where the replay takes this key
+        if cases.PAIRED_ARMS[name][1] and [case.op, "flaggems/replay"] not in logged[name]:
+            reasons[name] = _replay_refusal(torch_fl, case.op)  # None: the parent finds the route wrong and stops
+    measured = ["plain", *(a for a in arms if reasons[a] is None)]
+    us = _rounds(select, measured, spec["pairs"], spec["repeat"])
+    want = select("plain")[0]().to("cpu")
+    for name in measured[1:]:
+        if not torch.allclose(select(name)[0]().to("cpu"), want, rtol=1e-5, atol=1e-6):
+            raise SystemExit(f"{case.name}: flagos {name} and plain results differ")
+    results: dict[str, Any] = {arm: {"reason": reasons[arm]} for arm in arms if reasons[arm] is not None}
+    for arm in measured[1:]:
+        results[arm] = {"us": us[arm], "ratios": [a / p for a, p in zip(us[arm], us["plain"], strict=True)],
+                        "logged": logged[arm]}
+    return {"plain_us": us["plain"], "arms": {arm: results[arm] for arm in arms}}
 
 
 # ---- mode: overhead ---------------------------------------------------------------------------------

@@ -90,15 +90,36 @@ def add_ratios(arms: dict[str, dict[str, Any]], plain: str, native: str) -> None
             entry[f"{key}_mean"] = _mean(per_run)
 
 
-def paired_entry(case: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """One case of the paired measurement: every pair's ratio, the median over all, each run's median."""
+def _paired_arm(label: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One flagos arm of one paired case over its runs: µs and ratio to plain per pair, medians and range."""
+    if "reason" in runs[0]:
+        return {"label": label, "available": False, "reason": runs[0]["reason"], "route": None}
     ratios_all = [r for run in runs for r in run["ratios"]]
-    per_run = [statistics.median(run["ratios"]) for run in runs]
-    return {"case": case, "ratio_median": statistics.median(ratios_all), "ratio_min": min(ratios_all),
-            "ratio_max": max(ratios_all), "run_medians": per_run, "pairs": len(ratios_all),
-            "plain_us_median": statistics.median(u for run in runs for u in run["plain_us"]),
-            "flagos_us_median": statistics.median(u for run in runs for u in run["flagos_us"]),
-            "runs": [{k: run[k] for k in ("plain_us", "flagos_us", "ratios")} for run in runs]}
+    return {"label": label, "available": True, "reason": None, "route": runs[0].get("route"),
+            "us_median": statistics.median(u for run in runs for u in run["us"]),
+            "ratio_median": statistics.median(ratios_all), "ratio_min": min(ratios_all),
+            "ratio_max": max(ratios_all), "run_medians": [statistics.median(run["ratios"]) for run in runs],
+            "pairs": len(ratios_all), "runs": [{"us": run["us"], "ratios": run["ratios"]} for run in runs]}
+
+
+def paired_entry(case: str, runs: list[dict[str, Any]], labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """One case of the paired measurement: per flagos arm every pair's ratio to plain, the median over all pairs,
+    the range and each run's median; the native arm's figures also at the case's level, where readers from before
+    the other arms look for them."""
+    labels = labels or {}
+    arms = {arm: _paired_arm(labels.get(arm, f"flagos {arm}"), [run["arms"][arm] for run in runs])
+            for arm in runs[0]["arms"]}
+    entry: dict[str, Any] = {"case": case, "pairs": sum(len(run["plain_us"]) for run in runs),
+                             "plain_us_median": statistics.median(u for run in runs for u in run["plain_us"])}
+    native = arms.get("native", {})
+    if native.get("available"):
+        entry.update({k: native[k] for k in ("ratio_median", "ratio_min", "ratio_max", "run_medians")})
+        entry["flagos_us_median"] = native["us_median"]
+    entry["runs"] = [{"plain_us": run["plain_us"],
+                      **({"flagos_us": run["arms"]["native"]["us"], "ratios": run["arms"]["native"]["ratios"]}
+                         if native.get("available") else {})} for run in runs]
+    entry["arms"] = arms
+    return entry
 
 
 def overhead_entry(op: str, kind: str, note: str, runs: list[dict[str, Any]], plain_label: str) -> dict[str, Any]:
@@ -136,11 +157,13 @@ def step_entry(d_model: int, arms: dict[str, tuple[str, list[dict[str, Any]]]]) 
 
 
 def paired_acceptance(paired: dict[str, Any] | None, goal: float) -> dict[str, Any] | None:
-    if not paired or not paired["cases"]:
+    """The goal on the paired native / plain medians (None when no case paired the native arm)."""
+    measured = [c for c in (paired or {}).get("cases", []) if c.get("ratio_median") is not None]
+    if not measured:
         return None
-    worst = max(paired["cases"], key=lambda c: c["ratio_median"])
+    worst = max(measured, key=lambda c: c["ratio_median"])
     return {"goal": goal, "worst": worst["ratio_median"], "worst_case": worst["case"],
-            "met": all(c["ratio_median"] <= goal for c in paired["cases"])}
+            "met": all(c["ratio_median"] <= goal for c in measured)}
 
 
 def goal_for(vendor: str) -> float:
@@ -257,21 +280,55 @@ def _acceptance_md(report: dict[str, Any]) -> list[str]:
                 f"{verdict}. {_acceptance_runs(acc)}."]
 
 
+def paired_arms_of(case: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A paired case's flagos arms; a report from before --paired-arms has its one native arm at the case's level."""
+    if "arms" in case:
+        return case["arms"]
+    native = {k: case[k] for k in ("ratio_median", "ratio_min", "ratio_max", "run_medians", "pairs")}
+    return {"native": {"label": "flagos native", "available": True, "reason": None, "route": "native",
+                       "us_median": case["flagos_us_median"], **native}}
+
+
+def _paired_rows(case: dict[str, Any], plain_label: str) -> list[list[str]]:
+    rows = [[case["case"], plain_label, f"{case['plain_us_median']:.2f}", "—", "—", "—", str(case["pairs"])]]
+    for arm in paired_arms_of(case).values():
+        if not arm["available"]:
+            rows.append([case["case"], arm["label"], "unavailable", "—", "—", "—", "—"])
+            continue
+        rows.append([case["case"], arm["label"], f"{arm['us_median']:.2f}", f"{arm['ratio_median']:.3f}x",
+                     f"{arm['ratio_min']:.2f}x to {arm['ratio_max']:.2f}x", _runs(arm["run_medians"], ".3f", "x"),
+                     str(arm["pairs"])])
+    return rows
+
+
+def _paired_unavailable(cases: list[dict[str, Any]]) -> list[str]:
+    """One line per (arm, reason), naming the cases only where the reason is not every case's."""
+    where: dict[tuple[str, str], list[str]] = {}
+    for case in cases:
+        for arm in paired_arms_of(case).values():
+            if not arm["available"]:
+                where.setdefault((arm["label"], arm["reason"]), []).append(case["case"])
+    lines = []
+    for (label, reason), names in where.items():
+        scope = "" if len(names) == len(cases) else f" ({', '.join(names)})"
+        lines.append(f"- **{label}**{scope}: {reason}")
+    return ["", "Arms not measured here:", "", *lines] if lines else []
+
+
 def _paired_md(report: dict[str, Any]) -> list[str]:
     paired = report.get("paired")
     if not paired or not paired["cases"]:
         return []
-    rows = [[c["case"], f"{c['plain_us_median']:.2f}", f"{c['flagos_us_median']:.2f}", f"{c['ratio_median']:.3f}x",
-             f"{c['ratio_min']:.2f}x to {c['ratio_max']:.2f}x", _runs(c["run_medians"], ".3f", "x"), str(c["pairs"])]
-            for c in paired["cases"]]
-    header = ["case", f"plain {report['environment']['plain_device']} µs", "flagos native µs",
-              "median native/plain", "pair range", "median per run", "pairs"]
+    plain_label = f"plain {report['environment']['plain_device']}"
+    rows = [row for case in paired["cases"] for row in _paired_rows(case, plain_label)]
+    header = ["case", "arm", "µs per call (median)", "median arm/plain", "pair range", "median per run", "pairs"]
     acc = (report.get("acceptance") or {}).get("paired")
     verdict = []
     if acc:
         verdict = ["", f"Goal on the paired medians: native/plain ≤ {acc['goal']}x in every case: "
                        f"{'met' if acc['met'] else '**not met**'} (worst {acc['worst']:.3f}x, {acc['worst_case']})."]
-    return ["", "## Paired in-process A/B", "", paired["method"], "", *_table(header, rows), *verdict]
+    return ["", "## Paired in-process A/B", "", paired["method"], "", *_table(header, rows),
+            *_paired_unavailable(paired["cases"]), *verdict]
 
 
 def _overhead_md(report: dict[str, Any]) -> list[str]:
@@ -349,8 +406,26 @@ def short_table(report: dict[str, Any]) -> str:
     if paired:
         lines.append(f"paired in-process medians: {'met' if paired['met'] else 'NOT met'} "
                      f"(worst {paired['worst']:.3f}x, {paired['worst_case']}): "
-                     + ", ".join(f"{c['case']} {c['ratio_median']:.3f}x" for c in report['paired']['cases']))
+                     + ", ".join(f"{c['case']} {c['ratio_median']:.3f}x" for c in report['paired']['cases']
+                                 if c.get("ratio_median") is not None))
+    lines += _paired_arm_lines(report.get("paired"))
     return "\n".join(lines)
+
+
+def _paired_arm_lines(paired: dict[str, Any] | None) -> list[str]:
+    """One line per paired flagos arm other than native (whose line is the goal's above)."""
+    cases = (paired or {}).get("cases", [])
+    names = [a for a in paired_arms_of(cases[0]) if a != "native"] if cases else []
+    lines = []
+    for name in names:
+        arms = [(case["case"], paired_arms_of(case)[name]) for case in cases]
+        head = f"paired {arms[0][1]['label']} / plain medians: "
+        if not any(arm["available"] for _, arm in arms):
+            lines.append(head + f"unavailable ({arms[0][1]['reason']})")
+            continue
+        lines.append(head + ", ".join(f"{c} {a['ratio_median']:.3f}x" if a["available"] else f"{c} unavailable"
+                                      for c, a in arms))
+    return lines
 
 
 # ---- comparison and gate ------------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ class Options:
     step_steps: int
     control: bool
     paired: int
+    paired_arms: tuple[str, ...]
     steady_malloc: bool
     timeout: float
     short: bool
@@ -68,12 +69,16 @@ AB_METHOD = (
     "machines."
 )
 PAIRED_METHOD = (
-    "One process per (case, run) with torch_fl loaded and the op's route forced to native (confirmed from the "
-    "log). The same inputs are built on the plain vendor device and on flagos, and {pairs} pairs of "
-    "synchronized batches of `repeat` calls alternate between them (A B, B A, ...). Each pair gives one "
-    "ratio; a case's figure is the median ratio over every pair of every run. Calls on plain vendor tensors "
-    "never reach torch_fl, so the plain arm is plain torch; what the process itself does to both arms "
-    "(its memory layout, its core) cancels in each ratio."
+    "One process per (case, run) with torch_fl loaded. The same inputs are built on the plain vendor device and "
+    "on flagos; the flagos arms ({arms}) share the flagos inputs and switch the op's route at run time "
+    "(FLAGOS_OP_<op> and torch_fl.reload_routes, then torch_fl.replay.configure: `flaggems` runs FlagGems' Python "
+    "path with the replay off, `flaggems/replay` the same route with the replay on). Each arm's route is confirmed "
+    "from the dispatch log on one call after its warm-up; an arm whose route this machine lacks is reported "
+    "unavailable with the reason. Then {pairs} rounds of synchronized batches of `repeat` calls, one batch per "
+    "arm, the order rotated every round (P A B, A B P, ...), each batch after a few untimed calls of its arm. "
+    "Each batch's ratio to the plain batch of its round is kept; a case's figure per arm is the median ratio over "
+    "every round of every run. Calls on plain vendor tensors never reach torch_fl, so the plain arm is plain "
+    "torch; what the process itself does to all arms (its memory layout, its core) cancels in each ratio."
 )
 OVERHEAD_METHOD = (
     "One process per run with torch_fl loaded and a conf that routes every op to native. For each op, the same "
@@ -135,6 +140,15 @@ def _csv(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+def _paired_arms(text: str) -> list[str]:
+    arms = list(dict.fromkeys(_csv(text)))
+    unknown = [a for a in arms if a not in cases.PAIRED_ARMS]
+    if not arms or unknown:
+        raise argparse.ArgumentTypeError(f"{text!r}: paired arms are comma separated names among "
+                                         f"{', '.join(cases.PAIRED_ARMS)}")
+    return arms
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m torch_fl.bench", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -159,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--paired", type=int, default=0, metavar="PAIRS",
                    help="also time plain and flagos native in one process per (case, run), PAIRS alternating "
                         "batches each: differences smaller than the noise between processes (default 0: off)")
+    p.add_argument("--paired-arms", type=_paired_arms, default=list(cases.DEFAULT_PAIRED_ARMS), metavar="A[,A...]",
+                   help="the flagos arms of --paired, timed beside plain in the same process: "
+                        f"{', '.join(cases.PAIRED_ARMS)} (flaggems: the replay off; default native)")
     p.add_argument("--malloc", choices=("steady", "default"), default="steady",
                    help="steady: the same fixed glibc malloc thresholds in every child (GLIBC_TUNABLES), so no "
                         "process pays page faults another does not; default: glibc's adaptive behaviour")
@@ -195,6 +212,7 @@ def options_from(args: argparse.Namespace) -> Options:
         step_steps=args.step_steps or defaults["step_steps"],
         control=args.control,
         paired=args.paired,
+        paired_arms=tuple(args.paired_arms),
         steady_malloc=args.malloc == "steady",
         timeout=args.timeout,
         short=args.short,
@@ -307,21 +325,52 @@ def measure_ab(opts: Options, vendor: str, unavailable: dict[str, dict[str, str 
     return summary
 
 
+def _confirm_paired(what: str, op: str, result: dict[str, Any]) -> None:
+    """Every measured arm of one paired process took its own route (the log's route string is the arm's name)."""
+    for arm, got in result["arms"].items():
+        if "reason" not in got:
+            got["route"] = confirm_route(f"{what} {arm}", got["logged"], op, arm)
+
+
+def _paired_log(what: str, result: dict[str, Any], pairs: int) -> None:
+    for arm, got in result["arms"].items():
+        if "reason" in got:
+            _log(f"{what}: flagos {arm} unavailable: {got['reason']}")
+        else:
+            _log(f"{what}: median flagos {arm} / plain {report.median(got['ratios']):.3f}x over {pairs} pairs "
+                 f"(route {got['route']} confirmed)")
+
+
+def _check_availability(case: str, runs: list[dict[str, Any]]) -> None:
+    """An arm is measured in every run or in none: a route that comes and goes is not a measurement."""
+    for arm in runs[0]["arms"]:
+        unavailable = ["reason" in run["arms"][arm] for run in runs]
+        if any(unavailable) and not all(unavailable):
+            reason = next(run["arms"][arm]["reason"] for run in runs if "reason" in run["arms"][arm])
+            raise BenchError(f"paired {case} {arm}: measured in some runs, unavailable in others ({reason})")
+
+
 def measure_paired(opts: Options, vendor: str) -> dict[str, Any]:
     per_case: dict[str, list[dict[str, Any]]] = {case.name: [] for case in opts.cases}
     for run in range(opts.runs):
         for case in opts.cases:
-            spec = {"mode": "paired", "case": case.name, "arm": "native", "device": cases.FLAGOS_DEVICE,
-                    "plain_device": cases.PLAIN_DEVICE[vendor], "warmup": opts.warmup, "repeat": opts.repeat,
-                    "pairs": opts.paired, "threads": opts.threads, "cpu": opts.cpu}
+            spec = {"mode": "paired", "case": case.name, "arm": "native", "arms": list(opts.paired_arms),
+                    "device": cases.FLAGOS_DEVICE, "plain_device": cases.PLAIN_DEVICE[vendor],
+                    "warmup": opts.warmup, "repeat": opts.repeat, "pairs": opts.paired, "threads": opts.threads,
+                    "cpu": opts.cpu}
+            # The process starts on native, a route every vendor loads; the child switches arms itself.
             env = child_env(vendor, "native", {cases.override_var(case.op): "native"}, opts.steady_malloc)
             result = run_child(spec, env, opts.timeout)
-            confirm_route(f"paired run {run + 1} {case.name}", result["logged"], case.op, "native")
+            what = f"paired run {run + 1} {case.name}"
+            _confirm_paired(what, case.op, result)
+            _paired_log(what, result, opts.paired)
             per_case[case.name].append(result)
-            _log(f"run {run + 1} paired {case.name}: median flagos native / plain "
-                 f"{report.median(result['ratios']):.3f}x over {opts.paired} pairs")
-    return {"method": PAIRED_METHOD.format(pairs=opts.paired),
-            "cases": [report.paired_entry(case.name, per_case[case.name]) for case in opts.cases]}
+    labels = {arm: cases.arm_label(arm, vendor) for arm in opts.paired_arms}
+    for case in opts.cases:
+        _check_availability(case.name, per_case[case.name])
+    return {"method": PAIRED_METHOD.format(pairs=opts.paired, arms=", ".join(opts.paired_arms)),
+            "arms": list(opts.paired_arms),
+            "cases": [report.paired_entry(case.name, per_case[case.name], labels) for case in opts.cases]}
 
 
 def _all_native_conf(tmp: str) -> Path:
@@ -417,6 +466,7 @@ def measure(opts: Options) -> dict[str, Any]:
                      "threads": opts.threads, "cpu": opts.cpu,
                      "short": opts.short, "routes": list(opts.routes), "cases": [c.name for c in opts.cases],
                      "overhead_pairs": cases.OVERHEAD_PAIRS, "paired": opts.paired,
+                     "paired_arms": list(opts.paired_arms),
                      "step": list(opts.step), "step_procs": opts.step_procs, "step_steps": opts.step_steps,
                      "glibc_tunables": os.environ.get("GLIBC_TUNABLES", STEADY_MALLOC if opts.steady_malloc else None)},
         "method": {"ab": AB_METHOD.format(batches=_batches_text(opts.batches)), "overhead": OVERHEAD_METHOD},
