@@ -157,6 +157,49 @@ def test_paired_control_and_pinning(tmp_path: Path) -> None:
     assert "paired in-process medians" in proc.stdout
 
 
+def test_paired_arms_measure_native_and_report_flaggems_unavailable(tmp_path: Path) -> None:
+    """Several flagos arms in one paired process; under emulation both flaggems arms are reported, not measured."""
+    arms = ["native", "flaggems", "flaggems/replay"]
+    proc = cli("--short", "--vendor", "cpu", "--cases", "bias_3x101x33", "--routes", "native", "--paired", "3",
+               "--paired-arms", ",".join(arms), "--no-overhead", "--step", "none", "--out", tmp_path)
+    bench = json.loads((tmp_path / "bench.json").read_text())
+    assert bench["settings"]["paired_arms"] == arms and bench["paired"]["arms"] == arms
+    (case,) = bench["paired"]["cases"]
+    assert list(case["arms"]) == arms
+    native = case["arms"]["native"]
+    assert native["available"] and native["route"] == "native" and native["pairs"] == 3
+    assert len(native["runs"][0]["us"]) == len(native["runs"][0]["ratios"]) == 3 and native["us_median"] > 0
+    assert native["ratio_min"] <= native["ratio_median"] <= native["ratio_max"]
+    # the native arm's figures stay where readers from before --paired-arms find them
+    assert case["ratio_median"] == native["ratio_median"] and case["flagos_us_median"] == native["us_median"]
+    assert case["runs"][0]["ratios"] == native["runs"][0]["ratios"] and len(case["runs"][0]["plain_us"]) == 3
+    assert bench["acceptance"]["paired"]["worst_case"] == "bias_3x101x33"
+    for name in ("flaggems", "flaggems/replay"):
+        entry = case["arms"][name]
+        assert not entry["available"] and entry["route"] is None and "ratio_median" not in entry, name
+        assert "flaggems" in entry["reason"], entry["reason"]
+    md = (tmp_path / "bench.md").read_text()
+    assert "| bias_3x101x33 | flagos flaggems/replay | unavailable |" in md and "Arms not measured here" in md
+    assert "paired flagos flaggems/replay / plain medians: unavailable (" in proc.stdout
+
+
+def test_paired_arms_are_checked() -> None:
+    proc = cli("--paired", "3", "--paired-arms", "native,replay", "--short", check=False)
+    assert proc.returncode == 2 and "paired arms are comma separated names among" in proc.stderr
+
+
+def test_paired_report_from_before_the_arms_renders() -> None:
+    """A bench.json written before --paired-arms has its native figures at the case's level only."""
+    report = importlib.import_module("torch_fl.bench.report")
+    old = {"case": "c", "ratio_median": 1.02, "ratio_min": 1.0, "ratio_max": 1.1, "run_medians": [1.02],
+           "pairs": 3, "plain_us_median": 10.0, "flagos_us_median": 10.2, "runs": []}
+    (native,) = report.paired_arms_of(old).values()
+    assert native["available"] and native["us_median"] == 10.2 and native["ratio_median"] == 1.02
+    acc = report.paired_acceptance({"cases": [old]}, 1.1)
+    assert acc["met"] and acc["worst_case"] == "c"
+    assert report.paired_acceptance({"cases": [{"case": "c", "arms": {}}]}, 1.1) is None  # no native arm paired
+
+
 def test_cpu_choice_is_checked() -> None:
     proc = cli("--cpu", "100000", "--short", check=False)
     assert proc.returncode == 2 and "is not a CPU this process may use" in proc.stderr
