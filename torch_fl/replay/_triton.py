@@ -6,9 +6,10 @@ num_ctas, shared memory) and the kernel's arguments. The hook wraps that class: 
 signature, and each call, while a provider call records, reports the launch with its parameters packed as the
 launcher packs them. Outside a recording the hook costs one thread-local read per launch.
 
-Checked against Triton 3.6 (torch 2.11's): parameters are the non-constexpr arguments in order, then Triton's
-global and profile scratch pointers; floats are passed in their own width (the driver module's
-FLOAT_STORAGE_TYPE). Anything this layout does not cover refuses the key instead of guessing.
+Read from Triton 3.6 (torch 2.11's), CudaLauncher and HIPLauncher alike: parameters are the non-constexpr
+arguments in order, then Triton's global and profile scratch pointers; floats are passed in their own width (the
+driver module's FLOAT_STORAGE_TYPE). Other Triton lines, and anything this layout does not cover, refuse the key
+instead of guessing (_KNOWN_TRITON).
 """
 
 from __future__ import annotations
@@ -19,14 +20,24 @@ import sys
 from . import _record
 
 _INSTALLED: list[type] = []
+_TRITON_LINE: tuple[int, ...] = ()
+
+
+# The Triton lines whose launcher layout (above) was read from their source, CUDA and HIP alike. Any other line's
+# launches are refused, never guessed: its launcher may pass another number of trailing parameters.
+_KNOWN_TRITON = ((3, 6),)
+_TRAILING_SCRATCH_PARAMS = 2
 
 
 def install() -> None:
     """Wrap the active Triton driver's launcher class (once per process)."""
     try:
+        import triton
         from triton.runtime import driver
     except ImportError:
         return
+    global _TRITON_LINE
+    _TRITON_LINE = tuple(int(p) for p in triton.__version__.split(".")[:2] if p.isdigit())
     cls = driver.active.launcher_cls
     if cls in _INSTALLED or getattr(cls, "_torch_fl_wrapped", False):
         return
@@ -70,6 +81,12 @@ def _float_storage(launcher) -> dict:
 def _describe(launcher, warp_size: int, grid, stream, args):
     import torch
 
+    if _TRITON_LINE not in _KNOWN_TRITON:
+        known = ", ".join(".".join(map(str, v)) for v in _KNOWN_TRITON)
+        raise _record.Refused(
+            f"Triton {'.'.join(map(str, _TRITON_LINE))}, whose launcher layout the replay does not "
+            f"know (it knows {known})"
+        )
     signature = getattr(launcher, "_torch_fl_signature", None)
     if signature is None:
         raise _record.Refused("a Triton launcher made before torch_fl's launch hook")
@@ -106,9 +123,7 @@ def _describe(launcher, warp_size: int, grid, stream, args):
             raise _record.Refused("a float parameter of a Triton that does not say how it passes floats")
         else:
             params.append(("bytes", _record.pack_scalar("fp32" if ty == "f32" else ty, value)))
-    # Triton >= 3.3 appends its global scratch pointer, >= 3.5 its profile scratch pointer: both null here.
-    for attr in ("global_scratch_size", "profile_scratch_size"):
-        if hasattr(launcher, attr):
-            params.append(("bytes", 0))
+    # Triton's launcher appends its global and profile scratch pointers (both null here: no scratch memory).
+    params.extend([("bytes", 0)] * _TRAILING_SCRATCH_PARAMS)
     block = (warp_size * num_warps, 1, 1)
     return (grid[0], grid[1], grid[2]), block, shared, params
