@@ -142,7 +142,7 @@ namespace {
 // replay cache calls it for the calls it does not replay.
 struct ProviderCall {
   ProviderHook hook;
-  int provider;
+  const Route* route;
   const c10::OperatorHandle* op;
   c10::DeviceIndex device;
 
@@ -150,11 +150,8 @@ struct ProviderCall {
     const auto& c = *static_cast<ProviderCall*>(self);
     const size_t n = c.op->schema().arguments().size();
     const std::vector<c10::IValue> arguments(stack->end() - static_cast<std::ptrdiff_t>(n), stack->end());
-    c.hook(c.provider, *c.op, stack, record);
-    Route route;
-    route.kind = RouteKind::Provider;
-    route.provider = static_cast<int16_t>(c.provider);
-    check_provider_results(*c.op, route_name(current_routes(), route), arguments, *stack,
+    c.hook(c.route->provider, *c.op, stack, record);
+    check_provider_results(*c.op, route_name(current_routes(), *c.route), arguments, *stack,
         runtime().vendor_device(c.device));
   }
 };
@@ -190,14 +187,16 @@ void run_on_vendor(const c10::OperatorHandle& op, torch::jit::Stack* stack, cons
             ", or run on an accelerator whose torch has it.");
       }
     } else {
-      ProviderCall call{g_provider_hook.load(), provider->provider, &op,
+      ProviderCall call{g_provider_hook.load(), provider, &op,
           retag.device() < 0 ? runtime().current_device() : retag.device()};
       TORCH_CHECK(call.hook != nullptr, "no provider hook installed for ", short_op_name(op.operator_name()));
       const RouteTable& table = current_routes();
-      const bool replayable = static_cast<size_t>(provider->provider) < table.replayable.size() &&
-          table.replayable[provider->provider];
-      const char* path = replayable ? replay::call(op, stack, call.device, &ProviderCall::run, &call) : "";
-      if (!replayable) ProviderCall::run(&call, stack, nullptr);
+      const char* path = "";
+      if (static_cast<size_t>(provider->provider) < table.replayable.size() && table.replayable[provider->provider]) {
+        path = replay::call(op, stack, call.device, &ProviderCall::run, &call);
+      } else {
+        ProviderCall::run(&call, stack, nullptr);
+      }
       if (g_log_dispatch.load(std::memory_order_relaxed)) log_route(op, route_name(table, *provider) + path);
     }
   }

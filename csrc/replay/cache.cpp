@@ -6,6 +6,7 @@
 #include <ATen/ops/equal.h>
 #include <ATen/ops/view_as_real.h>
 
+#include <atomic>
 #include <list>
 #include <map>
 #include <memory>
@@ -39,6 +40,7 @@ struct Entry {
 struct Cache {
   std::mutex mutex;
   Settings settings;
+  std::atomic<bool> enabled{true}; // settings.enabled, read without the lock before a key is built
   std::unordered_map<Key, Entry, KeyHash> entries;
   std::list<const Key*> lru; // most recently used first
   std::unordered_map<const void*, std::pair<std::string, Counters>> per_op;
@@ -136,6 +138,7 @@ void configure(const Settings& s) {
   std::lock_guard<std::mutex> lock(c.mutex);
   c.settings = s;
   if (c.settings.capacity == 0) c.settings.capacity = 1;
+  c.enabled.store(s.enabled);
   c.evict_beyond_capacity();
 }
 
@@ -177,6 +180,10 @@ std::vector<OpStats> stats() {
 const char* call(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DeviceIndex device,
     ProviderCall provider, void* ctx) {
   Cache& c = cache();
+  if (!c.enabled.load(std::memory_order_relaxed)) {
+    provider(ctx, stack, nullptr);
+    return "";
+  }
   Key key;
   std::vector<at::Tensor> slots;
   const char* unkeyed = make_key(op, *stack, &key, &slots);
@@ -186,7 +193,7 @@ const char* call(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::D
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     if (!c.settings.enabled) {
-      // nothing to do: the plain provider call below
+      // switched off meanwhile: the plain provider call below
     } else if (unkeyed != nullptr) {
       Counters& k = c.counters_of(op);
       k.unkeyed_calls++;
