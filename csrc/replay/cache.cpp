@@ -6,6 +6,7 @@
 #include <ATen/ops/equal.h>
 #include <ATen/ops/view_as_real.h>
 
+#include <algorithm>
 #include <atomic>
 #include <list>
 #include <map>
@@ -260,8 +261,15 @@ const char* call(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::D
     e.plan.reset();
     e.counters->reasons[why]++;
   };
+  const auto& returns = op.schema().returns();
+  const bool tensor_returns = rec.plan.outputs.size() == returns.size() &&
+      std::all_of(returns.begin(), returns.end(), [](const c10::Argument& r) {
+        return r.type()->kind() == c10::TypeKind::TensorType;
+      });
   if (rec.refused) {
     refuse(rec.reason);
+  } else if (!tensor_returns) {
+    refuse("its results are not one tensor per return of the op (a list or an optional result)");
   } else if (e.plan && *e.plan == rec.plan) {
     e.state = State::Ready; // two recordings in a row agree
   } else if (e.recordings >= kMaxRecordings) {

@@ -79,7 +79,15 @@ def random_param(a, b, alpha=1):
     launch_add(a, b, out, float(alpha), tag=COUNTER[0])
     return out
 
-torch_fl.register_provider("emu", {"add.Tensor": add, "add_.Tensor": add_, "add.out": add_out}, replay=True)
+def foreach_add(xs, ys, alpha=1):
+    python_calls.append("foreach_add")
+    outs = [torch.empty_like(x) for x in xs]
+    for x, y, o in zip(xs, ys, outs):
+        launch_add(x, y, o, 1.0)
+    return outs                      # one Tensor[] result: not something a plan returns
+
+torch_fl.register_provider("emu", {"add.Tensor": add, "add_.Tensor": add_, "add.out": add_out,
+                                   "_foreach_add.List": foreach_add}, replay=True)
 torch_fl.register_provider("emu_py", {"add.Tensor": add}, replay=False)
 torch_fl.register_provider("emu_host", {"add.Tensor": reads_host}, replay=True)
 torch_fl.register_provider("emu_kept", {"add.Tensor": keeps_buffer}, replay=True)
@@ -114,7 +122,8 @@ def calls(label, fn, inputs, *, inplace=False):
 
 CHECKS = r"""
 os.environ["FLAGOS_LOG"] = "dispatch"
-reload(FLAGOS_OP_add__Tensor="emu", FLAGOS_OP_add___Tensor="emu", FLAGOS_OP_add__out="emu")
+reload(FLAGOS_OP_add__Tensor="emu", FLAGOS_OP_add___Tensor="emu", FLAGOS_OP_add__out="emu",
+       FLAGOS_OP__foreach_add__List="emu")
 for i in range(4):
     calls(f"add{i}", lambda x, y: x + y, pair())
 calls("add_scaled", lambda x, y: torch.add(x, y, alpha=2.5), pair())     # another scalar: another key
@@ -132,6 +141,9 @@ for i in range(3):
     got = torch.add(x, x)                                                  # x + x is not x + y: its own key
     mark(f"aliased{i}:after")
     report(f"aliased{i}", {"equal": bool(torch.equal(got.cpu(), x.cpu() * 2)), "python_calls": [], "same": None})
+for i in range(3):
+    calls(f"foreach{i}", lambda x, y: torch._foreach_add([x, x], [y, y])[1], pair())
+report("stats_foreach", stats_of("_foreach_add.List"))
 report("stats_add", stats_of("add.Tensor"))
 report("stats_add_", stats_of("add_.Tensor"))
 report("stats_out", stats_of("add.out"))
@@ -226,6 +238,13 @@ def test_what_would_not_replay_faithfully_is_refused(child, provider, reason):
     s = child.data[f"stats_{provider}"]
     assert s["hits"] == 0 and s["refused_keys"] == 1
     assert any(why.startswith(reason) for why in s["reasons"]), s["reasons"]
+
+
+def test_a_list_result_is_refused(child):
+    assert [child.routes_of("_foreach_add.List", f"foreach{i}") for i in range(3)] == [["emu"]] * 3
+    s = child.data["stats_foreach"]
+    assert s["refused_keys"] == 1 and s["hits"] == 0
+    assert any(why.startswith("a result is a list") for why in s["reasons"]), s["reasons"]
 
 
 def test_switched_off_at_run_time(child):

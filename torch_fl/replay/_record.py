@@ -150,7 +150,7 @@ class Recording:
         )
 
     def _alloc(self, t: torch.Tensor) -> None:
-        if t.device.type != "cuda" and t.device.type != _vendor_type():
+        if t.device.type != _vendor_type():
             return self.refuse(f"it allocates a tensor on {t.device}")
         self.steps.append((_STEP_ALLOC, len(self.allocs), None))
         self.allocs.append(t)
@@ -227,12 +227,13 @@ class Recording:
 
     @staticmethod
     def _results(result: object) -> list[object]:
+        # A tuple is one value per return of the op; a list is one Tensor[] return, which csrc/replay refuses.
         if result is None:
             return []
-        return list(result) if isinstance(result, (tuple, list)) else [result]
+        return list(result) if isinstance(result, tuple) else [result]
 
     def _output(self, r: object) -> tuple:
-        if not isinstance(r, torch.Tensor):
+        if not isinstance(r, torch.Tensor):  # a list (Tensor[]), a number, None
             raise Refused(f"a result is a {type(r).__name__}, not a tensor")
         for i, t in enumerate(self.slots):
             if t is r:
