@@ -209,17 +209,22 @@ def _log_categories(value: str | None) -> frozenset[str]:
     return frozenset(words)
 
 
-def _emu_devices(value: str | None) -> int:
+def _count(var: str, value: str | None, default: int, low: int, high: int | None, choices: str) -> int:
+    # An integer variable: unset or blank gives the default; anything else must be an integer in [low, high].
     if value is None or not value.strip():
-        return EMU_DEVICES_DEFAULT
-    choices = f"an integer from 1 to {EMU_DEVICES_MAX} (default {EMU_DEVICES_DEFAULT})"
+        return default
     try:
         count = int(value.strip())
     except ValueError:
-        raise EnvError(f"{EMU_DEVICES_VAR}={value!r} is not an integer; use {choices}") from None
-    if not 1 <= count <= EMU_DEVICES_MAX:
-        raise EnvError(f"{EMU_DEVICES_VAR}={value!r} is out of range; use {choices}")
+        raise EnvError(f"{var}={value!r} is not an integer; use {choices}") from None
+    if count < low or (high is not None and count > high):
+        raise EnvError(f"{var}={value!r} is out of range; use {choices}")
     return count
+
+
+def _emu_devices(value: str | None) -> int:
+    choices = f"an integer from 1 to {EMU_DEVICES_MAX} (default {EMU_DEVICES_DEFAULT})"
+    return _count(EMU_DEVICES_VAR, value, EMU_DEVICES_DEFAULT, 1, EMU_DEVICES_MAX, choices)
 
 
 def _emu_trap(value: str | None) -> bool:
@@ -246,16 +251,8 @@ def _switch(var: str, value: str | None, default: bool, meaning: str) -> bool:
 
 
 def _replay_capacity(value: str | None) -> int:
-    if value is None or not value.strip():
-        return REPLAY_CACHE_DEFAULT
     choices = f"a positive integer, the number of keys the replay cache keeps (default {REPLAY_CACHE_DEFAULT})"
-    try:
-        count = int(value.strip())
-    except ValueError:
-        raise EnvError(f"{REPLAY_CACHE_VAR}={value!r} is not an integer; use {choices}") from None
-    if count < 1:
-        raise EnvError(f"{REPLAY_CACHE_VAR}={value!r} is out of range; use {choices}")
-    return count
+    return _count(REPLAY_CACHE_VAR, value, REPLAY_CACHE_DEFAULT, 1, None, choices)
 
 
 def _override(var: str, value: str) -> Override | None:
