@@ -68,6 +68,8 @@ def _info() -> dict[str, Any]:
         "overrides": {o.var: ", ".join(o.routes) for o in state.settings.overrides},
         "explicit_routes": dict(sorted(counts.items())),
         "log": sorted(state.settings.log),
+        # the replay cache of provider routes; per-op statistics of a run: FLAGOS_LOG=replay (printed at exit)
+        "replay": torch_fl.replay.settings(),
         "variant": _fit(),
     }
 

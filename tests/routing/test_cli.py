@@ -47,6 +47,7 @@ def test_info_json(run_module, env):
     assert info["overrides"] == {"FLAGOS_OP_atan2": "cpu"}
     assert info["explicit_routes"] == COUNTS
     assert info["default_route"] == "native"
+    assert info["replay"] == {"enabled": True, "verify": False, "capacity": 4096}
     assert info["device_count"] == 2  # FLAGOS_EMU_DEVICES default
     assert isinstance(info["torch_fl"], str) and info["torch_fl"]
 
