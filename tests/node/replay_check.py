@@ -285,7 +285,12 @@ def sweep_one(item: Op, shape: tuple[int, int], args: argparse.Namespace) -> dic
     flag = [t.to("flagos") for t in host]
     fresh = lambda: [t.to("flagos") for t in item.make(shape, torch.device("cpu"), gen)]  # noqa: E731
     # in-place forms write their inputs: give each call the same (stale) tensors, timing is all that matters
-    arms = {"plain": lambda: item.fn(*plain), "flaggems": lambda: item.fn(*flag), "replay": lambda: item.fn(*flag)}
+    arms = {
+        "plain": lambda: item.fn(*plain),
+        "plain_again": lambda: item.fn(*plain),  # the A/A control
+        "flaggems": lambda: item.fn(*flag),
+        "replay": lambda: item.fn(*flag),
+    }
     # one call each first: compiles, autotunes and the two recordings stay out of the repeat estimate
     for arm in ("plain", "flaggems", "replay", "replay", "replay"):
         set_arm(arm, ops)
@@ -312,6 +317,7 @@ def sweep_one(item: Op, shape: tuple[int, int], args: argparse.Namespace) -> dic
     reasons = {op: after[op]["reasons"] for op in ops if op in after and after[op]["reasons"]}
     row = {
         "plain_us": s["plain"]["us"],
+        "aa": s["plain_again"]["ratio"],
         "flaggems_us": s["flaggems"]["us"],
         "replay_us": s["replay"]["us"],
         "replay_vs_plain": s["replay"]["ratio"],
@@ -327,7 +333,8 @@ def sweep_one(item: Op, shape: tuple[int, int], args: argparse.Namespace) -> dic
     }
     print(
         f"{item.name} {shape[0]}x{shape[1]}: plain {row['plain_us']:.1f} us, flaggems {row['flaggems_us']:.1f}, "
-        f"replay {row['replay_us']:.1f} -> replay/plain {row['replay_vs_plain']:.3f}, replay/flaggems "
+        f"replay {row['replay_us']:.1f} -> replay/plain {row['replay_vs_plain']:.3f} (A/A {row['aa']:.3f}), "
+        f"replay/flaggems "
         f"{row['replay_vs_flaggems']:.3f}; replays {replays}, hit {hit}, bitwise {row['bitwise_equal']}"
         + (f"; refused: {reasons}" if reasons else ""),
         flush=True,
