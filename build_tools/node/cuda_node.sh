@@ -174,10 +174,11 @@ if [ "$mode" = replay ]; then
   if [[ $parts == *" verify "* ]]; then
     "$PY" "$check" conf --out /tmp/replay.conf
     # one arm after the other, each with the whole machine: the suite compiles many FlagGems kernels; the
-    # short summary (-rfE) names each failure with its message, so verify mismatches are counted from it
+    # short summary (-rfE) names each failure with its message, so verify mismatches are counted from it; the
+    # time limit interrupts (SIGINT) rather than kills, so a cut run still prints that summary
     for arm in verify python; do
       if [ $arm = verify ]; then flags="FLAGOS_FLAGGEMS_VERIFY=1"; else flags="FLAGOS_FLAGGEMS_REPLAY=0"; fi
-      (cd "$tests_copy" && env $flags FLAGOS_BACKEND_CONFIG=/tmp/replay.conf timeout "${VERIFY_TIMEOUT:-300}" \
+      (cd "$tests_copy" && env $flags FLAGOS_BACKEND_CONFIG=/tmp/replay.conf timeout -s INT -k 30 "${VERIFY_TIMEOUT:-300}" \
          "$PY" -m pytest -c pyproject.toml correctness -q -p no:cacheprovider -n "${VERIFY_WORKERS:-14}" -rfE \
          >"/tmp/verify-$arm.txt" 2>&1)
       echo "correctness suite, swept ops on flaggems, $arm: $(tail -1 /tmp/verify-$arm.txt)"
