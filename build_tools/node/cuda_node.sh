@@ -3,7 +3,9 @@
 # Docker (e.g. a lent GPU machine): build the wheel against the node's torch,
 # install it, run the routing and correctness suites with FlagGems present,
 # then the route A/B benchmark. Everything lands under $OUT (default reports/cuda-node).
-#   bash build_tools/node/cuda_node.sh [smoke|full|train|models|dist|checks|opinfo|compile]     BENCH_ARGS="--runs 3 ..." adds bench options
+#   bash build_tools/node/cuda_node.sh [smoke|full|bench|train|models|dist|checks|opinfo|compile|replay]
+#   full:   the routing and correctness suites (in one process, or SUITE_WORKERS xdist workers), then the bench;
+#           BENCH_ARGS="--runs 3 ..." adds bench options. bench: the bench alone
 #   train:  flagos training against plain cuda in separate processes (tests/node/train_check.py), and the step
 #           time (TIME_PAIRS alternating processes per arm)
 #   models: the model suite against a plain-cuda reference (tests/models) and that reference's repeat in a third
@@ -173,15 +175,22 @@ if [ "$mode" = replay ]; then
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   if [[ $parts == *" verify "* ]]; then
     "$PY" "$check" conf --out /tmp/replay.conf
-    # one arm after the other, each with the whole machine: the suite compiles many FlagGems kernels; the
-    # short summary (-rfE) names each failure with its message, so verify mismatches are counted from it; the
-    # time limit interrupts (SIGINT) rather than kills, so a cut run still prints that summary
+    # both arms side by side, VERIFY_WORKERS each (one 300 s arm of 14 workers got through about 90%: each
+    # worker compiles FlagGems' kernels itself). The short summary (-rfE) names each failure with its message,
+    # so verify mismatches are counted from it; the time limit interrupts (SIGINT) rather than kills, so a cut
+    # run still prints that summary, and its exit status is reported, never fatal here
+    pids=()
     for arm in verify python; do
       if [ $arm = verify ]; then flags="FLAGOS_FLAGGEMS_VERIFY=1"; else flags="FLAGOS_FLAGGEMS_REPLAY=0"; fi
-      (cd "$tests_copy" && env $flags FLAGOS_BACKEND_CONFIG=/tmp/replay.conf timeout -s INT -k 30 "${VERIFY_TIMEOUT:-300}" \
-         "$PY" -m pytest -c pyproject.toml correctness -q -p no:cacheprovider -n "${VERIFY_WORKERS:-14}" -rfE \
-         >"/tmp/verify-$arm.txt" 2>&1)
-      echo "correctness suite, swept ops on flaggems, $arm: $(tail -1 /tmp/verify-$arm.txt)"
+      (rc=0; cd "$tests_copy" && env $flags FLAGOS_BACKEND_CONFIG=/tmp/replay.conf timeout -s INT -k 30 \
+         "${VERIFY_TIMEOUT:-400}" "$PY" -m pytest -c pyproject.toml correctness -q -p no:cacheprovider \
+         -n "${VERIFY_WORKERS:-7}" -rfE >"/tmp/verify-$arm.txt" 2>&1 || rc=$?; echo $rc >"/tmp/verify-$arm.rc") &
+      pids+=($!)
+    done
+    wait "${pids[@]}" || true
+    for arm in verify python; do
+      echo "correctness suite, swept ops on flaggems, $arm (exit $(cat /tmp/verify-$arm.rc); 124: cut by the" \
+        "time limit): $(tail -1 /tmp/verify-$arm.txt)"
       echo "  verify mismatches: $(grep -c 'FLAGOS_FLAGGEMS_VERIFY: the replay' /tmp/verify-$arm.txt || true)"
       grep -E '^(FAILED|ERROR)' "/tmp/verify-$arm.txt" | sed 's/ - .*//' | sort >"/tmp/failed-$arm.txt" || true
     done | tee -a "$OUT/replay.txt"
@@ -240,9 +249,12 @@ fi
 
 status=0
 t0=$(date +%s)
-(cd "$tests_copy" && "$PY" -m pytest -c pyproject.toml routing correctness -q -p no:cacheprovider -rs \
-   --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest.txt"; exit "${PIPESTATUS[0]}") || status=$?
-echo "routing and correctness suites: $(( $(date +%s) - t0 )) s"; t0=$(date +%s)
+if [ "$mode" != bench ]; then  # bench: the benchmark alone
+  (cd "$tests_copy" && "$PY" -m pytest -c pyproject.toml routing correctness -q -p no:cacheprovider -rs \
+     ${SUITE_WORKERS:+-n "$SUITE_WORKERS"} --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest.txt"; exit "${PIPESTATUS[0]}") \
+     || status=$?
+  echo "routing and correctness suites: $(( $(date +%s) - t0 )) s"; t0=$(date +%s)
+fi
 # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
 (cd /tmp && "$PY" -m torch_fl.bench --vendor cuda --out /tmp/torch-fl-bench ${BENCH_ARGS:-} 2>&1 \
    | tee "$OUT/bench.txt") || status=$?

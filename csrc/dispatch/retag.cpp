@@ -6,6 +6,10 @@
 
 #include <ATen/core/Generator.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/core/impl/PyObjectSlot.h>
+
+#include <array>
+#include <atomic>
 
 namespace torch_fl {
 
@@ -63,6 +67,99 @@ c10::Storage alias_storage_of(const at::Tensor& t) {
       c10::GetAllocator(rt.vendor_type()), /*resizable=*/true));
 }
 
+// ---- alias reuse -----------------------------------------------------------------------
+//
+// A training step hands the router the same parameters, gradients and optimizer
+// states on every step, and building their aliases (a StorageImpl and a
+// TensorImpl each) was most of what a list op's re-tag cost. So aliases outlive
+// their call, in a small table per thread (no locks, never shared). An entry is
+// reused only while it is exactly what a fresh alias would be: the same storage
+// bytes, size, device, dtype and dispatch keys, no other holder, no Python
+// object. Its layout and version counter are set again from the caller on every
+// use. A miss only builds what was built before, so the table may forget freely.
+std::atomic<bool> g_alias_reuse{true};
+
+template <class T>
+bool exposed_to_python(const T& impl) {
+  // A vendor kernel written in Python gave it a PyObject: dropping that later,
+  // at thread exit, would need an interpreter that may be gone.
+  return impl.pyobj_slot()->load_pyobj() != nullptr;
+}
+
+class AliasTable {
+ public:
+  // The alias of `original`'s bytes, reused or made anew.
+  const c10::Storage& storage(const at::Tensor& t) {
+    c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
+    StorageSlot& slot = storages_[index_of(original)];
+    c10::StorageImpl* alias = slot.alias.unsafeGetStorageImpl();
+    // mutable_data(): a copy-on-write storage materializes first, exactly as for a fresh alias.
+    if (slot.original != original || slot.device != t.device().index() || alias == nullptr ||
+        alias->data() != original->mutable_data() || alias->nbytes() != original->nbytes() ||
+        exposed_to_python(*alias)) {
+      slot = {original, t.device().index(), alias_storage_of(t)};
+    }
+    return slot.alias;
+  }
+
+  // The alias of `like` over `storage` (which storage() gave), reused or made anew.
+  at::Tensor tensor(const c10::Storage& storage, const at::Tensor& like) {
+    c10::TensorImpl* caller = like.unsafeGetTensorImpl();
+    TensorSlot& slot = tensors_[index_of(caller)];
+    c10::TensorImpl* alias = slot.alias.defined() ? slot.alias.unsafeGetTensorImpl() : nullptr;
+    if (alias == nullptr || slot.caller != caller || slot.keys != caller->key_set() || slot.alias.use_count() != 1 ||
+        slot.alias.weak_use_count() != 1 || alias->storage().unsafeGetStorageImpl() != storage.unsafeGetStorageImpl() ||
+        alias->dtype() != caller->dtype() || exposed_to_python(*alias)) {
+      slot = {caller, caller->key_set(), make_vendor_alias(storage, like)};
+      return slot.alias;
+    }
+    if (alias->sizes() != caller->sizes() || alias->strides() != caller->strides() ||
+        alias->storage_offset() != caller->storage_offset()) {
+      alias->set_sizes_and_strides(caller->sizes(), caller->strides(), caller->storage_offset());
+    }
+    alias->set_version_counter(caller->version_counter());
+    return slot.alias;
+  }
+
+  // Drop `alias` if this table holds it and Python has seen it (see exposed_to_python).
+  void forget_if_exposed(const at::Tensor& caller, const at::Tensor& alias) {
+    TensorSlot& slot = tensors_[index_of(caller.unsafeGetTensorImpl())];
+    if (slot.alias.defined() && slot.alias.unsafeGetTensorImpl() == alias.unsafeGetTensorImpl() &&
+        exposed_to_python(*alias.unsafeGetTensorImpl())) {
+      slot = {};
+    }
+    StorageSlot& s = storages_[index_of(caller.storage().unsafeGetStorageImpl())];
+    if (s.alias.unsafeGetStorageImpl() == alias.storage().unsafeGetStorageImpl() &&
+        exposed_to_python(*alias.storage().unsafeGetStorageImpl())) {
+      s = {};
+    }
+  }
+
+ private:
+  static constexpr size_t kSlots = 512; // a step's parameters, gradients, states and activations
+  static size_t index_of(const void* p) {
+    const auto bits = reinterpret_cast<uintptr_t>(p);
+    return ((bits >> 4) ^ (bits >> 13)) & (kSlots - 1);
+  }
+  struct StorageSlot {
+    c10::StorageImpl* original = nullptr;
+    c10::DeviceIndex device = -1;
+    c10::Storage alias;
+  };
+  struct TensorSlot {
+    const c10::TensorImpl* caller = nullptr;
+    c10::DispatchKeySet keys;
+    at::Tensor alias;
+  };
+  std::array<StorageSlot, kSlots> storages_{};
+  std::array<TensorSlot, kSlots> tensors_{};
+};
+
+AliasTable& alias_table() {
+  thread_local AliasTable table;
+  return table;
+}
+
 // Under emulation the vendor kernels are CPU kernels and would happily take a
 // host tensor beside flagos ones; an accelerator would refuse, so we do too.
 // 0-dim host tensors (scalars) are allowed, as CUDA allows them.
@@ -79,7 +176,16 @@ at::Tensor vendor_alias(const at::Tensor& flagos) {
   return make_vendor_alias(alias_storage_of(flagos), flagos);
 }
 
-Retagger::Retagger(const c10::OperatorHandle& op) : op_(op) {}
+void set_alias_reuse(bool on) { g_alias_reuse.store(on, std::memory_order_relaxed); }
+bool alias_reuse() { return g_alias_reuse.load(std::memory_order_relaxed); }
+
+Retagger::Retagger(const c10::OperatorHandle& op) : op_(op), reuse_(alias_reuse()) {}
+
+Retagger::~Retagger() {
+  if (!reuse_) return;
+  AliasTable& table = alias_table();
+  for (const auto& a : tensors_) table.forget_if_exposed(*a.original, a.alias);
+}
 
 // Asked only when a call mixes devices, so the hot path never compares op names.
 bool Retagger::is_transfer() const {
@@ -110,11 +216,11 @@ at::Tensor Retagger::to_vendor(c10::MaybeOwned<at::Tensor> owned_or_borrowed, bo
     }
   }
   if (alias == nullptr) {
-    storages_.push_back({original, alias_storage_of(t), original->mutable_data()});
+    storages_.push_back({original, reuse_ ? alias_table().storage(t) : alias_storage_of(t), original->mutable_data()});
     alias = &storages_.back().alias;
     access_.open(original->data()); // the vendor kernel may touch these bytes (FLAGOS_EMU_TRAP)
   }
-  at::Tensor v = make_vendor_alias(*alias, t);
+  at::Tensor v = reuse_ ? alias_table().tensor(*alias, t) : make_vendor_alias(*alias, t);
   tensors_.push_back({v, std::move(owned_or_borrowed), written});
   return v;
 }
@@ -300,8 +406,10 @@ void Retagger::written_from_vendor() {
     c10::TensorImpl* alias = a.alias.unsafeGetTensorImpl();
     c10::TensorImpl* original = a.original->unsafeGetTensorImpl();
     c10::StorageImpl* alias_storage = alias->storage().unsafeGetStorageImpl();
+    // Still the caller's bytes (the common case) means not resized: no search over the call's storages.
+    const bool moved = alias_storage->data() != original->storage().unsafeGetStorageImpl()->data();
     for (auto& s : storages_) {
-      if (s.alias.unsafeGetStorageImpl() != alias_storage || alias_storage->data() == s.original_data) continue;
+      if (!moved || s.alias.unsafeGetStorageImpl() != alias_storage || alias_storage->data() == s.original_data) continue;
       // The vendor kernel resized this argument into vendor memory: the
       // caller's storage takes those bytes over, so every view of it sees them.
       const size_t nbytes = alias_storage->nbytes();

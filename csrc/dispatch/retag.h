@@ -19,10 +19,18 @@ namespace torch_fl {
 // A vendor view of one flagos tensor, for bookkeeping kernels (copies).
 at::Tensor vendor_alias(const at::Tensor& flagos);
 
+// Whether calls reuse the vendor aliases of earlier calls on the same thread
+// (on by default; off only to measure what the reuse saves).
+void set_alias_reuse(bool on);
+bool alias_reuse();
+
 // Re-tags the arguments of one operator call and maps its results back.
 class Retagger {
  public:
   explicit Retagger(const c10::OperatorHandle& op);
+  ~Retagger();
+  Retagger(const Retagger&) = delete;
+  Retagger& operator=(const Retagger&) = delete;
 
   // Replace flagos tensors, devices and generators among the operator's
   // arguments (the top `num_args` entries of the stack) with vendor ones.
@@ -81,6 +89,7 @@ class Retagger {
   at::Tensor relabel_fresh(const at::Tensor& t);
 
   const c10::OperatorHandle& op_;
+  const bool reuse_; // alias_reuse() when the call began
   c10::DeviceIndex device_ = -1;
   c10::SmallVector<StorageAlias, 4> storages_;
   c10::SmallVector<TensorAlias, 4> tensors_;

@@ -3,6 +3,7 @@
 #include "comm/backend.h"
 #include "dispatch/data_movement.h"
 #include "dispatch/decompositions.h"
+#include "dispatch/retag.h"
 #include "dispatch/router.h"
 #include "replay/plan.h"
 #include "runtime/runtime.h"
@@ -233,6 +234,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("transfer_ops", &transfer_ops, "Ops that move data between devices (never on the cpu route).");
   m.def("decomposed_ops", &decomposed_ops, "Ops the router decomposes where the route's kernel is missing.");
   m.def("fast_path_ops", &fast_path_ops, "Ops with an unboxed router entry (native route without boxing).");
+  m.def("set_alias_reuse", &set_alias_reuse, "Reuse vendor aliases across calls (default on; off to measure it).");
+  m.def("alias_reuse", &alias_reuse);
   m.def("set_log_dispatch", &set_log_dispatch);
   m.def("log_dispatch", &log_dispatch);
   m.def("set_provider_dispatcher", [](py::object fn) {

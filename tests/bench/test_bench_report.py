@@ -86,6 +86,9 @@ def test_acceptance_and_overhead(bench: dict[str, Any]) -> None:
     for item in ops.values():
         assert item["plain_us_median"] > 0 and item["flagos_us_median"] > 0, item["op"]
         assert item["pairs"] == len(item["runs"][0]["plain_us"]) == len(item["runs"][0]["flagos_us"]) > 1
+        # the arm with alias reuse off ran in the same rounds: the overhead before and after that reuse
+        assert len(item["runs"][0]["flagos_fresh_us"]) == item["pairs"], item["op"]
+        assert isinstance(item["fresh_overhead_us"], float), item["op"]
     assert "add.Tensor -> native" in ops["add"]["routes"]
     assert "add_.Tensor -> native" in ops["add_"]["routes"]
     assert "_foreach_add_.List -> native" in ops["foreach_add_"]["routes"]

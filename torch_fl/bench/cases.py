@@ -192,7 +192,7 @@ OVERHEAD_OPS: tuple[OverheadOp, ...] = (
                f"torch._foreach_addcdiv_(xs, ys, zs, 1e-3), {LIST_LEN} tensors each"),
 )
 OVERHEAD_ARMS = (PLAIN, "native")
-OVERHEAD_PAIRS = 6  # alternating batch pairs per op: single calls are ~µs, the median keeps one stall out
+OVERHEAD_PAIRS = 6  # rounds of one batch per arm, per op: single calls are ~µs, the median keeps one stall out
 OVERHEAD_CONF = "# torch_fl bench: every routed op takes the native route\ndefault = native\n"
 
 

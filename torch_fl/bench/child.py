@@ -293,21 +293,32 @@ def run_paired(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _overhead_one(torch: Any, item: cases.OverheadOp, spec: dict[str, Any]) -> dict[str, Any]:
+    from torch_fl import _C
+
     calls = {}
     for name, device in (("plain", torch.device(spec["plain_device"])), ("flagos", torch.device(spec["device"]))):
         torch.manual_seed(0)
         state = item.setup(device)
         calls[name] = ((lambda state=state: item.call(state)), _synchronizer(torch, device))
+    # the same flagos tensors with every vendor alias built anew per call: what the router cost before aliases
+    # were reused across calls (csrc/dispatch/retag.cpp), measured beside it
+    calls["flagos-fresh"] = calls["flagos"]
     logged = _logged_routes(calls["flagos"][0])
     for call, _ in calls.values():
         for _ in range(spec["warmup"]):
             call()
-    times: dict[str, list[float]] = {"plain": [], "flagos": []}
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    order = list(calls)
     for pair in range(cases.OVERHEAD_PAIRS):
-        for name in ("plain", "flagos") if pair % 2 == 0 else ("flagos", "plain"):
+        for name in order[pair % 3:] + order[:pair % 3]:  # rotated, so no arm always runs first
             call, sync = calls[name]
-            times[name].append(_batch_us(call, spec["repeat"], sync))
-    return {"plain_us": times["plain"], "flagos_us": times["flagos"], "logged": logged}
+            _C.set_alias_reuse(name != "flagos-fresh")
+            try:
+                times[name].append(_batch_us(call, spec["repeat"], sync))
+            finally:
+                _C.set_alias_reuse(True)
+    return {"plain_us": times["plain"], "flagos_us": times["flagos"], "flagos_fresh_us": times["flagos-fresh"],
+            "logged": logged}
 
 
 def run_overhead(spec: dict[str, Any]) -> dict[str, Any]:

@@ -127,13 +127,16 @@ def overhead_entry(op: str, kind: str, note: str, runs: list[dict[str, Any]], pl
     plain = [u for run in runs for u in run["plain_us"]]
     flagos = [u for run in runs for u in run["flagos_us"]]
     pair_ratios = [f / p for f, p in zip(flagos, plain, strict=True)]
+    fresh = [u for run in runs for u in run.get("flagos_fresh_us", [])]  # absent from reports before alias reuse
     return {"op": op, "kind": kind, "note": note, "plain_label": plain_label,
             "plain_us_median": statistics.median(plain), "flagos_us_median": statistics.median(flagos),
             "overhead_us": statistics.median(f - p for f, p in zip(flagos, plain, strict=True)),
+            "fresh_overhead_us": (statistics.median(f - p for f, p in zip(fresh, plain, strict=True))
+                                  if fresh else None),
             "ratio_median": statistics.median(pair_ratios), "ratio_min": min(pair_ratios),
             "ratio_max": max(pair_ratios), "pairs": len(pair_ratios),
             "routes": sorted({f"{o} -> {r}" for run in runs for o, r in run["logged"]}),
-            "runs": [{k: run[k] for k in ("plain_us", "flagos_us")} for run in runs]}
+            "runs": [{k: run[k] for k in ("plain_us", "flagos_us", "flagos_fresh_us") if k in run} for run in runs]}
 
 
 def step_entry(d_model: int, arms: dict[str, tuple[str, list[dict[str, Any]]]]) -> dict[str, Any]:
@@ -338,11 +341,13 @@ def _overhead_md(report: dict[str, Any]) -> list[str]:
     rows = []
     for item in oh["ops"]:
         routes = ", ".join(item["routes"]) or "device kernel (not routed)"
+        fresh = item.get("fresh_overhead_us")
         rows.append([item["kind"], item["op"], item["note"], f"{item['plain_us_median']:.2f}",
                      f"{item['flagos_us_median']:.2f}", f"{item['overhead_us']:+.2f}",
+                     "—" if fresh is None else f"{fresh:+.2f}",
                      f"{item['ratio_median']:.2f}x ({item['ratio_min']:.2f} to {item['ratio_max']:.2f})", routes])
     header = ["class", "op", "call", f"{oh['ops'][0]['plain_label']} µs", "flagos native µs", "overhead µs",
-              "flagos/plain (pair range)", "flagos route logged"]
+              "overhead, aliases built per call µs", "flagos/plain (pair range)", "flagos route logged"]
     return ["", "## Host overhead per op class", "", oh["method"], "", *_table(header, rows)]
 
 

@@ -83,10 +83,12 @@ PAIRED_METHOD = (
 OVERHEAD_METHOD = (
     "One process per run with torch_fl loaded and a conf that routes every op to native. For each op, the same "
     f"small inputs (16x16 float32; lists of {cases.LIST_LEN} such tensors) are built on the plain vendor device "
-    f"and on flagos, and {cases.OVERHEAD_PAIRS} pairs of synchronized batches of `repeat` calls alternate between "
+    f"and on flagos, and {cases.OVERHEAD_PAIRS} rounds of synchronized batches of `repeat` calls alternate between "
     "them. Calls on plain vendor tensors never reach torch_fl, so that arm is plain torch. µs per call is the "
-    "median over the pairs; the host overhead is flagos minus plain. Bookkeeping ops are the device's own "
-    "kernels (views, allocation, copies): they never reach the router and log nothing."
+    "median over the rounds; the host overhead is flagos minus plain, per round. A third arm in the same rotation "
+    "runs the same flagos tensors with vendor aliases built anew on every call (alias reuse switched off): the "
+    "overhead before that reuse, measured beside it. Bookkeeping ops are the device's own kernels (views, "
+    "allocation, copies): they never reach the router and log nothing."
 )
 STEP_METHOD = (
     f"The training step of a {cases.STEP_LAYERS}-layer TransformerEncoder ({cases.STEP_HEADS} heads, ffn 4 x "
