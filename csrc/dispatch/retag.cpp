@@ -88,18 +88,33 @@ bool exposed_to_python(const T& impl) {
 
 class AliasTable {
  public:
-  // The alias of `original`'s bytes, reused or made anew.
-  const c10::Storage& storage(const at::Tensor& t) {
+  struct StorageSlot {
+    c10::StorageImpl* original = nullptr;
+    c10::DeviceIndex device = -1;
+    c10::Storage alias;
+    // The call that last took this alias, and where its list of storages holds it: a call asks this
+    // instead of searching that list (quadratic for a list op's 24 to 72 tensors).
+    uint64_t call = 0;
+    size_t index = 0;
+  };
+
+  // A number no earlier call on this thread had (never 0).
+  uint64_t new_call() { return ++calls_; }
+
+  // The slot of `t`'s storage, holding a valid alias of its bytes, reused or made anew; `displaced`
+  // says whether it held another storage's alias before.
+  StorageSlot& storage(const at::Tensor& t, bool* displaced) {
     c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
     StorageSlot& slot = storages_[index_of(original)];
     c10::StorageImpl* alias = slot.alias.unsafeGetStorageImpl();
+    *displaced = alias != nullptr && slot.original != original;
     // mutable_data(): a copy-on-write storage materializes first, exactly as for a fresh alias.
     if (slot.original != original || slot.device != t.device().index() || alias == nullptr ||
         alias->data() != original->mutable_data() || alias->nbytes() != original->nbytes() ||
         exposed_to_python(*alias)) {
       slot = {original, t.device().index(), alias_storage_of(t)};
     }
-    return slot.alias;
+    return slot;
   }
 
   // The alias of `like` over `storage` (which storage() gave), reused or made anew.
@@ -136,16 +151,14 @@ class AliasTable {
   }
 
  private:
-  static constexpr size_t kSlots = 512; // a step's parameters, gradients, states and activations
+  // A step's parameters, gradients, optimizer states and activations: several hundred objects.
+  static constexpr int kSlotBits = 10;
+  static constexpr size_t kSlots = size_t{1} << kSlotBits;
+  // Fibonacci hashing: objects allocated one after another sit a fixed stride apart, which a
+  // mask of low address bits would fold onto a few slots.
   static size_t index_of(const void* p) {
-    const auto bits = reinterpret_cast<uintptr_t>(p);
-    return ((bits >> 4) ^ (bits >> 13)) & (kSlots - 1);
+    return static_cast<size_t>((reinterpret_cast<uint64_t>(p) * 0x9E3779B97F4A7C15ull) >> (64 - kSlotBits));
   }
-  struct StorageSlot {
-    c10::StorageImpl* original = nullptr;
-    c10::DeviceIndex device = -1;
-    c10::Storage alias;
-  };
   struct TensorSlot {
     const c10::TensorImpl* caller = nullptr;
     c10::DispatchKeySet keys;
@@ -153,6 +166,7 @@ class AliasTable {
   };
   std::array<StorageSlot, kSlots> storages_{};
   std::array<TensorSlot, kSlots> tensors_{};
+  uint64_t calls_ = 0;
 };
 
 AliasTable& alias_table() {
@@ -179,7 +193,8 @@ at::Tensor vendor_alias(const at::Tensor& flagos) {
 void set_alias_reuse(bool on) { g_alias_reuse.store(on, std::memory_order_relaxed); }
 bool alias_reuse() { return g_alias_reuse.load(std::memory_order_relaxed); }
 
-Retagger::Retagger(const c10::OperatorHandle& op) : op_(op), reuse_(alias_reuse()) {}
+Retagger::Retagger(const c10::OperatorHandle& op)
+    : op_(op), reuse_(alias_reuse()), call_(reuse_ ? alias_table().new_call() : 0) {}
 
 Retagger::~Retagger() {
   if (!reuse_) return;
@@ -205,24 +220,47 @@ void Retagger::note_device(c10::DeviceIndex index) {
 at::Tensor Retagger::to_vendor(c10::MaybeOwned<at::Tensor> owned_or_borrowed, bool written) {
   const at::Tensor& t = *owned_or_borrowed;
   note_device(t.device().index());
+  // Shared storage -> one alias, so the vendor's overlap checks still see it.
+  const c10::Storage& alias = reuse_ ? reused_storage_alias(t) : storage_alias(t);
+  at::Tensor v = reuse_ ? alias_table().tensor(alias, t) : make_vendor_alias(alias, t);
+  tensors_.push_back({v, std::move(owned_or_borrowed), written});
+  return v;
+}
+
+const c10::Storage& Retagger::storage_alias(const at::Tensor& t) {
   c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
-  const c10::Storage* alias = nullptr;
   // Newest first: a list op's elements rarely share storage, and an op's
   // arguments that do (x.add_(x[1:])) are usually adjacent.
   for (auto s = storages_.rbegin(); s != storages_.rend(); ++s) {
-    if (s->original == original) { // shared storage -> one alias, so overlap checks still see it
-      alias = &s->alias;
-      break;
+    if (s->original == original) return s->alias;
+  }
+  return add_storage(t, alias_storage_of(t));
+}
+
+const c10::Storage& Retagger::reused_storage_alias(const at::Tensor& t) {
+  c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
+  bool displaced = false;
+  AliasTable::StorageSlot& slot = alias_table().storage(t, &displaced);
+  if (slot.call == call_ && slot.index < storages_.size() && storages_[slot.index].original == original) {
+    return storages_[slot.index].alias; // taken earlier in this call
+  }
+  // Only a slot another storage held may hide one taken earlier in this call (every argument is
+  // taken before the vendor kernel runs, so no nested call moves a stamp in between).
+  if (displaced) {
+    for (auto& s : storages_) {
+      if (s.original == original) return s.alias;
     }
   }
-  if (alias == nullptr) {
-    storages_.push_back({original, reuse_ ? alias_table().storage(t) : alias_storage_of(t), original->mutable_data()});
-    alias = &storages_.back().alias;
-    access_.open(original->data()); // the vendor kernel may touch these bytes (FLAGOS_EMU_TRAP)
-  }
-  at::Tensor v = reuse_ ? alias_table().tensor(*alias, t) : make_vendor_alias(*alias, t);
-  tensors_.push_back({v, std::move(owned_or_borrowed), written});
-  return v;
+  slot.call = call_;
+  slot.index = storages_.size();
+  return add_storage(t, slot.alias);
+}
+
+const c10::Storage& Retagger::add_storage(const at::Tensor& t, c10::Storage alias) {
+  c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
+  storages_.push_back({original, std::move(alias), original->mutable_data()});
+  access_.open(original->data()); // the vendor kernel may touch these bytes (FLAGOS_EMU_TRAP)
+  return storages_.back().alias;
 }
 
 void Retagger::reserve(size_t tensors) {
@@ -406,25 +444,28 @@ void Retagger::written_from_vendor() {
     c10::TensorImpl* alias = a.alias.unsafeGetTensorImpl();
     c10::TensorImpl* original = a.original->unsafeGetTensorImpl();
     c10::StorageImpl* alias_storage = alias->storage().unsafeGetStorageImpl();
-    // Still the caller's bytes (the common case) means not resized: no search over the call's storages.
-    const bool moved = alias_storage->data() != original->storage().unsafeGetStorageImpl()->data();
-    for (auto& s : storages_) {
-      if (!moved || s.alias.unsafeGetStorageImpl() != alias_storage || alias_storage->data() == s.original_data) continue;
-      // The vendor kernel resized this argument into vendor memory: the
-      // caller's storage takes those bytes over, so every view of it sees them.
-      const size_t nbytes = alias_storage->nbytes();
-      c10::DataPtr taken = alias_storage->set_data_ptr(c10::DataPtr(nullptr, alias_storage->device()));
-      c10::DataPtr adopted = runtime().adopt(std::move(taken), nbytes, original->device().index());
-      s.original->set_data_ptr_noswap(std::move(adopted));
-      s.original->set_nbytes(nbytes);
-      s.original_data = s.original->mutable_data();
-      // the alias now points nowhere; keep later checks consistent
-      alias_storage->set_data_ptr_noswap(c10::DataPtr(s.original_data, alias_storage->device()));
-    }
+    // Still the caller's bytes (the common case): not resized, nothing to search for.
+    if (alias_storage->data() != original->storage().unsafeGetStorageImpl()->data()) adopt_resized(alias_storage);
     if (alias->sizes() != original->sizes() || alias->strides() != original->strides() ||
         alias->storage_offset() != original->storage_offset()) {
       original->set_sizes_and_strides(alias->sizes(), alias->strides(), alias->storage_offset());
     }
+  }
+}
+
+// The vendor kernel resized a written argument into vendor memory: the caller's
+// storage takes those bytes over, so every view of it sees them.
+void Retagger::adopt_resized(c10::StorageImpl* alias_storage) {
+  for (auto& s : storages_) {
+    if (s.alias.unsafeGetStorageImpl() != alias_storage || alias_storage->data() == s.original_data) continue;
+    const size_t nbytes = alias_storage->nbytes();
+    c10::DataPtr taken = alias_storage->set_data_ptr(c10::DataPtr(nullptr, alias_storage->device()));
+    c10::DataPtr adopted = runtime().adopt(std::move(taken), nbytes, s.original->device().index());
+    s.original->set_data_ptr_noswap(std::move(adopted));
+    s.original->set_nbytes(nbytes);
+    s.original_data = s.original->mutable_data();
+    // the alias now points nowhere; keep later checks consistent
+    alias_storage->set_data_ptr_noswap(c10::DataPtr(s.original_data, alias_storage->device()));
   }
 }
 

@@ -80,16 +80,22 @@ class Retagger {
   };
 
   at::Tensor to_vendor(c10::MaybeOwned<at::Tensor> t, bool written);
+  // The alias of t's storage for this call: made anew, or reused (alias_reuse()).
+  const c10::Storage& storage_alias(const at::Tensor& t);
+  const c10::Storage& reused_storage_alias(const at::Tensor& t);
+  const c10::Storage& add_storage(const at::Tensor& t, c10::Storage alias);
   c10::IValue value_to_vendor(c10::IValue value, bool written);
   void note_host_tensor(const at::Tensor& t);
   c10::IValue value_from_vendor(c10::IValue value);
   void note_device(c10::DeviceIndex index);
   bool is_transfer() const; // a copy between devices (data_movement.h)
   c10::Storage adopt_storage(const c10::Storage& vendor);
+  void adopt_resized(c10::StorageImpl* alias_storage);
   at::Tensor relabel_fresh(const at::Tensor& t);
 
   const c10::OperatorHandle& op_;
-  const bool reuse_; // alias_reuse() when the call began
+  const bool reuse_;    // alias_reuse() when the call began
+  const uint64_t call_; // this call's number in the thread's alias table (0 without reuse)
   c10::DeviceIndex device_ = -1;
   c10::SmallVector<StorageAlias, 4> storages_;
   c10::SmallVector<TensorAlias, 4> tensors_;
