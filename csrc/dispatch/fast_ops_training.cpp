@@ -1,19 +1,9 @@
 // Unboxed router entries for what a training step runs besides its forward:
-// in-place updates, out= forms, backward kernels and the optimizers' list ops
-// (fast_kernel.h says what the entry does). Registered in a unit of their own
-// so the two halves compile side by side.
+// in-place updates, out= forms and backward kernels (fast_kernel.h says what the
+// entry does; the optimizers' list ops are fast_ops_optim.cpp's). A unit of its
+// own, so the parts compile side by side.
 #include "dispatch/fast_kernel.h"
 
-#include <ATen/ops/_foreach_add_ops.h>
-#include <ATen/ops/_foreach_addcdiv_ops.h>
-#include <ATen/ops/_foreach_addcmul_ops.h>
-#include <ATen/ops/_foreach_div_ops.h>
-#include <ATen/ops/_foreach_lerp_ops.h>
-#include <ATen/ops/_foreach_mul_ops.h>
-#include <ATen/ops/_foreach_norm_ops.h>
-#include <ATen/ops/_foreach_sqrt_ops.h>
-#include <ATen/ops/_foreach_zero_ops.h>
-#include <ATen/ops/_fused_adamw_ops.h>
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
 #include <ATen/ops/add_ops.h>
@@ -73,19 +63,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   register_fast<at::_ops::native_batch_norm_backward>(m);
   register_fast<at::_ops::select_backward>(m);
   register_fast<at::_ops::sqrt>(m);
-  // the list ops of torch.optim (foreach and fused) and clip_grad_norm_
-  register_fast<at::_ops::_foreach_add__Scalar>(m);
-  register_fast<at::_ops::_foreach_add__List>(m);
-  register_fast<at::_ops::_foreach_mul__Scalar>(m);
-  register_fast<at::_ops::_foreach_mul__Tensor>(m);
-  register_fast<at::_ops::_foreach_div__ScalarList>(m);
-  register_fast<at::_ops::_foreach_lerp__Scalar>(m);
-  register_fast<at::_ops::_foreach_addcmul__Scalar>(m);
-  register_fast<at::_ops::_foreach_addcdiv__ScalarList>(m);
-  register_fast<at::_ops::_foreach_sqrt>(m);
-  register_fast<at::_ops::_foreach_zero_>(m);
-  register_fast<at::_ops::_foreach_norm_Scalar>(m);
-  register_fast<at::_ops::_fused_adamw_>(m);
 }
 
 } // namespace torch_fl
