@@ -34,7 +34,7 @@ def cli(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[st
 @pytest.fixture(scope="module")
 def short_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
     out = tmp_path_factory.mktemp("bench")
-    return out, cli("--short", "--out", out)
+    return out, cli("--short", "--step-profile", "--out", out)
 
 
 @pytest.fixture(scope="module")
@@ -111,9 +111,23 @@ def test_training_step(bench: dict[str, Any]) -> None:
     assert size["arms"]["plain"]["routed_calls"] == {}
 
 
+def test_step_profile(bench: dict[str, Any]) -> None:
+    (size,) = bench["step_profile"]["sizes"]
+    assert size["d_model"] == 64
+    ops = {o["op"]: o for o in size["ops"]}
+    # both arms ran the same model: its matrix products show in each, as often
+    assert ops["aten::mm"]["plain_calls"] == ops["aten::mm"]["flagos_calls"] > 0
+    assert size["plain_us"] > 0 and size["flagos_us"] > 0
+    deltas = [o["delta_us"] for o in size["ops"]]
+    assert deltas == sorted(deltas, reverse=True)  # largest addition first
+    for o in size["ops"]:
+        assert o["delta_us"] == pytest.approx(o["flagos_us"] - o["plain_us"]), o["op"]
+
+
 def test_markdown_tables(short_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     md = (short_run[0] / "bench.md").read_text()
     for text in ("## Route A/B", "## Host overhead per op class", "## Training step", "| case |", *CASES,
+                 "## Training step, host time per op (profiler)",
                  "Ratio against flagos native"):
         assert text in md, text
 

@@ -204,6 +204,7 @@ OVERHEAD_CONF = "# torch_fl bench: every routed op takes the native route\ndefau
 STEP_SHIPPED = "shipped"  # flagos with the vendor's conf as the wheel ships it
 STEP_ARMS = (PLAIN, STEP_SHIPPED, "native")
 STEP_SEQ, STEP_BATCH, STEP_LAYERS, STEP_HEADS = 128, 8, 2, 4
+STEP_PROFILE_STEPS = 5  # steps under torch.profiler per arm (--step-profile)
 
 
 def build_step(device: torch.device, d_model: int) -> Callable[[], None]:

@@ -367,6 +367,27 @@ def run_step(spec: dict[str, Any]) -> dict[str, Any]:
     return {"ms": statistics.median(times), "ms_all": times, "logged": logged, "probe_us": probe_us}
 
 
+def run_step_profile(spec: dict[str, Any]) -> dict[str, Any]:
+    """The training step of cases.build_step under torch's profiler (host activity only): for every op the
+    dispatcher saw, its calls and its self host time per step. Where flagos spends host time a plain step does
+    not shows op by op (the profiler's own cost per call is the same in both arms)."""
+    torch = _import_torch(spec)
+    from torch.profiler import ProfilerActivity, profile
+
+    device = torch.device(spec["device"])
+    sync = _synchronizer(torch, device)
+    step = cases.build_step(device, spec["d_model"])
+    for _ in range(spec["warmup"]):
+        step()
+    sync()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(cases.STEP_PROFILE_STEPS):
+            step()
+        sync()
+    n = cases.STEP_PROFILE_STEPS
+    return {"ops": {e.key: [e.count / n, e.self_cpu_time_total / n] for e in prof.key_averages()}}
+
+
 # ---- mode: probe --------------------------------------------------------------------------------------
 
 
@@ -451,6 +472,7 @@ MODES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "paired": run_paired,
     "overhead": run_overhead,
     "step": run_step,
+    "step_profile": run_step_profile,
 }
 
 

@@ -374,10 +374,42 @@ def _step_md(report: dict[str, Any]) -> list[str]:
     return ["", "## Training step", "", step["method"], "", *_table(header, rows)]
 
 
+def step_profile_entry(d_model: int, plain: dict[str, list[float]], flagos: dict[str, list[float]]) -> dict[str, Any]:
+    """One d_model's step profile: per op, [calls, self host µs] per step in each arm, and flagos minus plain."""
+    rows = []
+    for op in sorted(set(plain) | set(flagos)):
+        p_calls, p_us = plain.get(op, [0.0, 0.0])
+        f_calls, f_us = flagos.get(op, [0.0, 0.0])
+        rows.append({"op": op, "plain_calls": p_calls, "flagos_calls": f_calls, "plain_us": p_us, "flagos_us": f_us,
+                     "delta_us": f_us - p_us})
+    rows.sort(key=lambda r: -r["delta_us"])
+    return {"d_model": d_model, "plain_us": sum(r["plain_us"] for r in rows),
+            "flagos_us": sum(r["flagos_us"] for r in rows), "ops": rows}
+
+
+STEP_PROFILE_ROWS = 25  # the markdown lists the ops that add the most; bench.json keeps all of them
+
+
+def _step_profile_md(report: dict[str, Any]) -> list[str]:
+    prof = report.get("step_profile")
+    if not prof or not prof["sizes"]:
+        return []
+    lines = ["", "## Training step, host time per op (profiler)", "", prof["method"]]
+    for size in prof["sizes"]:
+        rows = [[r["op"], f"{r['plain_calls']:g}", f"{r['flagos_calls']:g}", f"{r['plain_us']:.1f}",
+                 f"{r['flagos_us']:.1f}", f"{r['delta_us']:+.1f}"] for r in size["ops"][:STEP_PROFILE_ROWS]]
+        rows.append(["all ops", "", "", f"{size['plain_us']:.1f}", f"{size['flagos_us']:.1f}",
+                     f"{size['flagos_us'] - size['plain_us']:+.1f}"])
+        header = ["op", "calls plain", "calls flagos", "self µs plain", "self µs flagos", "flagos − plain µs"]
+        lines += ["", f"d_model {size['d_model']}, per step:", "", *_table(header, rows)]
+    return lines
+
+
 def to_markdown(report: dict[str, Any]) -> str:
     env = report["environment"]
     lines = [f"# torch_fl benchmark: {env['vendor']}", "", *_environment_md(report), "", *_ab_md(report),
-             *_acceptance_md(report), *_paired_md(report), *_overhead_md(report), *_step_md(report), ""]
+             *_acceptance_md(report), *_paired_md(report), *_overhead_md(report), *_step_md(report),
+             *_step_profile_md(report), ""]
     return "\n".join(lines)
 
 

@@ -52,6 +52,7 @@ class Options:
     step: tuple[int, ...]
     step_procs: int
     step_steps: int
+    step_profile: bool
     control: bool
     paired: int
     paired_arms: tuple[str, ...]
@@ -186,6 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training-step part: the d_model values to time (default 256; --short 64; none: skip)")
     p.add_argument("--step-procs", type=_positive, help="processes per step arm (default 5; --short 2)")
     p.add_argument("--step-steps", type=_positive, help="timed steps per process (default 20; --short 3)")
+    p.add_argument("--step-profile", action="store_true",
+                   help="also run each --step d_model once per arm (plain, flagos all native) under torch's profiler: "
+                        "calls and self host µs per op and step, side by side")
     p.add_argument("--timeout", type=float, default=600, help="seconds allowed per child process")
     p.add_argument("--compare", type=Path, metavar="OLD.json", help="print the change per case against OLD.json")
     p.add_argument("--max-ratio", type=float, metavar="R",
@@ -212,6 +216,7 @@ def options_from(args: argparse.Namespace) -> Options:
         step=tuple(defaults["step"] if args.step is None else args.step),
         step_procs=args.step_procs or defaults["step_procs"],
         step_steps=args.step_steps or defaults["step_steps"],
+        step_profile=args.step_profile,
         control=args.control,
         paired=args.paired,
         paired_arms=tuple(args.paired_arms),
@@ -426,6 +431,32 @@ def measure_step(opts: Options, vendor: str) -> dict[str, Any]:
     return {"method": method, "sizes": sizes}
 
 
+STEP_PROFILE_METHOD = (
+    "One process per arm and d_model, plain {plain} and flagos with every op native, each child pinned like the "
+    "timed ones: 3 warm-up steps, then {steps} steps under torch.profiler with host activity only. Per op name "
+    "(what the dispatcher saw), calls and self host µs per step; flagos minus plain, largest first. The "
+    "profiler's own cost per call is the same in both arms; ops only one arm runs show as 0 calls in the other."
+)
+
+
+def measure_step_profile(opts: Options, vendor: str) -> dict[str, Any]:
+    sizes = []
+    with tempfile.TemporaryDirectory(prefix="torch_fl_bench_") as tmp:
+        conf = _all_native_conf(tmp)
+        for d_model in opts.step:
+            ops = {}
+            for arm in (cases.PLAIN, "native"):
+                spec = {"mode": "step_profile", "arm": arm, "device": device_of(arm, vendor), "d_model": d_model,
+                        "warmup": 3, "threads": opts.threads, "cpu": opts.cpu}
+                overrides = {"FLAGOS_BACKEND_CONFIG": str(conf)} if arm == "native" else {}
+                ops[arm] = run_child(spec, child_env(vendor, arm, overrides, opts.steady_malloc), opts.timeout)["ops"]
+            sizes.append(report.step_profile_entry(d_model, ops[cases.PLAIN], ops["native"]))
+            _log(f"step profile d_model {d_model}: self host µs per step, plain {sizes[-1]['plain_us']:.0f}, "
+                 f"flagos {sizes[-1]['flagos_us']:.0f}")
+    method = STEP_PROFILE_METHOD.format(plain=cases.PLAIN_DEVICE[vendor], steps=cases.STEP_PROFILE_STEPS)
+    return {"method": method, "sizes": sizes}
+
+
 # ---- environment and assembly ---------------------------------------------------------------------------------
 
 
@@ -470,6 +501,7 @@ def measure(opts: Options) -> dict[str, Any]:
                      "overhead_pairs": cases.OVERHEAD_PAIRS, "paired": opts.paired,
                      "paired_arms": list(opts.paired_arms),
                      "step": list(opts.step), "step_procs": opts.step_procs, "step_steps": opts.step_steps,
+                     "step_profile": opts.step_profile,
                      "glibc_tunables": os.environ.get("GLIBC_TUNABLES", STEADY_MALLOC if opts.steady_malloc else None)},
         "method": {"ab": AB_METHOD.format(batches=_batches_text(opts.batches)), "overhead": OVERHEAD_METHOD},
         "ab": ab,
@@ -479,6 +511,7 @@ def measure(opts: Options) -> dict[str, Any]:
     result["acceptance"]["paired"] = report.paired_acceptance(result["paired"], report.goal_for(vendor))
     result["overhead"] = measure_overhead(opts, vendor) if opts.overhead else None
     result["step"] = measure_step(opts, vendor) if opts.step else None
+    result["step_profile"] = measure_step_profile(opts, vendor) if opts.step and opts.step_profile else None
     return result
 
 
