@@ -132,6 +132,26 @@ def test_markdown_tables(short_run: tuple[Path, subprocess.CompletedProcess[str]
         assert text in md, text
 
 
+def test_a_partial_report_says_so(short_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path) -> None:
+    # reports are written after every part: a run stopped from outside leaves its last one, marked partial
+    bench = json.loads((short_run[0] / "bench.json").read_text())
+    assert bench["complete"] is True and "Partial report" not in (short_run[0] / "bench.md").read_text()
+    (tmp_path / "partial.json").write_text(json.dumps({**bench, "complete": False, "step": None, "step_profile": None}))
+    cli("--render", tmp_path / "partial.json", "--out", tmp_path)
+    md = (tmp_path / "bench.md").read_text()
+    assert "**Partial report**" in md and "## Host overhead per op class" in md and "## Training step" not in md
+
+
+def test_a_run_stopped_in_a_later_part_keeps_the_earlier_ones(tmp_path: Path) -> None:
+    # the step child cannot finish 100000 steps within the time allowed; the A/B part before it was written
+    proc = cli("--short", "--routes", "native", "--cases", "bias_3x101x33", "--no-overhead", "--step", "64",
+               "--step-steps", "100000", "--timeout", "30", "--out", tmp_path, check=False)
+    assert proc.returncode == 1 and "no result within 30 s" in proc.stderr, proc.stderr
+    saved = json.loads((tmp_path / "bench.json").read_text())
+    assert saved["complete"] is False and [c["case"] for c in saved["ab"]] == ["bias_3x101x33"]
+    assert saved["step"] is None and "**Partial report**" in (tmp_path / "bench.md").read_text()
+
+
 def test_render_compare_and_gate(short_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path) -> None:
     old = short_run[0] / "bench.json"
     proc = cli("--render", old, "--out", tmp_path, "--compare", old, "--max-ratio", "1e9")

@@ -407,7 +407,9 @@ def _step_profile_md(report: dict[str, Any]) -> list[str]:
 
 def to_markdown(report: dict[str, Any]) -> str:
     env = report["environment"]
-    lines = [f"# torch_fl benchmark: {env['vendor']}", "", *_environment_md(report), "", *_ab_md(report),
+    partial = ([] if report.get("complete", True) else
+               ["**Partial report**: the run stopped before its end; below is what it had measured.", ""])
+    lines = [f"# torch_fl benchmark: {env['vendor']}", "", *partial, *_environment_md(report), "", *_ab_md(report),
              *_acceptance_md(report), *_paired_md(report), *_overhead_md(report), *_step_md(report),
              *_step_profile_md(report), ""]
     return "\n".join(lines)

@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -405,9 +406,11 @@ def measure_overhead(opts: Options, vendor: str) -> dict[str, Any]:
     return {"method": OVERHEAD_METHOD, "ops": ops}
 
 
-def measure_step(opts: Options, vendor: str) -> dict[str, Any]:
+def measure_step(opts: Options, vendor: str, done: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """The step part; ``done`` gets the part as it stands after every d_model (a partial report's)."""
     arms = (*cases.STEP_ARMS, cases.CONTROL)
-    sizes = []
+    method = STEP_METHOD.format(plain=cases.PLAIN_DEVICE[vendor], warmup=3, steps=opts.step_steps)
+    sizes: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="torch_fl_bench_") as tmp:
         conf = _all_native_conf(tmp)
         for d_model in opts.step:
@@ -427,7 +430,7 @@ def measure_step(opts: Options, vendor: str) -> dict[str, Any]:
                          f"(mode probe {result['probe_us']:.2f} µs)")
             sizes.append(report.step_entry(d_model, {arm: (cases.arm_label(arm, vendor) if arm != cases.STEP_SHIPPED
                                                            else "flagos shipped conf", results[arm]) for arm in arms}))
-    method = STEP_METHOD.format(plain=cases.PLAIN_DEVICE[vendor], warmup=3, steps=opts.step_steps)
+            done({"method": method, "sizes": list(sizes)})
     return {"method": method, "sizes": sizes}
 
 
@@ -481,7 +484,9 @@ def _batches_text(batches: int) -> str:
     return "one batch per process" if batches == 1 else f"median of {batches} batches per process"
 
 
-def measure(opts: Options) -> dict[str, Any]:
+def measure(opts: Options, checkpoint: Callable[[dict[str, Any]], None] = lambda result: None) -> dict[str, Any]:
+    """Every part in turn. ``checkpoint`` gets the report after each part (``complete`` false until the end), so a
+    run stopped from outside (a node's time limit) still leaves what it measured."""
     facts = probe(opts)
     env = facts["environment"]
     vendor = env["vendor"]
@@ -506,12 +511,23 @@ def measure(opts: Options) -> dict[str, Any]:
         "method": {"ab": AB_METHOD.format(batches=_batches_text(opts.batches)), "overhead": OVERHEAD_METHOD},
         "ab": ab,
         "acceptance": report.acceptance(ab, report.goal_for(vendor)),
+        "complete": False,
+        "paired": None, "overhead": None, "step": None, "step_profile": None,
     }
-    result["paired"] = measure_paired(opts, vendor) if opts.paired else None
-    result["acceptance"]["paired"] = report.paired_acceptance(result["paired"], report.goal_for(vendor))
-    result["overhead"] = measure_overhead(opts, vendor) if opts.overhead else None
-    result["step"] = measure_step(opts, vendor) if opts.step else None
-    result["step_profile"] = measure_step_profile(opts, vendor) if opts.step and opts.step_profile else None
+    result["acceptance"]["paired"] = None
+    checkpoint(result)
+    if opts.paired:
+        result["paired"] = measure_paired(opts, vendor)
+        result["acceptance"]["paired"] = report.paired_acceptance(result["paired"], report.goal_for(vendor))
+        checkpoint(result)
+    if opts.overhead:
+        result["overhead"] = measure_overhead(opts, vendor)
+        checkpoint(result)
+    if opts.step:
+        result["step"] = measure_step(opts, vendor, lambda step: checkpoint({**result, "step": step}))
+        if opts.step_profile:
+            result["step_profile"] = measure_step_profile(opts, vendor)
+    result["complete"] = True
     return result
 
 
@@ -538,12 +554,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     plot.require_matplotlib()
     opts = options_from(args)
+    def out_for(result: dict[str, Any]) -> Path:
+        return opts.out or Path("reports") / result["environment"]["vendor"] / "bench"
+
     try:
-        result = load_saved(args.render) if args.render else measure(opts)
+        result = load_saved(args.render) if args.render else measure(opts, lambda r: write_reports(r, out_for(r)))
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    out = opts.out or Path("reports") / result["environment"]["vendor"] / "bench"
+    out = out_for(result)
     for path in write_reports(result, out):
         print(f"wrote {path}")
     if args.compare:
