@@ -26,7 +26,7 @@
 #           with the replay off (the failures FlagGems has of its own); REPLAY_PARTS="seed sweep verify" picks
 #           parts, SWEEP_OPS="exp out=,div out=" entries of the sweep
 # REUSE_BUILD=1 keeps a wheel an earlier call built on this machine.
-# At most 7 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md};
+# At most 8 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md,png};
 # train: train.txt; models: models.txt; dist: dist.txt; checks: models.txt, pytest.txt, junit.xml, exit.txt;
 # opinfo: opinfo-{native,cpu}.{txt,json}; compile: compile.txt): a lent machine hands back only a few.
 set -euo pipefail
@@ -255,9 +255,10 @@ if [ "$mode" != bench ]; then  # bench: the benchmark alone
      || status=$?
   echo "routing and correctness suites: $(( $(date +%s) - t0 )) s"; t0=$(date +%s)
 fi
+# straight into $OUT: the bench rewrites its reports after every part, and what is under $OUT comes back even
+# from a call cut at its time limit
 # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
-(cd /tmp && "$PY" -m torch_fl.bench --vendor cuda --out /tmp/torch-fl-bench ${BENCH_ARGS:-} 2>&1 \
+(cd /tmp && "$PY" -m torch_fl.bench --vendor cuda --out "$OUT/bench" ${BENCH_ARGS:-} 2>&1 \
    | tee "$OUT/bench.txt") || status=$?
-mkdir -p "$OUT/bench" && cp /tmp/torch-fl-bench/bench.json /tmp/torch-fl-bench/bench.md "$OUT/bench/" 2>/dev/null || true
 echo "bench: $(( $(date +%s) - t0 )) s"
 exit "$status"
