@@ -304,6 +304,12 @@ void Retagger::check_arguments() const {
   }
 }
 
+void Retagger::refuse_host_tensors() const {
+  if (host_tensor_ != nullptr && !is_transfer()) {
+    reject_host_tensor(*host_tensor_, device_ < 0 ? runtime().current_device() : device_, op_);
+  }
+}
+
 c10::IValue Retagger::value_to_vendor(c10::IValue value, bool written) {
   using Owned = c10::MaybeOwned<at::Tensor>;
   if (value.isTensor()) return to_vendor(Owned::owned(std::move(value).toTensor()), written);

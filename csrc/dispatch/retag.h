@@ -51,6 +51,9 @@ class Retagger {
   // Apply the device rules to what borrow_to_vendor saw (arguments_to_vendor
   // does this itself).
   void check_arguments() const;
+  // A provider's kernels read device memory only, on every vendor: a host tensor among the arguments is
+  // refused as torch's device kernels refuse one, before the provider could be handed its host address.
+  void refuse_host_tensors() const;
   // After the vendor kernel ran: what it did to written arguments (resizes,
   // restrides) reaches the caller's tensors (returns_from_vendor does this itself).
   void written_from_vendor();

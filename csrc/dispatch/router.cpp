@@ -165,6 +165,7 @@ void run_on_vendor(const c10::OperatorHandle& op, torch::jit::Stack* stack, cons
   }
   Retagger retag(op);
   retag.arguments_to_vendor(stack);
+  if (provider != nullptr) retag.refuse_host_tensors();
   {
     c10::OptionalDeviceGuard guard;
     if (retag.device() >= 0) guard.reset_device(flagos_device(retag.device()));
