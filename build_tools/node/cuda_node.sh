@@ -18,8 +18,8 @@
 #   checks: models beside the routing and correctness suites and the exit check under load (emulated runtime,
 #           200 short backward-then-exit runs with and without torch_fl's exit settling); no bench
 #   compile: torch.compile on flagos against torch.compile on plain cuda (tests/node/compile_check.py): numbers,
-#           mode="reduce-overhead", and the step time of TIME_PAIRS alternating process rounds with an A/A
-#           control; COMPILE_SUITE=1 runs the compile suite (tests/compile) on flagos over CUDA first
+#           mode="reduce-overhead", and the step time of TIME_PAIRS lockstep sets (one process per arm, timed in
+#           turns) with an A/A control; COMPILE_SUITE=1 runs the compile suite (tests/compile) on flagos first
 #   replay: the flaggems replay (tests/node/replay_check.py): the seed cases as in-process pairs of plain cuda,
 #           flagos native, FlagGems' Python path and the replay, then the op sweep (small shapes and 4096x4096),
 #           then the correctness suite with the swept ops on flaggems, once under FLAGOS_FLAGGEMS_VERIFY=1 and once
@@ -177,14 +177,16 @@ if [ "$mode" = replay ]; then
     "$PY" "$check" conf --out /tmp/replay.conf
     # both arms side by side, VERIFY_WORKERS each (one 300 s arm of 14 workers got through about 90%: each
     # worker compiles FlagGems' kernels itself). The short summary (-rfE) names each failure with its message,
-    # so verify mismatches are counted from it; the time limit interrupts (SIGINT) rather than kills, so a cut
-    # run still prints that summary, and its exit status is reported, never fatal here
+    # so verify mismatches are counted from it; one line per traceback (--tb=line), since printing full ones
+    # outlasted the limit once; the time limit interrupts (SIGINT) rather than kills, so a cut run still prints
+    # that summary, and its exit status is reported, never fatal here. VERIFY_TESTS: node ids instead of the suite
     pids=()
     for arm in verify python; do
       if [ $arm = verify ]; then flags="FLAGOS_FLAGGEMS_VERIFY=1"; else flags="FLAGOS_FLAGGEMS_REPLAY=0"; fi
       (rc=0; cd "$tests_copy" && env $flags FLAGOS_BACKEND_CONFIG=/tmp/replay.conf timeout -s INT -k 30 \
-         "${VERIFY_TIMEOUT:-400}" "$PY" -m pytest -c pyproject.toml correctness -q -p no:cacheprovider \
-         -n "${VERIFY_WORKERS:-7}" -rfE >"/tmp/verify-$arm.txt" 2>&1 || rc=$?; echo $rc >"/tmp/verify-$arm.rc") &
+         "${VERIFY_TIMEOUT:-400}" "$PY" -m pytest -c pyproject.toml ${VERIFY_TESTS:-correctness} -q \
+         -p no:cacheprovider -n "${VERIFY_WORKERS:-7}" -rfE --tb=line >"/tmp/verify-$arm.txt" 2>&1 || rc=$?
+       echo $rc >"/tmp/verify-$arm.rc") &
       pids+=($!)
     done
     wait "${pids[@]}" || true

@@ -9,14 +9,22 @@ benchmark ships in the wheel: these tests run the installed package, from a copy
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# lockstep.py loaded by its path, as a plain arm's child loads it: without importing the torch_fl package
+BENCH_DIR = Path(importlib.util.find_spec("torch_fl").submodule_search_locations[0]) / "bench"
+_spec = importlib.util.spec_from_file_location("lockstep", BENCH_DIR / "lockstep.py")
+lockstep = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(lockstep)
 
 CASES = ("residual_101x3x320_noncontig", "attention_60x101x16_noncontig", "ffn_101x3x1280_scalar", "bias_3x101x33")
 ENV_KEYS = ("device", "vendor", "torch", "triton", "flag_gems", "torch_fl", "commit", "conf", "host", "date")
@@ -98,17 +106,46 @@ def test_acceptance_and_overhead(bench: dict[str, Any]) -> None:
 def test_training_step(bench: dict[str, Any]) -> None:
     (size,) = bench["step"]["sizes"]
     assert size["d_model"] == 64 and set(size["arms"]) == {"plain", "shipped", "native", "plain-again"}
+    # --short: 2 lockstep sets of 3 steps, one turn each
+    assert size["sets"] == 2 and size["rounds"] == 2
     for arm, entry in size["arms"].items():
-        assert len(entry["ms"]) == 2 and entry["ms_min"] <= entry["ms_median"] <= entry["ms_max"], arm
-        assert entry["vs_plain"] == pytest.approx(entry["ms_median"] / size["arms"]["plain"]["ms_median"])
-        # every process of every arm timed the same plain-device probe, whose ratio is taken per process
-        assert len(entry["probe_us"]) == 2 and all(p > 0 for p in entry["probe_us"]), arm
-        per_probe = [m / p for m, p in zip(entry["ms"], entry["probe_us"], strict=True)]
-        assert min(per_probe) <= entry["per_probe_median"] <= max(per_probe), arm
-    shipped, plain = size["arms"]["shipped"], size["arms"]["plain"]
-    assert shipped["vs_plain_per_probe"] == pytest.approx(shipped["per_probe_median"] / plain["per_probe_median"])
+        assert len(entry["ms"]) == 2 and entry["ms_min"] <= entry["ms_max"], arm
+        assert len(entry["vs_plain_sets"]) == 2 and all(r > 0 for r in entry["vs_plain_sets"]), arm
+        # the ratio is taken round by round: with one round per set it is the median of the sets' ratios
+        assert entry["vs_plain"] == pytest.approx(statistics.median(entry["vs_plain_sets"])), arm
+    assert size["arms"]["plain"]["vs_plain"] == 1.0
     assert size["arms"]["native"]["routed_calls"].keys() == {"native"}  # the all-native conf, confirmed
     assert size["arms"]["plain"]["routed_calls"] == {}
+
+
+def test_lockstep_turns_rotate_and_pair(tmp_path: Path) -> None:
+    # two stand-in arms that sleep for a known time per step: the parent gets every turn's times and the order
+    # of the arms rotates from round to round
+    script = tmp_path / "arm.py"
+    script.write_text(
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(BENCH_DIR)!r})\n"
+        "import lockstep\n"
+        "delay = float(sys.argv[1])\n"
+        "log = open(sys.argv[2], 'a')\n"
+        "def step():\n"
+        "    log.write(sys.argv[3] + '\\n'); log.flush(); time.sleep(delay)\n"
+        "lockstep.serve(step, lambda: None, {'arm': sys.argv[3]})\n")
+    order = tmp_path / "order.txt"
+    arms = {name: ([sys.executable, str(script), delay, str(order), name], dict(os.environ))
+            for name, delay in (("fast", "0.002"), ("slow", "0.02"))}
+    with lockstep.Group(arms, timeout=60) as group:
+        assert group.info == {"fast": {"arm": "fast"}, "slow": {"arm": "slow"}}
+        rounds = group.rounds(3, 2)
+    assert [sorted(r) for r in rounds] == [["fast", "slow"]] * 3 and all(len(t) == 2 for r in rounds for t in r.values())
+    assert all(min(r["slow"]) > max(r["fast"]) for r in rounds)
+    assert order.read_text().split() == ["fast"] * 2 + ["slow"] * 4 + ["fast"] * 4 + ["slow"] * 2
+
+
+def test_lockstep_names_an_arm_that_dies(tmp_path: Path) -> None:
+    arms = {"broken": ([sys.executable, "-c", "import sys; sys.exit('cannot set the step up')"], dict(os.environ))}
+    with pytest.raises(lockstep.LockstepError, match=r"broken: the process ended \(exit 1\)[\s\S]*cannot set"):
+        lockstep.Group(arms, timeout=60)
 
 
 def test_step_profile(bench: dict[str, Any]) -> None:

@@ -15,14 +15,14 @@ plain cpu when flagos runs the CPU emulation) runs in processes that never impor
             relative L2 difference of all parameters after the steps (bar 1e-3, widened to twice what the
             reference's own two attention kernels differ by); the cold compile time of each arm
   refusal   mode="reduce-overhead" on flagos raises torch_fl's CudaGraphsUnsupported with its message
-  time      --pairs rounds of processes in alternating order: compiled flagos (which also times eager flagos, on
-            its own copy of the model, in the same process), compiled reference, compiled reference again (the
-            A/A control); median ms/step of each. Compile warm-up (3 steps) stays out of the timed 50 steps.
-            Bars: compiled flagos <= 1.10x the reference (its two arms pooled), faster than eager flagos. The
-            A/A spread (the larger of again/reference and its inverse) decides what a ratio can show: above 1.10x
-            times the spread is a miss; a spread wider than 1.10x leaves a ratio under that INCONCLUSIVE. Each
-            timed process first times a small add on the plain device (its mode probe); the ratio of the arms'
-            medians of step time / probe time is printed beside, as a diagnostic.
+  time      --pairs lockstep sets (torch_fl/bench/lockstep.py): one process per arm, all alive at once,
+            compiled flagos, eager flagos, compiled reference and compiled reference again (the A/A control).
+            Each compiles and warms up (3 steps, out of the timing), then all are pinned to one CPU and take
+            turns of 5 synchronized steps, one arm at a time, the order rotated per round, 10 rounds per set.
+            Ratios are taken within each round; the figure is their median over every round of every set.
+            Bars: compiled flagos <= 1.10x the compiled reference, faster than eager flagos. The A/A spread
+            (the larger of again/reference and its inverse) decides what a ratio can show: above 1.10x times
+            the spread is a miss; a spread wider than 1.10x leaves a ratio under that INCONCLUSIVE.
 Inductor's cache (TORCHINDUCTOR_CACHE_DIR, default /tmp/torch-fl-compile-check-inductor) is shared by all the
 processes, so only the first compile of each arm is cold. Exit status 1 when a bar is missed, 2 when the timing is
 inconclusive. --tiny: a small
@@ -48,50 +48,48 @@ TINY = {"d_model": 32, "heads": 2, "ffn": 64, "layers": 2, "seq": 16, "batch": 2
 BAR = 1.10
 LOSS_BAR = 1e-4
 PARAM_BAR = 1e-3
-WARM_STEPS, TIMED_STEPS = 3, 50
+WARM_STEPS, TURN_STEPS, ROUNDS = 3, 5, 10
 CHILD_TIMEOUT_S = 420
 REFUSAL_TYPE = "CudaGraphsUnsupported"
 
 
-def _time(step, sync, warm: int, timed: int) -> float | None:
-    """Median ms of ``timed`` synchronized steps after ``warm`` untimed ones (the compile happens in those)."""
-    for i in range(warm):
+def _lockstep():
+    """torch_fl/bench/lockstep.py, loaded by its path: the reference arm's process never imports torch_fl."""
+    import importlib.util
+
+    found = importlib.util.find_spec("torch_fl")
+    if found is None or not found.submodule_search_locations:
+        raise SystemExit("compile check: torch_fl is not installed in this Python")
+    spec = importlib.util.spec_from_file_location(
+        "lockstep", os.path.join(found.submodule_search_locations[0], "bench", "lockstep.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _serve(step, sync, info: dict, cpu: int) -> dict:
+    """Warm ``step`` up (the compile happens here), then time it in the parent's turns (lockstep.serve)."""
+    for i in range(WARM_STEPS):
         step(i)
     sync()
-    times = []
-    for i in range(timed):
-        t0 = time.perf_counter()
-        step(i)
-        sync()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times) if times else None
+    lockstep = _lockstep()
+    lockstep.pin_all_threads(cpu)
+    counter = iter(range(WARM_STEPS, 1 << 62))
+    lockstep.serve(lambda: step(next(counter)), sync, info)
+    return info
 
 
-def _probe_us(torch, device: str, sync) -> float:
-    """The process's mode: µs per small add on the plain vendor device, median of 5 batches of 200 (no autograd, so
-    a flagos process can run it too). GPU processes keep a faster or slower mode for life; the step times are also
-    compared per probe (docs/bench.md, training step)."""
-    x = torch.ones(16, 16, device=device)
-    batches = []
-    for _ in range(6):  # the first batch warms up
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(200):
-            torch.add(x, x)
-        sync()
-        batches.append((time.perf_counter() - t0) * 1e6 / 200)
-    return statistics.median(batches[1:])
-
-
-def run(arm: str, device: str, steps: int, time_steps: int, math_attention: bool, tiny: bool, save: str | None) -> dict:
+def run(arm: str, device: str, steps: int, serve_cpu: int | None, math_attention: bool, tiny: bool,
+        save: str | None) -> dict:
     import contextlib
     import copy
 
     import torch
 
+    if serve_cpu is not None:  # every thread is pinned to one CPU for the timing: a thread pool would fight there
+        torch.set_num_threads(1)
     size = TINY if tiny else FULL
     info: dict = {"arm": arm + (" (math attention)" if math_attention else ""), "torch": torch.__version__}
-    plain = device  # the plain vendor device (the mode probe runs there in every arm)
     if arm.startswith("flagos"):
         import torch_fl  # registers flagos; this process never runs the plain vendor device
 
@@ -107,9 +105,6 @@ def run(arm: str, device: str, steps: int, time_steps: int, math_attention: bool
     inputs = [torch.randn(shape).to(device) for _ in range(4)]
     targets = [torch.randn(shape).to(device) for _ in range(4)]
     sync = {"flagos": lambda: torch.flagos.synchronize(), "cuda": torch.cuda.synchronize}.get(device, lambda: None)
-    if time_steps:
-        plain_sync = torch.cuda.synchronize if plain == "cuda" else (lambda: None)
-        info["probe_us"] = _probe_us(torch, plain, plain_sync)
 
     def make_step(model, forward):
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
@@ -148,58 +143,40 @@ def run(arm: str, device: str, steps: int, time_steps: int, math_attention: bool
                     "message": str(ours[0] if ours else exc).strip().splitlines()[-1][:400],
                 }
             return info
-        if arm == "flagos-eager":
-            model = copy.deepcopy(host_model).to(device)
-            info["ms_per_step"] = _time(make_step(model, model), sync, WARM_STEPS, time_steps)
-            return info
-        if arm == "flagos-compiled" and time_steps:  # eager flagos in the same process, on its own model copy
-            model = copy.deepcopy(host_model).to(device)
-            info["eager_ms_per_step"] = _time(make_step(model, model), sync, WARM_STEPS, time_steps)
         model = copy.deepcopy(host_model).to(device)
+        if arm == "flagos-eager":
+            return _serve(make_step(model, model), sync, info, serve_cpu)
         step = make_step(model, torch.compile(model))
+        if serve_cpu is not None:
+            return _serve(step, sync, info, serve_cpu)
         start = time.perf_counter()
         info["losses"] = [float(step(i)) for i in range(steps)]  # the first step compiles
         sync()
         info["first_steps_s"] = round(time.perf_counter() - start, 2)
         if save:
             torch.save(torch.cat([p.detach().reshape(-1).cpu() for p in model.parameters()]), save)
-        if time_steps:
-            info["ms_per_step"] = _time(step, sync, WARM_STEPS, time_steps)
     return info
 
 
 CONF: dict[str, str] = {}  # FLAGOS_BACKEND_CONFIG for the flagos arms (main: --conf)
 
 
-def child(
-    arm: str,
-    reference: str,
-    steps: int,
-    time_steps: int,
-    *,
-    math_attention: bool = False,
-    tiny: bool = False,
-    save: str | None = None,
-) -> dict:
+def _command(arm: str, reference: str, steps: int, *, serve_cpu: int | None = None, math_attention: bool = False,
+             tiny: bool = False, save: str | None = None) -> tuple[list[str], dict]:
     env = dict(os.environ)
     if arm.startswith("flagos"):
         env.update(CONF)
     else:
         env.pop("FLAGOS_AUTOLOAD", None)  # the reference never loads torch_fl
-    cmd = [
-        sys.executable,
-        os.path.abspath(__file__),
-        "run",
-        "--arm",
-        arm,
-        "--device",
-        reference,
-        "--steps",
-        str(steps),
-        "--time-steps",
-        str(time_steps),
-    ]
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    cmd = [sys.executable, os.path.abspath(__file__), "run", "--arm", arm, "--device", reference, "--steps", str(steps)]
+    cmd += ["--serve-cpu", str(serve_cpu)] * (serve_cpu is not None)
     cmd += ["--math-attention"] * math_attention + ["--tiny"] * tiny + (["--save", save] if save else [])
+    return cmd, env
+
+
+def child(arm: str, reference: str, steps: int, **options) -> dict:
+    cmd, env = _command(arm, reference, steps, **options)
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -224,10 +201,10 @@ def check_numbers(reference: str, tiny: bool, scratch: str) -> int:
     # the cold compiles run side by side; these numbers need no quiet GPU
     with concurrent.futures.ThreadPoolExecutor() as pool:
         jobs = [
-            pool.submit(child, "ref-compiled", reference, 6, 0, math_attention=True, tiny=tiny, save=files["ref"]),
-            pool.submit(child, "ref-compiled", reference, 6, 0, tiny=tiny, save=files["default"]),
-            pool.submit(child, "flagos-compiled", reference, 6, 0, tiny=tiny, save=files["flagos"]),
-            pool.submit(child, "flagos-reduce-overhead", reference, 1, 0, tiny=tiny),
+            pool.submit(child, "ref-compiled", reference, 6, math_attention=True, tiny=tiny, save=files["ref"]),
+            pool.submit(child, "ref-compiled", reference, 6, tiny=tiny, save=files["default"]),
+            pool.submit(child, "flagos-compiled", reference, 6, tiny=tiny, save=files["flagos"]),
+            pool.submit(child, "flagos-reduce-overhead", reference, 1, tiny=tiny),
         ]
         ref, default, got, ro = (job.result() for job in jobs)
     if _failed(ref, default, got, ro):
@@ -279,46 +256,45 @@ def check_numbers(reference: str, tiny: bool, scratch: str) -> int:
 
 
 def check_time(reference: str, pairs: int, tiny: bool) -> int:
-    arms = {"flagos": "flagos-compiled", "ref": "ref-compiled", "ref-again": "ref-compiled"}
-    times: dict[str, list[float]] = {"flagos": [], "ref": [], "ref-again": [], "eager": []}
-    probes: dict[str, list[float]] = {"flagos": [], "ref": [], "ref-again": []}
-    for i in range(pairs):
-        order = list(arms) if i % 2 == 0 else list(reversed(arms))  # alternate to cancel drift
-        for key in order:
-            r = child(arms[key], reference, 0, TIMED_STEPS, tiny=tiny)
-            if _failed(r):
-                return 1
-            times[key].append(r["ms_per_step"])
-            probes[key].append(r["probe_us"])
-            if key == "flagos":
-                times["eager"].append(r["eager_ms_per_step"])
+    lockstep = _lockstep()
+    arms = {"flagos": "flagos-compiled", "eager": "flagos-eager", "ref": "ref-compiled", "ref-again": "ref-compiled"}
+    cpu = max(os.sched_getaffinity(0))  # every arm is timed on this one CPU
+    ratios: dict[str, list[float]] = {"flagos": [], "eager": [], "ref-again": []}
+    ms: dict[str, list[float]] = {k: [] for k in arms}
+    for number in range(pairs):
+        children = {key: _command(arm, reference, 0, serve_cpu=cpu, tiny=tiny) for key, arm in arms.items()}
+        try:
+            with lockstep.Group(children, CHILD_TIMEOUT_S) as group:
+                rounds = group.rounds(ROUNDS, TURN_STEPS)
+        except lockstep.LockstepError as exc:
+            print(f"time, set {number + 1} failed: {exc}")
+            return 1
+        med = [{k: statistics.median(t) for k, t in r.items()} for r in rounds]
+        for k in arms:
+            ms[k] += [m[k] for m in med]
+        for k in ratios:
+            ratios[k] += [m[k] / m["ref"] for m in med]
         print(
-            f"  round {i + 1} ({' '.join(order)}): compiled flagos {times['flagos'][-1]:.3f}, compiled "
-            f"{reference} {times['ref'][-1]:.3f}, again {times['ref-again'][-1]:.3f}, eager flagos "
-            f"{times['eager'][-1]:.3f} ms/step; mode probe {probes['flagos'][-1]:.2f}, {probes['ref'][-1]:.2f}, "
-            f"{probes['ref-again'][-1]:.2f} µs"
+            f"  set {number + 1}: ms/step compiled flagos {statistics.median(m['flagos'] for m in med):.3f}, "
+            f"eager flagos {statistics.median(m['eager'] for m in med):.3f}, compiled {reference} "
+            f"{statistics.median(m['ref'] for m in med):.3f}, again {statistics.median(m['ref-again'] for m in med):.3f}; "
+            f"per round compiled flagos / compiled {reference} "
+            f"{statistics.median(m['flagos'] / m['ref'] for m in med):.3f}, A/A "
+            f"{statistics.median(m['ref-again'] / m['ref'] for m in med):.3f}"
         )
-    med = {k: statistics.median(v) for k, v in times.items()}
-    # both reference arms are the same program: pooled, they are the reference; their ratio is the noise floor
-    pooled = statistics.median(times["ref"] + times["ref-again"])
-    ratio, speedup = med["flagos"] / pooled, med["eager"] / med["flagos"]
-    aa = med["ref-again"] / med["ref"]
+    ratio, aa = statistics.median(ratios["flagos"]), statistics.median(ratios["ref-again"])
+    speedup = statistics.median(e / f for e, f in zip(ratios["eager"], ratios["flagos"], strict=True))
     noise = max(aa, 1 / aa)
-    rounds = [f / r for f, r in zip(times["flagos"], times["ref"], strict=True)]
+    q = statistics.quantiles(ratios["flagos"], n=4) if len(ratios["flagos"]) > 1 else [ratio, ratio, ratio]
     print(
-        f"time: median of {pairs} rounds, ms/step: compiled flagos {med['flagos']:.3f}, compiled {reference} "
-        f"{med['ref']:.3f}, compiled {reference} again {med['ref-again']:.3f}, eager flagos {med['eager']:.3f}"
+        f"time: {pairs} sets x {ROUNDS} rounds, median ms/step: compiled flagos {statistics.median(ms['flagos']):.3f}, "
+        f"compiled {reference} {statistics.median(ms['ref']):.3f}, again {statistics.median(ms['ref-again']):.3f}, "
+        f"eager flagos {statistics.median(ms['eager']):.3f}"
     )
     print(
-        f"time: compiled flagos / compiled {reference} (both reference arms pooled) = {ratio:.3f}; per round "
-        f"{' '.join(f'{r:.2f}' for r in rounds)}; A/A control compiled {reference} again / compiled {reference} = "
-        f"{aa:.3f}; eager flagos / compiled flagos = {speedup:.2f}x"
-    )
-    per_probe = {k: [t / p for t, p in zip(times[k], probes[k], strict=True)] for k in probes}
-    print(
-        f"time, per mode probe (diagnostic, not judged): compiled flagos / compiled {reference} = "
-        f"{statistics.median(per_probe['flagos']) / statistics.median(per_probe['ref'] + per_probe['ref-again']):.3f}"
-        f"; A/A {statistics.median(per_probe['ref-again']) / statistics.median(per_probe['ref']):.3f}"
+        f"time: compiled flagos / compiled {reference}, per round = {ratio:.3f} (quartiles {q[0]:.3f} to {q[2]:.3f}); "
+        f"A/A control compiled {reference} again / compiled {reference} = {aa:.3f}; eager flagos / compiled flagos "
+        f"= {speedup:.2f}x"
     )
     if tiny:
         print("time: not judged at --tiny (a dry run of the script)")
@@ -367,12 +343,12 @@ def main() -> int:
     )
     r.add_argument("--device", default="cuda", help="the reference arm's device (cuda, or cpu beside the emulation)")
     r.add_argument("--steps", type=int, default=6)
-    r.add_argument("--time-steps", type=int, default=0)
+    r.add_argument("--serve-cpu", type=int, help="after the warm-up, serve lockstep turns timed on this CPU")
     r.add_argument("--math-attention", action="store_true", help="scaled_dot_product_attention on its math kernels")
     r.add_argument("--tiny", action="store_true")
     r.add_argument("--save", help="write the parameters after the steps here (torch.save of one flat tensor)")
     a = sub.add_parser("all")
-    a.add_argument("--pairs", type=int, default=5)
+    a.add_argument("--pairs", type=int, default=5, help="lockstep sets (one process per arm in each)")
     a.add_argument(
         "--conf",
         choices=["native", "shipped"],
@@ -383,7 +359,7 @@ def main() -> int:
     a.add_argument("--tiny", action="store_true", help="a small model: a CPU-emulation dry run of this script")
     args = p.parse_args()
     if args.cmd == "run":
-        result = run(args.arm, args.device, args.steps, args.time_steps, args.math_attention, args.tiny, args.save)
+        result = run(args.arm, args.device, args.steps, args.serve_cpu, args.math_attention, args.tiny, args.save)
         print(json.dumps(result))
         return 0
     if args.pairs < 1:

@@ -7,7 +7,9 @@ Modes (the spec's ``mode``):
 - ``paired``: one A/B case, plain vendor tensors and each flagos arm (a route, the replay on or off) in alternating
   batches in this process.
 - ``overhead``: every dispatch-overhead op, plain and flagos in alternating batches in this process.
-- ``step``: the training step of one arm (cases.build_step), ms per synchronized step.
+- ``step_lockstep``: the training step of one arm (cases.build_step), set up and warmed up, then timed a few
+  steps at a time whenever the parent asks (lockstep.py): the parent keeps one such process per arm alive and
+  takes turns between them.
 
 A plain arm of its own process never imports torch_fl (the parent also turns torch's device autoload off).
 A flagos arm confirms its route from the dispatch log on one call made before the timed loop,
@@ -36,6 +38,7 @@ from typing import Any
 # a plain arm must run without it, and the CPU is pinned (main) before torch starts. Python puts this file's
 # folder first on sys.path, so its one sibling is found there.
 import cases
+import lockstep
 
 RESULT_MARK = "BENCH-RESULT "
 LOG_MARK = "[flagos dispatch] "
@@ -330,41 +333,19 @@ def run_overhead(spec: dict[str, Any]) -> dict[str, Any]:
 # ---- mode: step -------------------------------------------------------------------------------------------------
 
 
-PROBE_BATCHES, PROBE_CALLS = 5, 200
-
-
-def _mode_probe(torch: Any, plain_device: str) -> float:
-    """µs per call of a small add on the plain vendor device (no autograd, so it runs in flagos processes too).
-
-    Processes on a shared GPU host fall into faster and slower modes that last for their lifetime; the same probe
-    in every process of every arm says which mode each one got, so the step times can be compared mode for mode.
-    """
-    device = torch.device(plain_device)
-    x = torch.ones(16, 16, device=device)
-    sync = _synchronizer(torch, device)
-    for _ in range(PROBE_CALLS // 4):
-        torch.add(x, x)
-    return statistics.median(_batch_us(lambda: torch.add(x, x), PROBE_CALLS, sync) for _ in range(PROBE_BATCHES))
-
-
-def run_step(spec: dict[str, Any]) -> dict[str, Any]:
-    """Time the training step of cases.build_step on one arm; ms per step, each step synchronized."""
+def run_step_lockstep(spec: dict[str, Any]) -> dict[str, Any]:
+    """Set the step up, warm it up, then serve the parent's turns (lockstep.serve) until it says quit."""
     torch = _import_torch(spec)
     device = torch.device(spec["device"])
     sync = _synchronizer(torch, device)
-    probe_us = _mode_probe(torch, spec["plain_device"])
     step = cases.build_step(device, spec["d_model"])
     logged = _logged_routes(step) if _flagos_arm(spec) else []
     for _ in range(spec["warmup"]):
         step()
-    times = []
-    for _ in range(spec["steps"]):
-        sync()
-        started = time.perf_counter()
-        step()
-        sync()
-        times.append((time.perf_counter() - started) * 1e3)
-    return {"ms": statistics.median(times), "ms_all": times, "logged": logged, "probe_us": probe_us}
+    sync()
+    lockstep.pin_all_threads(spec.get("time_cpu"))  # set up unpinned beside the other arms, timed on one CPU
+    lockstep.serve(step, sync, {"logged": logged})
+    return {}
 
 
 def run_step_profile(spec: dict[str, Any]) -> dict[str, Any]:
@@ -471,7 +452,7 @@ MODES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "case": run_case,
     "paired": run_paired,
     "overhead": run_overhead,
-    "step": run_step,
+    "step_lockstep": run_step_lockstep,
     "step_profile": run_step_profile,
 }
 

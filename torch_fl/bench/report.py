@@ -139,23 +139,36 @@ def overhead_entry(op: str, kind: str, note: str, runs: list[dict[str, Any]], pl
             "runs": [{k: run[k] for k in ("plain_us", "flagos_us", "flagos_fresh_us") if k in run} for run in runs]}
 
 
-def step_entry(d_model: int, arms: dict[str, tuple[str, list[dict[str, Any]]]]) -> dict[str, Any]:
-    """One d_model of the training step: per arm the processes' ms/step, their median, the ratio to plain."""
-    out: dict[str, Any] = {"d_model": d_model, "arms": {}}
-    for arm, (label, results) in arms.items():
-        ms = [r["ms"] for r in results]
+def _round_ratios(rounds: list[dict[str, list[float]]], arm: str) -> list[float]:
+    """Per round, the arm's median step over plain's median step in the same round."""
+    return [statistics.median(r[arm]) / statistics.median(r["plain"]) for r in rounds]
+
+
+def step_set_summary(rounds: list[dict[str, list[float]]]) -> dict[str, dict[str, float]]:
+    """One process set: per arm its median step (ms) and the median over rounds of its ratio to plain."""
+    return {arm: {"ms": statistics.median(t for r in rounds for t in r[arm]),
+                  "vs_plain": statistics.median(_round_ratios(rounds, arm))} for arm in rounds[0]}
+
+
+def step_entry(d_model: int, labels: dict[str, str], sets: list[dict[str, Any]]) -> dict[str, Any]:
+    """One d_model of the training step from its lockstep sets (run.measure_step): per arm the median step, the
+    ratio to plain taken round by round (median over every round of every set) and the per-set medians."""
+    out: dict[str, Any] = {"d_model": d_model, "sets": len(sets), "rounds": sum(len(s["rounds"]) for s in sets),
+                           "arms": {}}
+    summaries = [step_set_summary(s["rounds"]) for s in sets]
+    for arm, label in labels.items():
         routes: dict[str, int] = {}
-        for _, route in (results[0]["logged"] if results else []):
+        for _, route in sets[0]["info"][arm]["logged"]:
             routes[route] = routes.get(route, 0) + 1
-        probe = [r["probe_us"] for r in results]
-        out["arms"][arm] = {"label": label, "ms": ms, "ms_median": statistics.median(ms), "ms_min": min(ms),
-                            "ms_max": max(ms), "routed_calls": routes, "probe_us": probe,
-                            "probe_us_median": statistics.median(probe),
-                            "per_probe_median": statistics.median(m / p for m, p in zip(ms, probe, strict=True))}
-    plain = out["arms"]["plain"]
-    for entry in out["arms"].values():
-        entry["vs_plain"] = entry["ms_median"] / plain["ms_median"]
-        entry["vs_plain_per_probe"] = entry["per_probe_median"] / plain["per_probe_median"]
+        per_set_ms = [summary[arm]["ms"] for summary in summaries]
+        per_set_ratio = [summary[arm]["vs_plain"] for summary in summaries]
+        out["arms"][arm] = {
+            "label": label, "ms": per_set_ms,
+            "ms_median": statistics.median(t for s in sets for r in s["rounds"] for t in r[arm]),
+            "ms_min": min(per_set_ms), "ms_max": max(per_set_ms), "routed_calls": routes,
+            "vs_plain": statistics.median(x for s in sets for x in _round_ratios(s["rounds"], arm)),
+            "vs_plain_sets": per_set_ratio,
+        }
     return out
 
 
@@ -351,26 +364,23 @@ def _overhead_md(report: dict[str, Any]) -> list[str]:
     return ["", "## Host overhead per op class", "", oh["method"], "", *_table(header, rows)]
 
 
-def _probe_cells(arm: dict[str, Any]) -> list[str]:
-    if "probe_us" not in arm:  # a report from before the mode probe, rendered again
-        return ["—", "—"]
-    probe = arm["probe_us"]
-    return [f"{arm['probe_us_median']:.2f} ({min(probe):.2f} to {max(probe):.2f})", f"{arm['vs_plain_per_probe']:.3f}x"]
-
-
 def _step_md(report: dict[str, Any]) -> list[str]:
     step = report.get("step")
     if not step or not step["sizes"]:
         return []
     rows = []
     for size in step["sizes"]:
+        if "sets" not in size:  # a report from before the lockstep sets, rendered again
+            continue
         for arm in size["arms"].values():
             routes = ", ".join(f"{n} {r}" for r, n in sorted(arm["routed_calls"].items())) or "—"
+            per_set = arm["vs_plain_sets"]
             rows.append([str(size["d_model"]), arm["label"], f"{arm['ms_median']:.2f}",
-                         f"{arm['ms_min']:.2f} to {arm['ms_max']:.2f}", f"{arm['vs_plain']:.3f}x",
-                         *_probe_cells(arm), str(len(arm["ms"])), routes])
-    header = ["d_model", "arm", "ms per step (median)", "process range", "against plain", "mode probe µs (range)",
-              "against plain, per probe", "processes", "routed calls in one step"]
+                         f"{arm['ms_min']:.2f} to {arm['ms_max']:.2f}", f"**{arm['vs_plain']:.3f}x**",
+                         f"{min(per_set):.3f} to {max(per_set):.3f}", f"{size['sets']} x {size['rounds'] // size['sets']}",
+                         routes])
+    header = ["d_model", "arm", "ms per step (median)", "range of the set medians", "against plain (per round)",
+              "against plain, range of the set medians", "sets x rounds", "routed calls in one step"]
     return ["", "## Training step", "", step["method"], "", *_table(header, rows)]
 
 

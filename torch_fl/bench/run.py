@@ -5,7 +5,8 @@
     python -m torch_fl.bench --compare reports/cpu/bench/bench.json --max-ratio 1.5
 
 Each measurement runs in a process of its own (child.py): one per (case, arm, run) for the A/B, one per
-run for the overhead ops (both arms in it), one per (arm, round) for the training step. This module only plans,
+run for the overhead ops (both arms in it), and for the training step sets of one process per arm, all alive
+together and timed in turns (lockstep.py). This module only plans,
 collects, checks routes and writes reports; it makes no tensor and touches no device (the package import that
 ``-m`` makes does load torch_fl here). docs/bench.md lists every option and the report format.
 """
@@ -23,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import cases, plot, report
+from . import cases, lockstep, plot, report
 
 # Started by its path, not with -m: `-m torch_fl.bench.child` would import the torch_fl package into every child,
 # plain arms included, and before child.py pins its CPU.
 CHILD = Path(__file__).resolve().with_name("child.py")
-FULL = {"runs": 2, "warmup": 30, "repeat": 200, "step": [256], "step_procs": 5, "step_steps": 20}
+FULL = {"runs": 2, "warmup": 30, "repeat": 200, "step": [256], "step_procs": 5, "step_steps": 200}
 SHORT = {"runs": 1, "warmup": 5, "repeat": 50, "step": [64], "step_procs": 2, "step_steps": 3}
 ROUTE_ALIASES = {"cuda": "native"}  # as the router logs them
 
@@ -94,15 +95,18 @@ OVERHEAD_METHOD = (
 )
 STEP_METHOD = (
     f"The training step of a {cases.STEP_LAYERS}-layer TransformerEncoder ({cases.STEP_HEADS} heads, ffn 4 x "
-    f"d_model, sequence {cases.STEP_SEQ}, batch {cases.STEP_BATCH}), forward, backward and AdamW (foreach). One "
-    "process per (arm, round): plain {plain} without torch_fl, flagos with the shipped conf, flagos with every "
-    "op native, and plain {plain} again (the A/A "
-    "control), in alternating order per round. Each process takes {warmup} untimed steps (the first with the "
-    "dispatch log on, to record the routes), then {steps} synchronized steps: its figure is their median. An "
-    "arm's figure is the median over its processes; ratios are taken against plain. Processes on a shared GPU "
-    "host keep a faster or slower mode for their lifetime: every process first times a small add on plain {plain} "
-    "(the mode probe), and the per-probe ratio compares the arms' medians of step time / probe time."
+    f"d_model, sequence {cases.STEP_SEQ}, batch {cases.STEP_BATCH}), forward, backward and AdamW (foreach). Arms: "
+    "plain {plain} without torch_fl, flagos with the shipped conf, flagos with every op native, and plain {plain} "
+    "again (the A/A control). They cannot share a process (one accelerator per process), so each process set "
+    "holds one process per arm, all alive at once: each sets its step up and takes {warmup} untimed steps (the "
+    "first with the dispatch log on, to record the routes), then all are pinned to one CPU and take turns of "
+    "{turn} synchronized steps, one arm at a time while the others wait, the order rotated every round, "
+    "{rounds} rounds per set. A turn's figure is its median step; an arm's ratio to plain is taken within each "
+    "round (the arms of a round ran seconds apart on the same host) and its median over every round of every "
+    "set is the figure reported, beside the range of the per-set medians. The A/A arm's ratio is the noise "
+    "floor: a ratio inside it is not a measured difference."
 )
+STEP_TURN = 5  # synchronized steps per turn: long enough to time, short enough to pair closely
 
 
 # ---- command line --------------------------------------------------------------------------------------
@@ -186,8 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-overhead", action="store_true", help="skip the dispatch-overhead part")
     p.add_argument("--step", type=_step_sizes, metavar="D[,D...]|none",
                    help="training-step part: the d_model values to time (default 256; --short 64; none: skip)")
-    p.add_argument("--step-procs", type=_positive, help="processes per step arm (default 5; --short 2)")
-    p.add_argument("--step-steps", type=_positive, help="timed steps per process (default 20; --short 3)")
+    p.add_argument("--step-procs", type=_positive,
+                   help="process sets (one process per arm, timed in turns) per d_model (default 5; --short 2)")
+    p.add_argument("--step-steps", type=_positive,
+                   help=f"timed steps per arm and set, in turns of {STEP_TURN} (default 200; --short 3)")
     p.add_argument("--step-profile", action="store_true",
                    help="also run each --step d_model once per arm (plain, flagos all native) under torch's profiler: "
                         "calls and self host µs per op and step, side by side")
@@ -407,29 +413,38 @@ def measure_overhead(opts: Options, vendor: str) -> dict[str, Any]:
 
 
 def measure_step(opts: Options, vendor: str, done: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """The step part; ``done`` gets the part as it stands after every d_model (a partial report's)."""
+    """The step part in lockstep sets (lockstep.py); ``done`` gets the part after every d_model (a partial report's)."""
     arms = (*cases.STEP_ARMS, cases.CONTROL)
-    method = STEP_METHOD.format(plain=cases.PLAIN_DEVICE[vendor], warmup=3, steps=opts.step_steps)
+    turn = min(STEP_TURN, opts.step_steps)
+    rounds = -(-opts.step_steps // turn)
+    method = STEP_METHOD.format(plain=cases.PLAIN_DEVICE[vendor], warmup=3, turn=turn, rounds=rounds)
+    labels = {arm: cases.arm_label(arm, vendor) if arm != cases.STEP_SHIPPED else "flagos shipped conf"
+              for arm in arms}
     sizes: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="torch_fl_bench_") as tmp:
         conf = _all_native_conf(tmp)
         for d_model in opts.step:
-            results: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
-            for proc in range(opts.step_procs):
-                for arm in arms if proc % 2 == 0 else arms[::-1]:
-                    device = device_of(arm, vendor)
-                    spec = {"mode": "step", "arm": arm, "device": device, "d_model": d_model,
-                            "plain_device": cases.PLAIN_DEVICE[vendor], "warmup": 3, "steps": opts.step_steps,
-                            "threads": opts.threads, "cpu": opts.cpu}
+            sets = []
+            for number in range(opts.step_procs):
+                children = {}
+                for arm in arms:
+                    spec = {"mode": "step_lockstep", "arm": arm, "device": device_of(arm, vendor), "d_model": d_model,
+                            "warmup": 3, "threads": opts.threads, "cpu": None, "time_cpu": opts.cpu}
                     overrides = {"FLAGOS_BACKEND_CONFIG": str(conf)} if arm == "native" else {}
-                    result = run_child(spec, child_env(vendor, arm, overrides, opts.steady_malloc), opts.timeout)
-                    if arm == "native":
-                        confirm_route(f"step d_model {d_model} native", result["logged"], None, "native")
-                    results[arm].append(result)
-                    _log(f"step d_model {d_model} {arm} process {proc + 1}: {result['ms']:.2f} ms "
-                         f"(mode probe {result['probe_us']:.2f} µs)")
-            sizes.append(report.step_entry(d_model, {arm: (cases.arm_label(arm, vendor) if arm != cases.STEP_SHIPPED
-                                                           else "flagos shipped conf", results[arm]) for arm in arms}))
+                    children[arm] = ([sys.executable, str(CHILD), json.dumps(spec)],
+                                     child_env(vendor, arm, overrides, opts.steady_malloc))
+                what = f"step d_model {d_model} set {number + 1}"
+                try:
+                    with lockstep.Group(children, opts.timeout) as group:
+                        confirm_route(f"{what} native", group.info["native"]["logged"], None, "native")
+                        measured = group.rounds(rounds, turn, order=arms[number % len(arms):] + arms[:number % len(arms)])
+                except lockstep.LockstepError as exc:
+                    raise BenchError(f"{what}: {exc} (no result within {opts.timeout:.0f} s for the set)") from exc
+                sets.append({"info": group.info, "rounds": measured})
+                entry = report.step_set_summary(measured)
+                _log(f"{what}: " + ", ".join(f"{arm} {entry[arm]['ms']:.2f} ms ({entry[arm]['vs_plain']:.3f}x)"
+                                              for arm in arms))
+            sizes.append(report.step_entry(d_model, labels, sets))
             done({"method": method, "sizes": list(sizes)})
     return {"method": method, "sizes": sizes}
 

@@ -1,0 +1,173 @@
+"""Arms that cannot share a process, timed turn by turn while all of them are alive.
+
+A flagos training step and a plain-device one cannot run in one process (PyTorch allows one accelerator per
+process once torch_fl is imported), and a GPU host's speed drifts over seconds and differs between processes by
+more than the router costs. So each arm gets a process of its own, all of them start together, and the parent
+then asks them in turn for a few synchronized steps: one arm runs while the others wait on a pipe. Arms timed
+back to back see the same host, and the ratio of two arms is taken within each round.
+
+This file imports nothing but the standard library, and nothing of torch_fl: a plain arm's child loads it by
+path (child.py, tests/node/compile_check.py) without the torch_fl package.
+
+Protocol (one line each, child to parent marked, anything else on stdout ignored):
+  child:  LOCKSTEP-READY <json>        once set up and warmed up (the json says what the arm ran, its routes)
+  parent: run <n>                      the child runs n synchronized steps and answers
+  child:  LOCKSTEP-TIMES <json list>   ms of each step
+  parent: quit                         (or end of input) the child returns from serve()
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import IO, Any
+
+READY = "LOCKSTEP-READY "
+TIMES = "LOCKSTEP-TIMES "
+
+
+class LockstepError(RuntimeError):
+    """An arm's process failed, or gave no answer in the time allowed; the message names the arm."""
+
+
+# ---- child side --------------------------------------------------------------------------------------------
+
+
+def pin_all_threads(cpu: int | None) -> None:
+    """Pin every thread of this process (torch starts some while it sets up) to ``cpu``; later threads inherit."""
+    if cpu is None:
+        return
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), {cpu})
+        except (ProcessLookupError, PermissionError):  # a thread that has ended meanwhile
+            pass
+
+
+def serve(step: Callable[[], Any], sync: Callable[[], None], info: Mapping[str, Any],
+          inp: IO[str] | None = None, out: IO[str] | None = None) -> None:
+    """Answer the parent's ``run <n>`` requests with the ms of ``n`` steps, each synchronized, until ``quit``."""
+    inp = inp or sys.stdin
+    out = out or sys.stdout
+    out.write(READY + json.dumps(dict(info)) + "\n")
+    out.flush()
+    for line in inp:
+        words = line.split()
+        if not words or words[0] == "quit":
+            return
+        if words[0] != "run" or len(words) != 2 or not words[1].isdigit():
+            raise ValueError(f"lockstep: unknown request {line.strip()!r}; expected 'run <n>' or 'quit'")
+        times = []
+        sync()
+        for _ in range(int(words[1])):
+            started = time.perf_counter()
+            step()
+            sync()
+            times.append((time.perf_counter() - started) * 1e3)
+        out.write(TIMES + json.dumps(times) + "\n")
+        out.flush()
+
+
+# ---- parent side -------------------------------------------------------------------------------------------
+
+
+class _Arm:
+    def __init__(self, name: str, argv: list[str], env: Mapping[str, str]) -> None:
+        self.name = name
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                                     env=dict(env), text=False)
+        self.pending = b""
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError as exc:
+            raise LockstepError(self._died()) from exc
+
+    def answer(self, mark: str, deadline: float) -> Any:
+        """The json after the next line that starts with ``mark``."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while True:
+            while b"\n" in self.pending:
+                line, self.pending = self.pending.split(b"\n", 1)
+                text = line.decode(errors="replace")
+                if text.startswith(mark):
+                    return json.loads(text[len(mark):])
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LockstepError(f"{self.name}: no answer in the time allowed")
+            readable, _, _ = select.select([fd], [], [], left)
+            if not readable:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise LockstepError(self._died())
+            self.pending += chunk
+
+    def _died(self) -> str:
+        code = self.proc.wait()
+        self.stderr.seek(0)
+        tail = "\n".join(self.stderr.read().splitlines()[-25:])
+        return f"{self.name}: the process ended (exit {code}) without answering:\n{tail}"
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.send("quit")
+                self.proc.wait(timeout=30)
+            except (LockstepError, subprocess.TimeoutExpired, OSError):
+                self.proc.kill()
+                self.proc.wait()
+        self.stderr.close()
+
+
+class Group:
+    """One process per arm, all alive together; ``turn`` asks one of them for steps.
+
+    ``timeout`` bounds the whole group, start-up included: past it every request raises LockstepError.
+    """
+
+    def __init__(self, arms: Mapping[str, tuple[list[str], Mapping[str, str]]], timeout: float) -> None:
+        self.deadline = time.monotonic() + timeout
+        self.arms: dict[str, _Arm] = {}
+        try:
+            for name, (argv, env) in arms.items():
+                self.arms[name] = _Arm(name, argv, env)
+            self.info = {name: arm.answer(READY, self.deadline) for name, arm in self.arms.items()}
+        except BaseException:
+            self.close()
+            raise
+
+    def turn(self, name: str, steps: int) -> list[float]:
+        arm = self.arms[name]
+        arm.send(f"run {steps}")
+        return [float(t) for t in arm.answer(TIMES, self.deadline)]
+
+    def rounds(self, count: int, steps: int, order: Iterable[str] | None = None) -> list[dict[str, list[float]]]:
+        """``count`` rounds; in each, every arm runs ``steps`` steps, the order rotated by one per round."""
+        names = list(order or self.arms)
+        out = []
+        for r in range(count):
+            k = r % len(names)
+            out.append({name: self.turn(name, steps) for name in names[k:] + names[:k]})
+        return out
+
+    def close(self) -> None:
+        for arm in self.arms.values():
+            arm.close()
+
+    def __enter__(self) -> Group:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
