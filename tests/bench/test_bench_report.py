@@ -137,7 +137,8 @@ def test_lockstep_turns_rotate_and_pair(tmp_path: Path) -> None:
     with lockstep.Group(arms, timeout=60) as group:
         assert group.info == {"fast": {"arm": "fast"}, "slow": {"arm": "slow"}}
         rounds = group.rounds(3, 2)
-    assert [sorted(r) for r in rounds] == [["fast", "slow"]] * 3 and all(len(t) == 2 for r in rounds for t in r.values())
+    assert [sorted(r) for r in rounds] == [["fast", "slow"]] * 3
+    assert all(len(t) == 2 for r in rounds for t in r.values())
     assert all(min(r["slow"]) > max(r["fast"]) for r in rounds)
     assert order.read_text().split() == ["fast"] * 2 + ["slow"] * 4 + ["fast"] * 4 + ["slow"] * 2
 

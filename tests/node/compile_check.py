@@ -277,7 +277,8 @@ def check_time(reference: str, pairs: int, tiny: bool) -> int:
         print(
             f"  set {number + 1}: ms/step compiled flagos {statistics.median(m['flagos'] for m in med):.3f}, "
             f"eager flagos {statistics.median(m['eager'] for m in med):.3f}, compiled {reference} "
-            f"{statistics.median(m['ref'] for m in med):.3f}, again {statistics.median(m['ref-again'] for m in med):.3f}; "
+            f"{statistics.median(m['ref'] for m in med):.3f}, "
+            f"again {statistics.median(m['ref-again'] for m in med):.3f}; "
             f"per round compiled flagos / compiled {reference} "
             f"{statistics.median(m['flagos'] / m['ref'] for m in med):.3f}, A/A "
             f"{statistics.median(m['ref-again'] / m['ref'] for m in med):.3f}"

@@ -377,7 +377,8 @@ def _step_md(report: dict[str, Any]) -> list[str]:
             per_set = arm["vs_plain_sets"]
             rows.append([str(size["d_model"]), arm["label"], f"{arm['ms_median']:.2f}",
                          f"{arm['ms_min']:.2f} to {arm['ms_max']:.2f}", f"**{arm['vs_plain']:.3f}x**",
-                         f"{min(per_set):.3f} to {max(per_set):.3f}", f"{size['sets']} x {size['rounds'] // size['sets']}",
+                         f"{min(per_set):.3f} to {max(per_set):.3f}",
+                         f"{size['sets']} x {size['rounds'] // size['sets']}",
                          routes])
     header = ["d_model", "arm", "ms per step (median)", "range of the set medians", "against plain (per round)",
               "against plain, range of the set medians", "sets x rounds", "routed calls in one step"]

@@ -437,7 +437,8 @@ def measure_step(opts: Options, vendor: str, done: Callable[[dict[str, Any]], No
                 try:
                     with lockstep.Group(children, opts.timeout) as group:
                         confirm_route(f"{what} native", group.info["native"]["logged"], None, "native")
-                        measured = group.rounds(rounds, turn, order=arms[number % len(arms):] + arms[:number % len(arms)])
+                        first = number % len(arms)  # each set starts its rotation one arm later
+                        measured = group.rounds(rounds, turn, order=arms[first:] + arms[:first])
                 except lockstep.LockstepError as exc:
                     raise BenchError(f"{what}: {exc} (no result within {opts.timeout:.0f} s for the set)") from exc
                 sets.append({"info": group.info, "rounds": measured})
