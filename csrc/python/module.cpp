@@ -23,6 +23,7 @@ namespace py = pybind11;
 
 namespace torch_fl {
 void bind_host_access(py::module_& m); // host_access.cpp
+void bind_compile_alloc(py::module_& m); // compile_alloc.cpp
 void bind_replay(py::module_& m);      // replay.cpp
 void recording_from_python(py::handle wire, replay::Recording* out); // replay.cpp
 
@@ -169,6 +170,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("built_runtimes", &built_runtimes, "Accelerators this build can run, best first.");
   bind_comm(m);
   bind_host_access(m);
+  bind_compile_alloc(m);
   bind_replay(m);
   m.def("init", &init_runtime, py::arg("accelerator"), py::arg("emulated_devices"),
       py::arg("trap_host_access") = false);

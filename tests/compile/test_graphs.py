@@ -75,3 +75,31 @@ def test_compiled_code_runs_on_the_current_flagos_stream():
     side.synchronize()
     assert torch.flagos.current_stream() != side
     torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_graph_buffers_come_from_flagos_own_allocation_call():
+    # Inductor writes a direct allocation call for cpu and cuda buffers and a generic empty_strided(...,
+    # device=...) for every other device; flagos' wrappers use torch_fl._C._empty_strided instead
+    from torch._inductor.utils import run_and_get_code
+
+    def f(x, w):
+        y = (x @ w).relu()
+        return (y * 2 + 1).sum(0), y.t().contiguous()
+
+    x, w = torch.randn(8, 16), torch.randn(16, 4)
+    got, codes = run_and_get_code(torch.compile(f), x.to("flagos"), w.to("flagos"))
+    code = "\n".join(codes)
+    allocations = [line for line in code.splitlines() if " = empty_strided" in line]
+    assert allocations and all("empty_strided_flagos(" in line for line in allocations), allocations
+    for g, want in zip(got, f(x, w), strict=True):
+        assert g.device.type == "flagos"
+        torch.testing.assert_close(g.cpu(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_allocation_call_names_what_it_takes():
+    t = torch_fl._C._empty_strided((2, 3), (1, 2), torch.float16)
+    assert (t.device.type, t.shape, t.stride(), t.dtype) == ("flagos", (2, 3), (1, 2), torch.float16)
+    with pytest.raises(TypeError, match=r"takes a tuple of ints for size, one for stride and a torch.dtype"):
+        torch_fl._C._empty_strided((2, "3"), (3, 1), torch.float32)
+    with pytest.raises(RuntimeError, match="size has 2 dimensions and stride 1"):
+        torch_fl._C._empty_strided((2, 3), (1,), torch.float32)

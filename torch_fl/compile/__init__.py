@@ -10,7 +10,8 @@ decomposition guard of ``routes`` is in place for that graph too). ``register()`
 Per vendor (``torch_fl.accelerator()``):
   cpu          Inductor's C++ codegen on the host memory behind flagos (``codegen.EmulationWrapper``)
   cuda, dcu    Inductor's Triton codegen for the vendor GPU, launched on the current flagos stream, which is the
-               vendor's current stream (Inductor's own wrapper with ``codegen.GpuOpOverrides``)
+               vendor's current stream (``codegen.GpuWrapper``, Inductor's own wrapper with flagos' allocation
+               call, and ``codegen.GpuOpOverrides``)
 Routes: ``routes``; CUDA graphs: ``graphs``. The torch-version-specific parts live in ``_torch_compat`` alone.
 """
 

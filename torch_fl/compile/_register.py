@@ -23,13 +23,12 @@ def inductor() -> None:
         raise RuntimeError("this torch line lacks: " + "; ".join(missing))
     if gpu:
         from torch._inductor.codegen.triton import TritonScheduling
-        from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 
         _torch_compat.declare_gpu()
         _torch_compat.tune_triton_for_vendor("cuda")  # HIP builds of torch call their GPUs cuda too
         _torch_compat.profile_on_vendor("cuda")
         _torch_compat.register_op_overrides(codegen.GpuOpOverrides())
-        _torch_compat.register_backend(TritonScheduling, PythonWrapperCodegen, routes.RoutePass())
+        _torch_compat.register_backend(TritonScheduling, codegen.GpuWrapper, routes.RoutePass())
     else:
         from torch._inductor.codegen.cpp import CppScheduling
 

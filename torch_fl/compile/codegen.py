@@ -7,6 +7,10 @@ host-read trap (FLAGOS_EMU_TRAP) is on and is a plain call otherwise.
 GPU vendors: the kernels are Inductor's Triton kernels, launched on the vendor's raw stream of the current flagos
 stream (the same stream: csrc/runtime/cuda.cpp). The wrapper is Inductor's own; only the device calls it writes
 (set the device, guard it, synchronize) name ``torch.flagos``.
+
+Both wrappers allocate flagos buffers through ``torch_fl._C._empty_strided``, as Inductor's own wrapper has a
+direct allocation call for cpu and cuda buffers: the generic ``empty_strided(..., device='flagos')`` it writes for
+other devices parses keywords and goes through the dispatcher, tens of times per graph call.
 """
 
 from __future__ import annotations
@@ -14,11 +18,22 @@ from __future__ import annotations
 from textwrap import dedent
 from typing import Any
 
+from torch._inductor import config as inductor_config
 from torch._inductor.codegen.common import DeviceOpOverrides
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.virtualized import V
 
 _HOST_CALL = "from torch_fl.compile.host import call as flagos_host_call"
+_ALLOCATE = "from torch_fl._C import _empty_strided as empty_strided_flagos"
+
+
+def _import_once(wrapper: Any, line: str) -> None:
+    """Add an import to the generated module once; a subgraph's imports are its root wrapper's."""
+    root = wrapper
+    while getattr(root, "parent_wrapper", None) is not None:
+        root = root.parent_wrapper
+    if not root.imports.contains(line):
+        root.imports.writeline(line)
 
 
 class _FlagosDeviceCalls(DeviceOpOverrides):
@@ -75,22 +90,39 @@ class _HostKernelCalls:
             return super()._generate_kernel_call_helper(  # type: ignore[misc]
                 kernel_name, call_args, device=device, triton=triton, **kwargs
             )
-        root: Any = self
-        while getattr(root, "parent_wrapper", None) is not None:  # a subgraph's imports are its root's
-            root = root.parent_wrapper
-        if not root.imports.contains(_HOST_CALL):
-            root.imports.writeline(_HOST_CALL)
+        _import_once(self, _HOST_CALL)
         self.writeline(  # type: ignore[attr-defined]
             f"flagos_host_call({', '.join([kernel_name, *call_args])}){self.ending}"  # type: ignore[attr-defined]
         )
         return None
 
 
-class EmulationSubgraphWrapper(_HostKernelCalls, SubgraphPythonWrapperCodegen):
+class _FlagosAllocations:
+    """Flagos buffers allocated with ``torch_fl._C._empty_strided``; pinned, tracked and other devices' buffers
+    as Inductor writes them. The signature is taken loosely: torch lines add parameters after ``stride``."""
+
+    def make_allocation(self, name: str, device: Any, dtype: Any, shape: Any, stride: Any, *args: Any,
+                        **kwargs: Any) -> str:
+        allocation_shape = args[0] if args else kwargs.get("allocation_shape")
+        pinned = args[1] if len(args) > 1 else kwargs.get("is_pinned", False)
+        tracked = getattr(getattr(inductor_config, "test_configs", None), "track_memory_lifecycle", False)
+        if device.type != "flagos" or pinned or tracked:
+            return super().make_allocation(name, device, dtype, shape, stride, *args, **kwargs)  # type: ignore[misc]
+        _import_once(self, _ALLOCATE)
+        tuple_of = self.codegen_python_shape_tuple  # type: ignore[attr-defined]
+        view, strides = tuple_of(shape), tuple_of(stride)
+        allocated = view if allocation_shape is None else tuple_of(allocation_shape)
+        out = f"{name} = empty_strided_flagos({allocated}, {strides}, {dtype})"
+        if allocated != view:  # a buffer allocated larger than the view the graph uses, as Inductor does it
+            out += f".as_strided({view}, {strides})"
+        return out
+
+
+class EmulationSubgraphWrapper(_FlagosAllocations, _HostKernelCalls, SubgraphPythonWrapperCodegen):
     pass
 
 
-class EmulationWrapper(_HostKernelCalls, PythonWrapperCodegen):
+class EmulationWrapper(_FlagosAllocations, _HostKernelCalls, PythonWrapperCodegen):
     @staticmethod
     def create(
         is_subgraph: bool, subgraph_name: str | None, parent_wrapper: Any, partition_signatures: Any = None
@@ -98,3 +130,19 @@ class EmulationWrapper(_HostKernelCalls, PythonWrapperCodegen):
         if is_subgraph:
             return EmulationSubgraphWrapper(subgraph_name, parent_wrapper, partition_signatures)
         return EmulationWrapper()
+
+
+class GpuSubgraphWrapper(_FlagosAllocations, SubgraphPythonWrapperCodegen):
+    pass
+
+
+class GpuWrapper(_FlagosAllocations, PythonWrapperCodegen):
+    """Inductor's own wrapper for the Triton kernels, with flagos' allocation call."""
+
+    @staticmethod
+    def create(
+        is_subgraph: bool, subgraph_name: str | None, parent_wrapper: Any, partition_signatures: Any = None
+    ) -> PythonWrapperCodegen:
+        if is_subgraph:
+            return GpuSubgraphWrapper(subgraph_name, parent_wrapper, partition_signatures)
+        return GpuWrapper()
