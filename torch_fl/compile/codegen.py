@@ -118,18 +118,25 @@ class _FlagosAllocations:
         return out
 
 
+def _creator(root: type, subgraph: type) -> Any:
+    """Inductor's ``create`` for a wrapper pair: ``subgraph`` for a subgraph, ``root`` otherwise."""
+
+    def create(
+        is_subgraph: bool, subgraph_name: str | None, parent_wrapper: Any, partition_signatures: Any = None
+    ) -> PythonWrapperCodegen:
+        if is_subgraph:
+            return subgraph(subgraph_name, parent_wrapper, partition_signatures)
+        return root()
+
+    return staticmethod(create)
+
+
 class EmulationSubgraphWrapper(_FlagosAllocations, _HostKernelCalls, SubgraphPythonWrapperCodegen):
     pass
 
 
 class EmulationWrapper(_FlagosAllocations, _HostKernelCalls, PythonWrapperCodegen):
-    @staticmethod
-    def create(
-        is_subgraph: bool, subgraph_name: str | None, parent_wrapper: Any, partition_signatures: Any = None
-    ) -> PythonWrapperCodegen:
-        if is_subgraph:
-            return EmulationSubgraphWrapper(subgraph_name, parent_wrapper, partition_signatures)
-        return EmulationWrapper()
+    """Inductor's wrapper, calling its C++ kernels through the host-access helper."""
 
 
 class GpuSubgraphWrapper(_FlagosAllocations, SubgraphPythonWrapperCodegen):
@@ -139,10 +146,6 @@ class GpuSubgraphWrapper(_FlagosAllocations, SubgraphPythonWrapperCodegen):
 class GpuWrapper(_FlagosAllocations, PythonWrapperCodegen):
     """Inductor's own wrapper for the Triton kernels, with flagos' allocation call."""
 
-    @staticmethod
-    def create(
-        is_subgraph: bool, subgraph_name: str | None, parent_wrapper: Any, partition_signatures: Any = None
-    ) -> PythonWrapperCodegen:
-        if is_subgraph:
-            return GpuSubgraphWrapper(subgraph_name, parent_wrapper, partition_signatures)
-        return GpuWrapper()
+
+EmulationWrapper.create = _creator(EmulationWrapper, EmulationSubgraphWrapper)  # type: ignore[method-assign]
+GpuWrapper.create = _creator(GpuWrapper, GpuSubgraphWrapper)  # type: ignore[method-assign]
