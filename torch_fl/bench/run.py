@@ -102,9 +102,9 @@ STEP_METHOD = (
     "first with the dispatch log on, to record the routes), then all are pinned to one CPU and take turns of "
     "{turn} synchronized steps, one arm at a time while the others wait, the order rotated every round, "
     "{rounds} rounds per set. A turn's figure is its median step; an arm's ratio to plain is taken within each "
-    "round (the arms of a round ran within a fraction of a second of each other) and its median over every round of every "
-    "set is the figure reported, beside the range of the per-set medians. The A/A arm's ratio is the noise "
-    "floor: a ratio inside it is not a measured difference."
+    "round (the arms of a round ran within a fraction of a second of each other) and its median over every "
+    "round of every set is the figure reported, beside the range of the per-set medians. The A/A arm's ratio is "
+    "the noise floor: a ratio inside it is not a measured difference."
 )
 STEP_TURN = 5  # synchronized steps per turn: long enough to time, short enough to pair closely
 
@@ -197,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--step-profile", action="store_true",
                    help="also run each --step d_model once per arm (plain, flagos all native) under torch's profiler: "
                         "calls and self host µs per op and step, side by side")
-    p.add_argument("--timeout", type=float, default=600, help="seconds allowed per child process (for the step: per lockstep set, start-up included)")
+    p.add_argument("--timeout", type=float, default=600,
+                   help="seconds allowed per child process (for the step: per lockstep set, start-up included)")
     p.add_argument("--compare", type=Path, metavar="OLD.json", help="print the change per case against OLD.json")
     p.add_argument("--max-ratio", type=float, metavar="R",
                    help="exit 3 when a case's mean flagos native / plain ratio exceeds R")
