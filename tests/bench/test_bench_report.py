@@ -143,6 +143,22 @@ def test_lockstep_turns_rotate_and_pair(tmp_path: Path) -> None:
     assert order.read_text().split() == ["fast"] * 2 + ["slow"] * 4 + ["fast"] * 4 + ["slow"] * 2
 
 
+def test_lockstep_requests_beside_the_turns(tmp_path: Path) -> None:
+    # serve() answers the requests it was given (the bench's profile) between turns; an unknown one ends the
+    # child with an error that names what it accepts, and the parent names the arm
+    script = tmp_path / "arm.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(BENCH_DIR)!r})\n"
+        "import lockstep\n"
+        "lockstep.serve(lambda: None, lambda: None, {}, requests={'echo': lambda n: {'n': n}})\n")
+    with lockstep.Group({"a": ([sys.executable, str(script)], dict(os.environ))}, timeout=60) as group:
+        assert group.ask("a", "echo", 3) == {"n": 3}
+        assert len(group.turn("a", 2)) == 2
+        with pytest.raises(lockstep.LockstepError, match=r"a: the process ended[\s\S]*'run <n>', 'echo <n>'"):
+            group.ask("a", "nonsense", 1)
+
+
 def test_lockstep_names_an_arm_that_dies(tmp_path: Path) -> None:
     arms = {"broken": ([sys.executable, "-c", "import sys; sys.exit('cannot set the step up')"], dict(os.environ))}
     with pytest.raises(lockstep.LockstepError, match=r"broken: the process ended \(exit 1\)[\s\S]*cannot set"):

@@ -9,7 +9,7 @@ Modes (the spec's ``mode``):
 - ``overhead``: every dispatch-overhead op, plain and flagos in alternating batches in this process.
 - ``step_lockstep``: the training step of one arm (cases.build_step), set up and warmed up, then timed a few
   steps at a time whenever the parent asks (lockstep.py): the parent keeps one such process per arm alive and
-  takes turns between them.
+  takes turns between them, and may ask it to profile a few steps.
 
 A plain arm of its own process never imports torch_fl (the parent also turns torch's device autoload off).
 A flagos arm confirms its route from the dispatch log on one call made before the timed loop,
@@ -343,30 +343,21 @@ def run_step_lockstep(spec: dict[str, Any]) -> dict[str, Any]:
     for _ in range(spec["warmup"]):
         step()
     sync()
-    lockstep.pin_all_threads(spec.get("time_cpu"))  # set up unpinned beside the other arms, timed on one CPU
-    lockstep.serve(step, sync, {"logged": logged})
-    return {}
+    def profile(steps: int) -> dict[str, Any]:
+        """``steps`` steps under torch's profiler, host activity only: per op, calls and self host µs per step."""
+        from torch.profiler import ProfilerActivity
+        from torch.profiler import profile as profiler
 
-
-def run_step_profile(spec: dict[str, Any]) -> dict[str, Any]:
-    """The training step of cases.build_step under torch's profiler (host activity only): for every op the
-    dispatcher saw, its calls and its self host time per step. Where flagos spends host time a plain step does
-    not shows op by op (the profiler's own cost per call is the same in both arms)."""
-    torch = _import_torch(spec)
-    from torch.profiler import ProfilerActivity, profile
-
-    device = torch.device(spec["device"])
-    sync = _synchronizer(torch, device)
-    step = cases.build_step(device, spec["d_model"])
-    for _ in range(spec["warmup"]):
-        step()
-    sync()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(cases.STEP_PROFILE_STEPS):
-            step()
         sync()
-    n = cases.STEP_PROFILE_STEPS
-    return {"ops": {e.key: [e.count / n, e.self_cpu_time_total / n] for e in prof.key_averages()}}
+        with profiler(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(steps):
+                step()
+            sync()
+        return {"ops": {e.key: [e.count / steps, e.self_cpu_time_total / steps] for e in prof.key_averages()}}
+
+    lockstep.pin_all_threads(spec.get("time_cpu"))  # set up unpinned beside the other arms, timed on one CPU
+    lockstep.serve(step, sync, {"logged": logged}, requests={"profile": profile})
+    return {}
 
 
 # ---- mode: probe --------------------------------------------------------------------------------------
@@ -453,7 +444,6 @@ MODES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "paired": run_paired,
     "overhead": run_overhead,
     "step_lockstep": run_step_lockstep,
-    "step_profile": run_step_profile,
 }
 
 

@@ -13,6 +13,8 @@ Protocol (one line each, child to parent marked, anything else on stdout ignored
   child:  LOCKSTEP-READY <json>        once set up and warmed up (the json says what the arm ran, its routes)
   parent: run <n>                      the child runs n synchronized steps and answers
   child:  LOCKSTEP-TIMES <json list>   ms of each step
+  parent: <request> <n>                a request the child's serve() was given (say, profile n steps)
+  child:  LOCKSTEP-REPLY <json>        what it returned
   parent: quit                         (or end of input) the child returns from serve()
 """
 
@@ -30,6 +32,7 @@ from typing import IO, Any
 
 READY = "LOCKSTEP-READY "
 TIMES = "LOCKSTEP-TIMES "
+REPLY = "LOCKSTEP-REPLY "
 
 
 class LockstepError(RuntimeError):
@@ -51,18 +54,26 @@ def pin_all_threads(cpu: int | None) -> None:
 
 
 def serve(step: Callable[[], Any], sync: Callable[[], None], info: Mapping[str, Any],
-          inp: IO[str] | None = None, out: IO[str] | None = None) -> None:
-    """Answer the parent's ``run <n>`` requests with the ms of ``n`` steps, each synchronized, until ``quit``."""
+          inp: IO[str] | None = None, out: IO[str] | None = None,
+          requests: Mapping[str, Callable[[int], Any]] | None = None) -> None:
+    """Answer the parent's ``run <n>`` requests with the ms of ``n`` steps, each synchronized, and its other
+    ``requests`` (name -> function of n, whose json-able result is the reply), until ``quit``."""
     inp = inp or sys.stdin
     out = out or sys.stdout
+    requests = requests or {}
     out.write(READY + json.dumps(dict(info)) + "\n")
     out.flush()
     for line in inp:
         words = line.split()
         if not words or words[0] == "quit":
             return
-        if words[0] != "run" or len(words) != 2 or not words[1].isdigit():
-            raise ValueError(f"lockstep: unknown request {line.strip()!r}; expected 'run <n>' or 'quit'")
+        if words[0] not in ("run", *requests) or len(words) != 2 or not words[1].isdigit():
+            known = ", ".join(f"'{r} <n>'" for r in ("run", *requests))
+            raise ValueError(f"lockstep: unknown request {line.strip()!r}; expected {known} or 'quit'")
+        if words[0] != "run":
+            out.write(REPLY + json.dumps(requests[words[0]](int(words[1]))) + "\n")
+            out.flush()
+            continue
         times = []
         sync()
         for _ in range(int(words[1])):
@@ -152,6 +163,12 @@ class Group:
         arm = self.arms[name]
         arm.send(f"run {steps}")
         return [float(t) for t in arm.answer(TIMES, self.deadline)]
+
+    def ask(self, name: str, request: str, n: int) -> Any:
+        """One of the requests the arm's serve() was given, with its argument; its reply."""
+        arm = self.arms[name]
+        arm.send(f"{request} {n}")
+        return arm.answer(REPLY, self.deadline)
 
     def rounds(self, count: int, steps: int, order: Iterable[str] | None = None) -> list[dict[str, list[float]]]:
         """``count`` rounds; in each, every arm runs ``steps`` steps, the order rotated by one per round."""

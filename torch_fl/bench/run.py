@@ -195,8 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--step-steps", type=_positive,
                    help=f"timed steps per arm and set, in turns of {STEP_TURN} (default 200; --short 3)")
     p.add_argument("--step-profile", action="store_true",
-                   help="also run each --step d_model once per arm (plain, flagos all native) under torch's profiler: "
-                        "calls and self host µs per op and step, side by side")
+                   help="also profile each --step d_model's plain and all-native arms in its first lockstep set "
+                        "(torch's profiler): calls and self host µs per op and step, side by side")
     p.add_argument("--timeout", type=float, default=600,
                    help="seconds allowed per child process (for the step: per lockstep set, start-up included)")
     p.add_argument("--compare", type=Path, metavar="OLD.json", help="print the change per case against OLD.json")
@@ -413,8 +413,10 @@ def measure_overhead(opts: Options, vendor: str) -> dict[str, Any]:
     return {"method": OVERHEAD_METHOD, "ops": ops}
 
 
-def measure_step(opts: Options, vendor: str, done: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """The step part in lockstep sets (lockstep.py); ``done`` gets the part after every d_model (a partial report's)."""
+def measure_step(opts: Options, vendor: str, done: Callable[[dict[str, Any]], None],
+                 profiles: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The step part in lockstep sets (lockstep.py); ``done`` gets the part after every d_model (a partial
+    report's). With ``profiles``, the first set of each d_model also profiles its plain and all-native arms."""
     arms = (*cases.STEP_ARMS, cases.CONTROL)
     turn = min(STEP_TURN, opts.step_steps)
     rounds = -(-opts.step_steps // turn)
@@ -440,6 +442,9 @@ def measure_step(opts: Options, vendor: str, done: Callable[[dict[str, Any]], No
                         confirm_route(f"{what} native", group.info["native"]["logged"], None, "native")
                         first = number % len(arms)  # each set starts its rotation one arm later
                         measured = group.rounds(rounds, turn, order=arms[first:] + arms[:first])
+                        if profiles is not None and number == 0:
+                            profiles[d_model] = {arm: group.ask(arm, "profile", cases.STEP_PROFILE_STEPS)["ops"]
+                                                 for arm in (cases.PLAIN, "native")}
                 except lockstep.LockstepError as exc:
                     raise BenchError(f"{what}: {exc} (no result within {opts.timeout:.0f} s for the set)") from exc
                 sets.append({"info": group.info, "rounds": measured})
@@ -452,27 +457,22 @@ def measure_step(opts: Options, vendor: str, done: Callable[[dict[str, Any]], No
 
 
 STEP_PROFILE_METHOD = (
-    "One process per arm and d_model, plain {plain} and flagos with every op native, each child pinned like the "
-    "timed ones: 3 warm-up steps, then {steps} steps under torch.profiler with host activity only. Per op name "
-    "(what the dispatcher saw), calls and self host µs per step; flagos minus plain, largest first. The "
-    "profiler's own cost per call is the same in both arms; ops only one arm runs show as 0 calls in the other."
+    "In the first lockstep set of each d_model, after its timed rounds, the plain {plain} process and the flagos "
+    "one with every op native each run {steps} steps under torch.profiler with host activity only, one right "
+    "after the other while the other arms wait. Per op name (what the dispatcher saw), calls and self host µs "
+    "per step; flagos minus plain, largest first. The profiler adds its own cost to every op it records, so "
+    "these are leads to where time goes, larger than the step times' difference; ops only one arm runs show as "
+    "0 calls in the other."
 )
 
 
-def measure_step_profile(opts: Options, vendor: str) -> dict[str, Any]:
+def step_profile_part(vendor: str, profiles: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The step profile from what measure_step collected: per d_model, the plain and the all-native arm's ops."""
     sizes = []
-    with tempfile.TemporaryDirectory(prefix="torch_fl_bench_") as tmp:
-        conf = _all_native_conf(tmp)
-        for d_model in opts.step:
-            ops = {}
-            for arm in (cases.PLAIN, "native"):
-                spec = {"mode": "step_profile", "arm": arm, "device": device_of(arm, vendor), "d_model": d_model,
-                        "warmup": 3, "threads": opts.threads, "cpu": opts.cpu}
-                overrides = {"FLAGOS_BACKEND_CONFIG": str(conf)} if arm == "native" else {}
-                ops[arm] = run_child(spec, child_env(vendor, arm, overrides, opts.steady_malloc), opts.timeout)["ops"]
-            sizes.append(report.step_profile_entry(d_model, ops[cases.PLAIN], ops["native"]))
-            _log(f"step profile d_model {d_model}: self host µs per step, plain {sizes[-1]['plain_us']:.0f}, "
-                 f"flagos {sizes[-1]['flagos_us']:.0f}")
+    for d_model, ops in profiles.items():
+        sizes.append(report.step_profile_entry(d_model, ops[cases.PLAIN], ops["native"]))
+        _log(f"step profile d_model {d_model}: self host µs per step, plain {sizes[-1]['plain_us']:.0f}, "
+             f"flagos {sizes[-1]['flagos_us']:.0f}")
     method = STEP_PROFILE_METHOD.format(plain=cases.PLAIN_DEVICE[vendor], steps=cases.STEP_PROFILE_STEPS)
     return {"method": method, "sizes": sizes}
 
@@ -541,9 +541,10 @@ def measure(opts: Options, checkpoint: Callable[[dict[str, Any]], None] = lambda
         result["overhead"] = measure_overhead(opts, vendor)
         checkpoint(result)
     if opts.step:
-        result["step"] = measure_step(opts, vendor, lambda step: checkpoint({**result, "step": step}))
-        if opts.step_profile:
-            result["step_profile"] = measure_step_profile(opts, vendor)
+        profiles: dict[int, dict[str, Any]] | None = {} if opts.step_profile else None
+        result["step"] = measure_step(opts, vendor, lambda step: checkpoint({**result, "step": step}), profiles)
+        if profiles is not None:
+            result["step_profile"] = step_profile_part(vendor, profiles)
     result["complete"] = True
     return result
 
