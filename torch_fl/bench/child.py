@@ -343,6 +343,7 @@ def run_step_lockstep(spec: dict[str, Any]) -> dict[str, Any]:
     for _ in range(spec["warmup"]):
         step()
     sync()
+
     def profile(steps: int) -> dict[str, Any]:
         """``steps`` steps under torch's profiler, host activity only: per op, calls and self host µs per step."""
         from torch.profiler import ProfilerActivity
