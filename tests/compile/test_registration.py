@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 LAZY = """
 import sys, torch, torch_fl
 report("dynamo_after_import", "torch._dynamo" in sys.modules)
@@ -86,3 +88,23 @@ def test_torch_s_own_devices_keep_their_device_calls(run_child):
     # joining it first must not leave cuda with the CPU's calls
     child = run_child(FIRST_IN_TABLE)
     assert child.data == {"cuda": "CUDADeviceOpOverrides", "flagos": "torch_fl.compile.codegen"}, child.describe()
+
+
+HEURISTICS = """
+import torch, torch_fl
+torch.compile(lambda x: x + 1)(torch.ones(2).to("flagos"))   # registers flagos (the emulation: its vendor is cpu)
+from torch._inductor.template_heuristics import registry
+table = registry._TEMPLATE_HEURISTIC_REGISTRY
+def entries(device):
+    return sorted(f"{k[0]}/{k[2]}: {heuristic.__qualname__}" for k, heuristic in table.items() if k[1] == device)
+report("vendor", entries("cpu"))
+report("flagos", entries("flagos"))
+"""
+
+
+def test_flagos_takes_its_vendors_matmul_template_heuristics(run_child):
+    # without them every matmul lowering on a GPU logged "No template heuristic found ... device_type=flagos"
+    pytest.importorskip("torch._inductor.template_heuristics.registry", reason="this torch line has no such table")
+    child = run_child(HEURISTICS)
+    assert child.data["vendor"], child.describe()
+    assert child.data["flagos"] == child.data["vendor"], child.describe()

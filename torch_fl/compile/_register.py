@@ -27,12 +27,14 @@ def inductor() -> None:
         _torch_compat.declare_gpu()
         _torch_compat.tune_triton_for_vendor("cuda")  # HIP builds of torch call their GPUs cuda too
         _torch_compat.profile_on_vendor("cuda")
+        _torch_compat.share_template_heuristics("cuda")
         _torch_compat.register_op_overrides(codegen.GpuOpOverrides())
         _torch_compat.register_backend(TritonScheduling, codegen.GpuWrapper, routes.RoutePass())
     else:
         from torch._inductor.codegen.cpp import CppScheduling
 
         _torch_compat.schedule_as_cpu()
+        _torch_compat.share_template_heuristics("cpu")
         _torch_compat.register_op_overrides(codegen.EmulationOpOverrides())
         _torch_compat.register_backend(CppScheduling, codegen.EmulationWrapper, routes.RoutePass())
     routes.guard_decompositions()

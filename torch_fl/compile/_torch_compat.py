@@ -163,6 +163,25 @@ def tune_triton_for_vendor(vendor_type: str) -> None:
     hints.DeviceProperties.create = classmethod(create_for_flagos)  # type: ignore[method-assign,assignment]
 
 
+def share_template_heuristics(vendor_type: str) -> None:
+    """Inductor takes the configs of its matmul templates from a table keyed by (template, device type, op)
+    (``torch._inductor.template_heuristics.registry``, torch >= 2.9), and logs an error on every lookup for a
+    device type the table lacks. flagos kernels are the vendor's (Triton on a GPU, C++ under the emulation), so
+    flagos takes the vendor's entries, registered through the table's own decorator. A torch line without the
+    table has nothing to share."""
+    try:
+        from torch._inductor import template_heuristics  # noqa: F401  (importing it registers torch's entries)
+        from torch._inductor.template_heuristics import registry
+    except ImportError:
+        return
+    table = getattr(registry, "_TEMPLATE_HEURISTIC_REGISTRY", None)
+    if not isinstance(table, dict):
+        return
+    for key, heuristic in list(table.items()):
+        if len(key) == 3 and key[1] == vendor_type and (key[0], DEVICE, key[2]) not in table:
+            registry.register_template_heuristic(key[0], DEVICE, op_name=key[2])(heuristic)
+
+
 def register_backend(scheduling: Any, wrapper: Any, custom_pass: Any) -> None:
     """``register_backend_for_device(device, scheduling, wrapper, cpp_wrapper, fx_wrapper, custom_pass)``
     (torch >= 2.6 names the last one ``device_custom_pass``)."""
