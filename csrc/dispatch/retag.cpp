@@ -1,5 +1,6 @@
 // Re-tagging: flagos tensors seen as vendor tensors and back (retag.h says how).
 #include "dispatch/retag.h"
+#include "dispatch/alias_objects.h"
 #include "dispatch/data_movement.h"
 #include "dispatch/router.h"
 #include "runtime/runtime.h"
@@ -48,8 +49,8 @@ at::Tensor make_tensor_on(const c10::Storage& storage, c10::DispatchKeySet keys,
 // kernel (a host foreach loop) needs to count as a write to the caller's tensor.
 at::Tensor make_vendor_alias(const c10::Storage& storage, const at::Tensor& like) {
   c10::TensorImpl* caller = like.unsafeGetTensorImpl();
-  auto impl = c10::make_intrusive<c10::TensorImpl>(
-      c10::TensorImpl::VIEW, c10::Storage(storage), caller->key_set(), like.dtype());
+  auto impl = c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::unsafe_steal_from_new(
+      new AliasTensorImpl(c10::TensorImpl::VIEW, c10::Storage(storage), caller->key_set(), like.dtype()));
   impl->_change_backend_component_keys(storage.device());
   copy_layout(*impl, like);
   impl->set_version_counter(caller->version_counter());
@@ -61,10 +62,10 @@ c10::Storage alias_storage_of(const at::Tensor& t) {
   c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
   // Resizable through the vendor allocator, so an out= argument that a vendor
   // kernel resizes gets vendor memory, adopted afterwards (written_from_vendor).
-  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+  return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::unsafe_steal_from_new(new AliasStorageImpl(
       c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
       c10::DataPtr(impl->mutable_data(), rt.vendor_device(t.device().index())),
-      c10::GetAllocator(rt.vendor_type()), /*resizable=*/true));
+      c10::GetAllocator(rt.vendor_type()), /*resizable=*/true)));
 }
 
 // ---- alias reuse -----------------------------------------------------------------------
