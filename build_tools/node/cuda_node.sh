@@ -3,7 +3,7 @@
 # Docker (e.g. a lent GPU machine): build the wheel against the node's torch,
 # install it, run the routing and correctness suites with FlagGems present,
 # then the route A/B benchmark. Everything lands under $OUT (default reports/cuda-node).
-#   bash build_tools/node/cuda_node.sh [smoke|full|bench|train|models|dist|checks|opinfo|compile|replay]
+#   bash build_tools/node/cuda_node.sh [smoke|full|bench|train|models|dist|checks|opinfo|compile|replay|stepops]
 #   full:   the routing and correctness suites (in one process, or SUITE_WORKERS xdist workers), then the bench;
 #           BENCH_ARGS="--runs 3 ..." adds bench options. bench: the bench alone
 #   train:  flagos training against plain cuda in separate processes (tests/node/train_check.py), and the step
@@ -20,6 +20,8 @@
 #   compile: torch.compile on flagos against torch.compile on plain cuda (tests/node/compile_check.py): numbers,
 #           mode="reduce-overhead", and the step time of TIME_PAIRS lockstep sets (one process per arm, timed in
 #           turns) with an A/A control; COMPILE_SUITE=1 runs the compile suite (tests/compile) on flagos first
+#   stepops: where the eager training step's host time goes, op by op (tests/node/step_ops.py): one step's ATen
+#           calls recorded on flagos, then replayed in one process on flagos and on cuda copies; STEP_OPS_D d_models
 #   replay: the flaggems replay (tests/node/replay_check.py): the seed cases as in-process pairs of plain cuda,
 #           flagos native, FlagGems' Python path and the replay, then the op sweep (small shapes and 4096x4096),
 #           then the correctness suite with the swept ops on flaggems, once under FLAGOS_FLAGGEMS_VERIFY=1 and once
@@ -28,7 +30,8 @@
 # REUSE_BUILD=1 keeps a wheel an earlier call built on this machine.
 # At most 8 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md,png};
 # train: train.txt; models: models.txt; dist: dist.txt; checks: models.txt, pytest.txt, junit.xml, exit.txt;
-# opinfo: opinfo-{native,cpu}.{txt,json}; compile: compile.txt): a lent machine hands back only a few.
+# opinfo: opinfo-{native,cpu}.{txt,json}; compile: compile.txt; stepops: step_ops.txt): a lent machine hands
+# back only a few.
 set -euo pipefail
 mode=${1:-full}
 OUT=${OUT:-reports/cuda-node}
@@ -157,6 +160,11 @@ if [ "$mode" = compile ]; then  # torch.compile: compiled flagos against compile
    exit $rc) 2>&1 | grep --line-buffered -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/compile.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   exit "$status"
+fi
+if [ "$mode" = stepops ]; then  # the eager step's op stream replayed in one process: host µs per op, flagos - cuda
+  cd /tmp && "$PY" "$tests_copy/node/step_ops.py" --d-model "${STEP_OPS_D:-256,1024}" 2>&1 \
+    | grep --line-buffered -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/step_ops.txt"
+  exit "${PIPESTATUS[0]}"
 fi
 if [ "$mode" = replay ]; then
   status=0

@@ -1,0 +1,34 @@
+"""tests/node/step_ops.py (the eager step's op stream replayed in one process) runs end to end on the emulation
+and prints its table: what it reports, never how fast anything was."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "node" / "step_ops.py"
+
+
+def test_the_step_op_stream_is_recorded_and_replayed_on_every_arm(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--d-model", "32", "--rounds", "1", "--top", "500"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    head = re.search(r"d_model 32: (\d+) ATen calls per step, plain device cpu; .*flagos (\d+), flagos, reuse off "
+                     r"(\d+), plain (\d+); flagos - plain [+-]\d+ µs per replay", proc.stdout)
+    assert head, proc.stdout
+    calls = int(head.group(1))
+    assert calls > 200, proc.stdout  # forward, backward and AdamW of two encoder layers
+    rows = [line.split()[0] for line in proc.stdout.splitlines() if line.startswith("  aten.")]
+    # the backward kernels and the optimizer's list ops were recorded, not only the forward
+    assert "aten.native_layer_norm_backward.default" in rows, rows
+    assert any(name.startswith("aten._foreach_") for name in rows), rows
+    total = re.search(r"all ops \(sums of per-call medians\)\s+(\d+)", proc.stdout)
+    assert total and int(total.group(1)) == calls, proc.stdout
+
+
+def test_bad_d_model_names_the_option(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--d-model", "big"], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "--d-model" in proc.stderr and "'big'" in proc.stderr, proc.stderr

@@ -1,0 +1,164 @@
+"""Where a flagos training step spends host time, op by op, with no process noise: the step's own op stream,
+replayed in one process on flagos tensors and on plain vendor tensors.
+
+  python step_ops.py [--d-model 256,1024] [--rounds 8] [--top 30]
+
+One eager step of the benchmark's model (torch_fl.bench.cases.build_step: a 2-layer TransformerEncoder, forward,
+backward and AdamW) runs on flagos under a TorchDispatchMode that records every ATen call it makes: the forward,
+the backward kernels (the mode reaches autograd's threads) and the optimizer's list ops, about 340 calls. The
+replay then calls the same ops with the same arguments, under no_grad and without the autograd engine:
+
+- ``flagos``: on the step's own flagos tensors;
+- ``flagos, reuse off``: the same, with vendor aliases built anew on every call (torch_fl._C.set_alias_reuse);
+- ``plain``: on plain vendor tensors (cuda on a GPU, cpu under the emulation) made from the flagos ones storage by
+  storage, so views still share memory and every argument has the layout the step gave it.
+
+Plain vendor tensors never reach torch_fl, so one process holds all three arms: PyTorch's one-accelerator rule
+only concerns autograd, which the replay does not run. Each round replays the stream 3 times per arm, the arm
+order rotated; each call is timed on the host (no synchronisation inside a replay, one after it). A row is an op
+name: its calls per step and the sum of its per-call medians per arm; the differences are flagos' host overhead
+for that op in the step's real sequence (cold caches, real sizes), which hot loops of one small op underrate.
+The first line per d_model gives the whole stream's host time per arm and the median of flagos - plain per
+replay. Kernels run on the vendor device as usual; their values are whatever the replayed in-place ops leave.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import statistics
+import sys
+import time
+from typing import Any
+
+
+def record_step(torch: Any, d_model: int) -> list[tuple[Any, tuple, dict]]:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from torch_fl.bench import cases
+
+    step = cases.build_step(torch.device("flagos"), d_model)
+    for _ in range(3):  # the optimizer's state exists from here on, as in a long run
+        step()
+    calls: list[tuple[Any, tuple, dict]] = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            kwargs = kwargs or {}
+            calls.append((func, args, kwargs))
+            return func(*args, **kwargs)
+
+    with Record():
+        step()
+    torch.flagos.synchronize()
+    return calls
+
+
+def on_plain(torch: Any, calls: list[tuple[Any, tuple, dict]], plain: str) -> list[tuple[Any, tuple, dict]]:
+    """The calls with every flagos tensor replaced by a plain one over a copy of its storage (one per storage)."""
+    from torch.utils._pytree import tree_map
+
+    storages: dict[tuple[int, int], Any] = {}
+    tensors: dict[int, Any] = {}
+
+    def convert(x: Any) -> Any:
+        if isinstance(x, torch.device) and x.type == "flagos":
+            return torch.device(plain, x.index or 0)
+        if not isinstance(x, torch.Tensor) or x.device.type != "flagos":
+            return x
+        if id(x) in tensors:
+            return tensors[id(x)]
+        storage = x.untyped_storage()
+        key = (storage.data_ptr(), storage.nbytes())
+        if key not in storages:
+            raw = torch.empty(0, dtype=torch.uint8, device=x.device).set_(storage)
+            storages[key] = raw.cpu().to(plain).untyped_storage()
+        t = torch.empty(0, dtype=x.dtype, device=plain).set_(storages[key], x.storage_offset(), x.size(), x.stride())
+        try:
+            leaf = x.requires_grad and x.is_leaf
+        except RuntimeError:  # a view autograd will not describe (made under no_grad, its base changed since)
+            leaf = False
+        if leaf:
+            t.requires_grad_(True)
+        tensors[id(x)] = t
+        return t
+
+    return [(func, tree_map(convert, args), tree_map(convert, kwargs)) for func, args, kwargs in calls]
+
+
+def measure(d_model: int, rounds: int, top: int) -> None:
+    import torch
+
+    import torch_fl
+
+    plain = "cuda" if torch_fl.accelerator() in ("cuda", "dcu") else "cpu"
+    sync = torch.cuda.synchronize if plain == "cuda" else (lambda: None)
+    calls = record_step(torch, d_model)
+    arms = {"flagos": calls, "flagos, reuse off": calls, "plain": on_plain(torch, calls, plain)}
+
+    def replay(arm: str) -> list[float]:
+        torch_fl._C.set_alias_reuse(arm != "flagos, reuse off")
+        out = [0.0] * len(calls)
+        with torch.no_grad():
+            for i, (func, args, kwargs) in enumerate(arms[arm]):
+                start = time.perf_counter()
+                func(*args, **kwargs)
+                out[i] = time.perf_counter() - start
+        sync()
+        return out
+
+    try:
+        for arm in arms:
+            replay(arm)  # warm-up
+        times: dict[str, list[list[float]]] = {arm: [] for arm in arms}
+        order = list(arms)
+        for r in range(rounds):
+            for arm in order[r % 3:] + order[: r % 3]:
+                times[arm] += [replay(arm) for _ in range(3)]
+    finally:
+        torch_fl._C.set_alias_reuse(True)
+    median = {arm: [statistics.median(t[i] for t in times[arm]) * 1e6 for i in range(len(calls))] for arm in arms}
+    total = {arm: [sum(t) * 1e6 for t in times[arm]] for arm in arms}
+    gap = statistics.median(f - p for f, p in zip(total["flagos"], total["plain"], strict=True))
+    print(
+        f"d_model {d_model}: {len(calls)} ATen calls per step, plain device {plain}; whole stream, host µs per "
+        f"replay (median of {len(times['plain'])}): "
+        + ", ".join(f"{arm} {statistics.median(t):.0f}" for arm, t in total.items())
+        + f"; flagos - plain {gap:+.0f} µs per replay"
+    )
+    rows: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+    for i, (func, _, _) in enumerate(calls):
+        row = rows[str(func)]
+        row[0] += 1
+        row[1] += median["plain"][i]
+        row[2] += median["flagos"][i]
+        row[3] += median["flagos, reuse off"][i]
+    head = f"{'calls':>5s} {'plain µs':>9s} {'flagos µs':>9s} {'flagos-plain':>12s} {'reuse off-plain':>15s}"
+    print(f"  {'op':56s} {head}")
+    ranked = sorted(rows.items(), key=lambda kv: kv[1][1] - kv[1][2])
+    for name, (n, p, f, off) in ranked[:top]:
+        print(f"  {name[:56]:56s} {int(n):5d} {p:9.1f} {f:9.1f} {f - p:+12.1f} {off - p:+15.1f}")
+    p, f, off = (sum(median[arm]) for arm in ("plain", "flagos", "flagos, reuse off"))
+    label = "all ops (sums of per-call medians)"
+    print(f"  {label:56s} {len(calls):5d} {p:9.1f} {f:9.1f} {f - p:+12.1f} {off - p:+15.1f}")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--d-model", default="256,1024", help="comma-separated d_model values (default 256,1024)")
+    p.add_argument("--rounds", type=int, default=8, help="rounds of 3 replays per arm (default 8)")
+    p.add_argument("--top", type=int, default=30, help="op rows to print, largest flagos - plain first")
+    args = p.parse_args()
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
+    try:
+        sizes = [int(v) for v in args.d_model.split(",") if v.strip()]
+    except ValueError:
+        p.error(f"--d-model takes integers separated by commas, got {args.d_model!r}")
+    for d_model in sizes:
+        measure(d_model, args.rounds, args.top)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
