@@ -82,7 +82,7 @@ struct Vendor<at::TensorList> { // the lists of the _foreach_ ops and fused opti
   static type convert(Retagger& r, at::TensorList list, bool written) {
     type out;
     out.reserve(list.size());
-    r.reserve(list.size());
+    r.prepare_list(list);
     for (const at::Tensor& t : list) out.push_back(r.list_element_to_vendor(t, written));
     return out;
   }

@@ -87,6 +87,13 @@ bool exposed_to_python(const T& impl) {
   return impl.pyobj_slot()->load_pyobj() != nullptr;
 }
 
+void prefetch_object(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t line = 0; line < bytes; line += 64) __builtin_prefetch(c + line);
+}
+
+} // namespace
+
 class AliasTable {
  public:
   struct StorageSlot {
@@ -137,6 +144,30 @@ class AliasTable {
     return slot.alias;
   }
 
+  // Start the loads storage() and tensor() will make for a list op's tensors (see Retagger::prepare_list):
+  // `stage` 0 the tensors' own objects, 1 their slots, 2 the aliases the slots hold.
+  void prefetch(at::TensorList list, int stage) const {
+    for (const at::Tensor& t : list) {
+      const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+      if (stage == 0) {
+        prefetch_object(impl, sizeof(c10::TensorImpl));
+        continue;
+      }
+      if (!t.defined() || !t.has_storage()) continue;
+      const StorageSlot& s = storages_[index_of(t.storage().unsafeGetStorageImpl())];
+      const TensorSlot& ts = tensors_[index_of(impl)];
+      if (stage == 1) {
+        prefetch_object(t.storage().unsafeGetStorageImpl(), sizeof(c10::StorageImpl));
+        __builtin_prefetch(&s);
+        __builtin_prefetch(&ts);
+      } else {
+        const c10::StorageImpl* alias = s.alias.unsafeGetStorageImpl();
+        if (alias != nullptr) prefetch_object(alias, sizeof(c10::StorageImpl));
+        if (ts.alias.defined()) prefetch_object(ts.alias.unsafeGetTensorImpl(), sizeof(c10::TensorImpl));
+      }
+    }
+  }
+
   // Drop `alias` if this table holds it and Python has seen it (see exposed_to_python).
   void forget_if_exposed(const at::Tensor& caller, const at::Tensor& alias) {
     TensorSlot& slot = tensors_[index_of(caller.unsafeGetTensorImpl())];
@@ -170,10 +201,13 @@ class AliasTable {
   uint64_t calls_ = 0;
 };
 
-AliasTable& alias_table() {
+// This thread's table (never shared, so it needs no lock).
+static AliasTable& alias_table() {
   thread_local AliasTable table;
   return table;
 }
+
+namespace {
 
 // Under emulation the vendor kernels are CPU kernels and would happily take a
 // host tensor beside flagos ones; an accelerator would refuse, so we do too.
@@ -195,12 +229,14 @@ void set_alias_reuse(bool on) { g_alias_reuse.store(on, std::memory_order_relaxe
 bool alias_reuse() { return g_alias_reuse.load(std::memory_order_relaxed); }
 
 Retagger::Retagger(const c10::OperatorHandle& op)
-    : op_(op), reuse_(alias_reuse()), call_(reuse_ ? alias_table().new_call() : 0) {}
+    : op_(op),
+      reuse_(alias_reuse()),
+      table_(reuse_ ? &alias_table() : nullptr),
+      call_(reuse_ ? table_->new_call() : 0) {}
 
 Retagger::~Retagger() {
   if (!reuse_) return;
-  AliasTable& table = alias_table();
-  for (const auto& a : tensors_) table.forget_if_exposed(*a.original, a.alias);
+  for (const auto& a : tensors_) table_->forget_if_exposed(*a.original, a.alias);
 }
 
 // Asked only when a call mixes devices, so the hot path never compares op names.
@@ -223,7 +259,7 @@ at::Tensor Retagger::to_vendor(c10::MaybeOwned<at::Tensor> owned_or_borrowed, bo
   note_device(t.device().index());
   // Shared storage -> one alias, so the vendor's overlap checks still see it.
   const c10::Storage& alias = reuse_ ? reused_storage_alias(t) : storage_alias(t);
-  at::Tensor v = reuse_ ? alias_table().tensor(alias, t) : make_vendor_alias(alias, t);
+  at::Tensor v = reuse_ ? table_->tensor(alias, t) : make_vendor_alias(alias, t);
   tensors_.push_back({v, std::move(owned_or_borrowed), written});
   return v;
 }
@@ -241,7 +277,7 @@ const c10::Storage& Retagger::storage_alias(const at::Tensor& t) {
 const c10::Storage& Retagger::reused_storage_alias(const at::Tensor& t) {
   c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
   bool displaced = false;
-  AliasTable::StorageSlot& slot = alias_table().storage(t, &displaced);
+  AliasTable::StorageSlot& slot = table_->storage(t, &displaced);
   if (slot.call == call_ && slot.index < storages_.size() && storages_[slot.index].original == original) {
     return storages_[slot.index].alias; // taken earlier in this call
   }
@@ -264,9 +300,14 @@ const c10::Storage& Retagger::add_storage(const at::Tensor& t, c10::Storage alia
   return storages_.back().alias;
 }
 
-void Retagger::reserve(size_t tensors) {
-  storages_.reserve(storages_.size() + tensors);
-  tensors_.reserve(tensors_.size() + tensors);
+void Retagger::prepare_list(at::TensorList list) {
+  storages_.reserve(storages_.size() + list.size());
+  tensors_.reserve(tensors_.size() + list.size());
+  if (!reuse_) return;
+  // A list op's tensors are an optimizer's parameters, gradients and states: their objects, table slots and
+  // aliases were last touched a whole step ago. Converted one after another, each would wait for its own
+  // cache misses; requested in three sweeps first (each needs the one before), the loads overlap.
+  for (int stage = 0; stage < 3; ++stage) table_->prefetch(list, stage);
 }
 
 at::Tensor Retagger::list_element_to_vendor(const at::Tensor& t, bool written) {

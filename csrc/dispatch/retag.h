@@ -24,6 +24,8 @@ at::Tensor vendor_alias(const at::Tensor& flagos);
 void set_alias_reuse(bool on);
 bool alias_reuse();
 
+class AliasTable; // retag.cpp: the vendor aliases this thread's calls reuse
+
 // Re-tags the arguments of one operator call and maps its results back.
 class Retagger {
  public:
@@ -44,10 +46,10 @@ class Retagger {
   // itself otherwise. `t` must outlive the Retagger.
   c10::MaybeOwned<at::Tensor> borrow_to_vendor(const at::Tensor& t, bool written = false);
   // The same for one element of a tensor list: the vendor tensor itself, which
-  // the list the vendor kernel gets holds. `reserve` sizes the bookkeeping for
-  // a call's lists up front.
+  // the list the vendor kernel gets holds. `prepare_list` sizes the bookkeeping
+  // for a list up front and starts loading what its conversion will read.
   at::Tensor list_element_to_vendor(const at::Tensor& t, bool written);
-  void reserve(size_t tensors);
+  void prepare_list(at::TensorList list);
   // Apply the device rules to what borrow_to_vendor saw (arguments_to_vendor
   // does this itself).
   void check_arguments() const;
@@ -98,6 +100,7 @@ class Retagger {
 
   const c10::OperatorHandle& op_;
   const bool reuse_;    // alias_reuse() when the call began
+  AliasTable* const table_; // this thread's alias table, looked up once per call (null without reuse)
   const uint64_t call_; // this call's number in the thread's alias table (0 without reuse)
   c10::DeviceIndex device_ = -1;
   c10::SmallVector<StorageAlias, 4> storages_;
