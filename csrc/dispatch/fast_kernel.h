@@ -39,6 +39,7 @@ struct PassedThrough
                          std::is_same_v<T, c10::SymIntArrayRef> || std::is_same_v<T, at::OptionalIntArrayRef> ||
                          std::is_same_v<T, at::OptionalSymIntArrayRef> || std::is_same_v<T, at::ArrayRef<at::Scalar>> ||
                          std::is_same_v<T, at::ArrayRef<double>> || std::is_same_v<T, std::array<bool, 3>> ||
+                         std::is_same_v<T, std::array<bool, 4>> ||
                          std::is_same_v<T, std::optional<c10::ScalarType>> || std::is_same_v<T, c10::ScalarType> ||
                          std::is_same_v<T, std::optional<bool>> || std::is_same_v<T, std::optional<int64_t>> ||
                          std::is_same_v<T, const std::optional<at::Scalar>&> ||
@@ -195,8 +196,15 @@ struct Kernel<Op, Ret(Args...)> {
     }
   }
 
+  // Whether the vendor's torch has a kernel for the op (a CUDA-only op under the emulation has none): the
+  // boxed router then says so, or runs the op's decomposition, as for any op without a fast entry.
+  static bool vendor_has_kernel() {
+    static const bool has = handle().hasComputedKernelForDispatchKey(runtime().vendor_key());
+    return has;
+  }
+
   static Ret call(Args... args) {
-    if (!entry().native.load(std::memory_order_acquire)) {
+    if (!entry().native.load(std::memory_order_acquire) || !vendor_has_kernel()) {
       return c10::impl::BoxedKernelWrapper<Ret(Args...)>::call(c10::BoxedKernel::makeFromFunction<&route_boxed>(),
           handle(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), std::forward<Args>(args)...);
     }

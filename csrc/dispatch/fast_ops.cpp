@@ -12,6 +12,7 @@
 #include <ATen/ops/gelu_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mm_ops.h>
+#include <ATen/ops/mse_loss_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/neg_ops.h>
@@ -56,6 +57,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   register_fast<at::_ops::_softmax>(m);
   register_fast<at::_ops::_log_softmax>(m);
   register_fast<at::_ops::native_layer_norm>(m);
+  register_fast<at::_ops::mse_loss>(m);
 }
 
 } // namespace torch_fl

@@ -9,11 +9,15 @@
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/addcmul_ops.h>
+#include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/baddbmm_ops.h>
+#include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/fill_ops.h>
 #include <ATen/ops/gelu_backward_ops.h>
 #include <ATen/ops/lerp_ops.h>
 #include <ATen/ops/mm_ops.h>
+#include <ATen/ops/mse_loss_backward_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/native_batch_norm_backward_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
@@ -50,6 +54,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   register_fast<at::_ops::add_out>(m);
   register_fast<at::_ops::mul_out>(m);
   register_fast<at::_ops::mm_out>(m);
+  register_fast<at::_ops::bmm_out>(m); // with mm.out and addmm.out, the matmuls of an Inductor graph
+  register_fast<at::_ops::addmm_out>(m);
+  register_fast<at::_ops::baddbmm_out>(m);
   register_fast<at::_ops::where_self_out>(m);
   // backward kernels
   register_fast<at::_ops::threshold_backward>(m);
@@ -62,6 +69,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   register_fast<at::_ops::native_batch_norm>(m);
   register_fast<at::_ops::native_batch_norm_backward>(m);
   register_fast<at::_ops::select_backward>(m);
+  register_fast<at::_ops::mse_loss_backward>(m);
   register_fast<at::_ops::sqrt>(m);
 }
 

@@ -58,3 +58,36 @@ def test_flaggems_chain_takes_flaggems(module_child):
     child = _run(module_child, {"gems": "flaggems, native"})
     assert child.dispatch("gems") == [("add.Tensor", "flaggems")], child.describe()
     assert child.data["gems"] == ["flagos:0", True]
+
+
+ATTENTION = r"""
+import torch, torch_fl
+aten = torch.ops.aten
+g = torch.Generator().manual_seed(0)
+q, k, v, grad = (torch.randn(2, 4, 64, 32, generator=g) for _ in range(4))
+def run(device):  # the fused kernels themselves, forward then backward (no autograd: both devices in one process)
+    q_, k_, v_, grad_ = (t.to(device) for t in (q, k, v, grad))
+    out, lse, seed, offset = aten._scaled_dot_product_efficient_attention(q_, k_, v_, None, True)
+    grads = aten._scaled_dot_product_efficient_attention_backward(grad_, q_, k_, v_, None, out, lse, seed, offset, 0.0,
+                                                                  [True, True, True, False])
+    return [t.cpu() for t in (out, lse, *grads[:3])], str(out.device)
+mark("efficient")
+got, device = run("flagos")
+mark("efficient:after")
+want, _ = run("cuda")
+report("efficient", {"device": device, "equal": [torch.equal(a, b) for a, b in zip(got, want)]})
+fast = torch_fl.fast_path_ops()
+report("fast", [op in fast for op in ("_scaled_dot_product_efficient_attention",
+                                      "_scaled_dot_product_efficient_attention_backward")])
+"""
+
+
+def test_efficient_attention_on_flagos_matches_cuda(module_child):
+    # torch's fused attention for float32 on CUDA, forward and backward: unboxed entries (fast_ops_attention.cpp)
+    child = module_child(ATTENTION, {"FLAGOS_ACCELERATOR": "cuda", "FLAGOS_LOG": "dispatch"})
+    assert child.data["fast"] == [True, True], child.describe()
+    assert [d for d in child.dispatch("efficient") if "attention" in d[0]] == [
+        ("_scaled_dot_product_efficient_attention", "native"),
+        ("_scaled_dot_product_efficient_attention_backward", "native"),
+    ], child.describe()
+    assert child.data["efficient"] == {"device": "flagos:0", "equal": [True] * 5}, child.describe()
