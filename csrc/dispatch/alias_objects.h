@@ -10,7 +10,6 @@
 
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
-#include <c10/core/UndefinedTensorImpl.h>
 
 #include <cstddef>
 

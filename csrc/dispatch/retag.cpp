@@ -7,6 +7,7 @@
 
 #include <ATen/core/Generator.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/core/UndefinedTensorImpl.h>
 #include <c10/core/impl/PyObjectSlot.h>
 
 #include <array>
@@ -153,7 +154,7 @@ class AliasTable {
         prefetch_object(impl, sizeof(c10::TensorImpl));
         continue;
       }
-      if (!t.defined() || !t.has_storage()) continue;
+      if (!is_flagos(t)) continue; // only flagos tensors get aliases (and have a storage to ask for)
       const StorageSlot& s = storages_[index_of(t.storage().unsafeGetStorageImpl())];
       const TensorSlot& ts = tensors_[index_of(impl)];
       if (stage == 1) {
