@@ -21,7 +21,8 @@
 #           mode="reduce-overhead", and the step time of TIME_PAIRS lockstep sets (one process per arm, timed in
 #           turns) with an A/A control; COMPILE_SUITE=1 runs the compile suite (tests/compile) on flagos first
 #   stepops: where the eager training step's host time goes, op by op (tests/node/step_ops.py): one step's ATen
-#           calls recorded on flagos, then replayed in one process on flagos and on cuda copies; STEP_OPS_D d_models
+#           calls recorded on flagos, then replayed in one process on flagos and on cuda copies; STEP_OPS_D d_models,
+#           STEP_OPS_ARGS more options (--counters N: the router's phase counters over N more replays)
 #   replay: the flaggems replay (tests/node/replay_check.py): the seed cases as in-process pairs of plain cuda,
 #           flagos native, FlagGems' Python path and the replay, then the op sweep (small shapes and 4096x4096),
 #           then the correctness suite with the swept ops on flaggems, once under FLAGOS_FLAGGEMS_VERIFY=1 and once
@@ -162,7 +163,8 @@ if [ "$mode" = compile ]; then  # torch.compile: compiled flagos against compile
   exit "$status"
 fi
 if [ "$mode" = stepops ]; then  # the eager step's op stream replayed in one process: host µs per op, flagos - cuda
-  cd /tmp && "$PY" "$tests_copy/node/step_ops.py" --d-model "${STEP_OPS_D:-256,1024}" 2>&1 \
+  # shellcheck disable=SC2086  # STEP_OPS_ARGS is a list of options (--rounds 8 --counters 5)
+  cd /tmp && "$PY" "$tests_copy/node/step_ops.py" --d-model "${STEP_OPS_D:-256,1024}" ${STEP_OPS_ARGS:-} 2>&1 \
     | grep --line-buffered -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/step_ops.txt"
   exit "${PIPESTATUS[0]}"
 fi

@@ -1,5 +1,6 @@
 // See data_movement.h.
 #include "dispatch/data_movement.h"
+#include "dispatch/counters.h"
 #include "dispatch/retag.h"
 #include "dispatch/router.h"
 #include "runtime/host_access.h"
@@ -48,6 +49,8 @@ std::vector<std::string> transfer_ops() {
 }
 
 void copy_between(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  static const c10::OperatorName kCopy("aten::_copy_from", "");
+  counters::Timer timer(kCopy, "copy");
   at::Tensor dst_vendor = vendor_alias(dst);
   at::Tensor src_vendor = vendor_alias(src);
   c10::OptionalDeviceGuard guard;
@@ -72,7 +75,9 @@ void copy_between(const at::Tensor& dst, const at::Tensor& src, bool non_blockin
     }
     src_vendor = src_vendor.resolve_conj().resolve_neg();
   }
+  timer.mark(counters::kArguments);
   at::native::copy_(dst_vendor, src_vendor, non_blocking);
+  timer.mark(counters::kKernel);
 }
 
 at::Tensor host_copy(const at::Tensor& t) {

@@ -11,6 +11,7 @@
 // signature and the schema, never from per-op code.
 #pragma once
 
+#include "dispatch/counters.h"
 #include "dispatch/retag.h"
 #include "dispatch/router.h"
 #include "runtime/runtime.h"
@@ -41,6 +42,7 @@ struct PassedThrough
                          std::is_same_v<T, at::ArrayRef<double>> || std::is_same_v<T, std::array<bool, 3>> ||
                          std::is_same_v<T, std::array<bool, 4>> ||
                          std::is_same_v<T, std::optional<c10::ScalarType>> || std::is_same_v<T, c10::ScalarType> ||
+                         std::is_same_v<T, std::optional<c10::MemoryFormat>> ||
                          std::is_same_v<T, std::optional<bool>> || std::is_same_v<T, std::optional<int64_t>> ||
                          std::is_same_v<T, const std::optional<at::Scalar>&> ||
                          std::is_same_v<T, std::string_view> || std::is_same_v<T, c10::string_view> ||
@@ -168,21 +170,27 @@ struct Kernel<Op, Ret(Args...)> {
   template <size_t... I>
   static Ret native(std::index_sequence<I...>, Args... args) {
     if (log_dispatch()) log_route(handle(), "native");
+    counters::Timer timer(entry().name, "fast"); // first made, last gone: see counters.h
     Retagger retag(handle());
     const auto& w = written();
     // Braced initialisation converts the arguments left to right.
     std::tuple<typename Vendor<Args>::type...> vendor{Vendor<Args>::convert(retag, args, w[I])...};
     retag.check_arguments();
+    timer.mark(counters::kArguments);
     // No device guard: the vendor's kernels set their own from their tensors,
     // as they do when plain torch calls them.
     if constexpr (std::is_void_v<Ret>) {
       Op::redispatch(c10::DispatchKeySet(runtime().vendor_key()), Vendor<Args>::unwrap(std::get<I>(vendor))...);
+      timer.mark(counters::kKernel);
       retag.written_from_vendor();
+      timer.mark(counters::kResults);
     } else {
       decltype(auto) out =
           Op::redispatch(c10::DispatchKeySet(runtime().vendor_key()), Vendor<Args>::unwrap(std::get<I>(vendor))...);
+      timer.mark(counters::kKernel);
       retag.written_from_vendor();
       if constexpr (std::is_same_v<Ret, at::Tensor&>) {
+        timer.mark(counters::kResults);
         // The caller's own argument, by the schema: never a reference into this frame.
         const std::array<at::Tensor*, sizeof...(Args)> refs{caller_reference<Args>(args)...};
         const int i = returned_argument();
@@ -191,7 +199,9 @@ struct Kernel<Op, Ret(Args...)> {
         (void)out;
         return *refs[i];
       } else {
-        return Result<Ret>::convert(retag, std::forward<Ret>(out));
+        Ret result = Result<Ret>::convert(retag, std::forward<Ret>(out));
+        timer.mark(counters::kResults);
+        return result;
       }
     }
   }

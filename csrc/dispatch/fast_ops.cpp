@@ -7,6 +7,7 @@
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/clone_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/gelu_ops.h>
@@ -58,6 +59,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   register_fast<at::_ops::_log_softmax>(m);
   register_fast<at::_ops::native_layer_norm>(m);
   register_fast<at::_ops::mse_loss>(m);
+  // clone: torch's generic body would allocate on flagos and copy through copy_ and _copy_from (two fresh
+  // aliases); as one routed call it is the vendor's clone on one alias. Autograd clones every gradient that
+  // does not keep its parameter's layout.
+  register_fast<at::_ops::clone>(m);
 }
 
 } // namespace torch_fl

@@ -1,6 +1,7 @@
 // The boxed fallback that routes every aten operator on the flagos device; the
 // re-tagging it relies on is retag.cpp's.
 #include "dispatch/router.h"
+#include "dispatch/counters.h"
 #include "dispatch/data_movement.h"
 #include "dispatch/decompositions.h"
 #include "dispatch/provider_check.h"
@@ -163,9 +164,11 @@ void run_on_vendor(const c10::OperatorHandle& op, torch::jit::Stack* stack, cons
     Decomposition decomposed = find_decomposition(op.operator_name());
     if (decomposed != nullptr && !op.hasKernelForDispatchKey(runtime().vendor_key())) return decomposed(stack);
   }
+  counters::Timer timer(op.operator_name(), "boxed");
   Retagger retag(op);
   retag.arguments_to_vendor(stack);
   if (provider != nullptr) retag.refuse_host_tensors();
+  timer.mark(counters::kArguments);
   {
     c10::OptionalDeviceGuard guard;
     if (retag.device() >= 0) guard.reset_device(flagos_device(retag.device()));
@@ -201,7 +204,9 @@ void run_on_vendor(const c10::OperatorHandle& op, torch::jit::Stack* stack, cons
       if (g_log_dispatch.load(std::memory_order_relaxed)) log_route(op, route_name(table, *provider) + path);
     }
   }
+  timer.mark(counters::kKernel);
   retag.returns_from_vendor(stack);
+  timer.mark(counters::kResults);
 }
 
 // Route a call of `op`; native and host routes run `vendor_op`, which is `op`

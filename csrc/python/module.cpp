@@ -1,6 +1,7 @@
 // torch_fl._C: the Python face of the runtime and the router. Python parses the
 // confs and environment; this module only receives finished decisions.
 #include "comm/backend.h"
+#include "dispatch/counters.h"
 #include "dispatch/data_movement.h"
 #include "dispatch/decompositions.h"
 #include "dispatch/retag.h"
@@ -238,6 +239,18 @@ PYBIND11_MODULE(_C, m) {
   m.def("fast_path_ops", &fast_path_ops, "Ops with an unboxed router entry (native route without boxing).");
   m.def("set_alias_reuse", &set_alias_reuse, "Reuse vendor aliases across calls (default on; off to measure it).");
   m.def("alias_reuse", &alias_reuse);
+  m.def("set_router_counters", &counters::set_on,
+      "Count host time per operator and phase in the router (off by default; dispatch/counters.h).");
+  m.def("router_counters", [] {
+    py::list out;
+    for (const counters::Row& row : counters::rows()) {
+      out.append(py::make_tuple(row.op, row.path, row.calls,
+          py::make_tuple(row.ns[counters::kArguments], row.ns[counters::kKernel], row.ns[counters::kResults],
+              row.ns[counters::kRelease])));
+    }
+    return out;
+  }, "(op, path, calls, (arguments, kernel, results, release) ns summed) per operator and router path.");
+  m.def("reset_router_counters", &counters::reset);
   m.def("set_log_dispatch", &set_log_dispatch);
   m.def("log_dispatch", &log_dispatch);
   m.def("set_provider_dispatcher", [](py::object fn) {

@@ -86,7 +86,7 @@ def on_plain(torch: Any, calls: list[tuple[Any, tuple, dict]], plain: str) -> li
     return [(func, tree_map(convert, args), tree_map(convert, kwargs)) for func, args, kwargs in calls]
 
 
-def measure(d_model: int, rounds: int, top: int) -> None:
+def measure(d_model: int, rounds: int, top: int, counted: int = 0) -> None:
     import torch
 
     import torch_fl
@@ -141,6 +141,37 @@ def measure(d_model: int, rounds: int, top: int) -> None:
     p, f, off = (sum(median[arm]) for arm in ("plain", "flagos", "flagos, reuse off"))
     label = "all ops (sums of per-call medians)"
     print(f"  {label:56s} {len(calls):5d} {p:9.1f} {f:9.1f} {f - p:+12.1f} {off - p:+15.1f}")
+    if counted:
+        router_phases(torch_fl, lambda: replay("flagos"), counted, top)
+
+
+def router_phases(torch_fl: Any, replay: Any, replays: int, top: int) -> None:
+    """The router's own clock (torch_fl._C.set_router_counters) over `replays` more flagos replays, kept apart
+    from the timed ones: per op and router path, µs per replay in each phase. The kernel column is the vendor
+    kernel as flagos calls it; the other three are the re-tag's."""
+    torch_fl._C.reset_router_counters()
+    torch_fl._C.set_router_counters(True)
+    try:
+        for _ in range(replays):
+            replay()
+    finally:
+        torch_fl._C.set_router_counters(False)
+    rows = sorted(torch_fl._C.router_counters(), key=lambda r: -sum(r[3]))
+    phases = ("arguments", "kernel", "results", "release")
+    print(f"  router phases, µs per replay (mean of {replays} replays with the counters on):")
+    print(f"    {'op':44s} {'path':5s} {'calls':>5s} " + " ".join(f"{h:>9s}" for h in phases) + f" {'re-tag':>8s}")
+    totals = [0.0] * 4
+    for op, path, n, ns in rows:
+        per = [v / replays / 1e3 for v in ns]
+        totals = [a + b for a, b in zip(totals, per, strict=True)]
+        if top > 0:
+            top -= 1
+            retag = per[0] + per[2] + per[3]
+            print(f"    {op[:44]:44s} {path:5s} {n // replays:5d} " + " ".join(f"{v:9.1f}" for v in per)
+                  + f" {retag:8.1f}")
+    label = "all routed calls"
+    print(f"    {label:44s} {'':5s} {'':5s} " + " ".join(f"{v:9.1f}" for v in totals)
+          + f" {totals[0] + totals[2] + totals[3]:8.1f}")
 
 
 def main() -> int:
@@ -148,15 +179,19 @@ def main() -> int:
     p.add_argument("--d-model", default="256,1024", help="comma-separated d_model values (default 256,1024)")
     p.add_argument("--rounds", type=int, default=8, help="rounds of 3 replays per arm (default 8)")
     p.add_argument("--top", type=int, default=30, help="op rows to print, largest flagos - plain first")
+    p.add_argument("--counters", type=int, default=0, metavar="N",
+                   help="then N flagos replays with the router's phase counters on, printed per op (default 0)")
     args = p.parse_args()
     if args.rounds < 1:
         p.error("--rounds must be at least 1")
+    if args.counters < 0:
+        p.error("--counters must be 0 or more")
     try:
         sizes = [int(v) for v in args.d_model.split(",") if v.strip()]
     except ValueError:
         p.error(f"--d-model takes integers separated by commas, got {args.d_model!r}")
     for d_model in sizes:
-        measure(d_model, args.rounds, args.top)
+        measure(d_model, args.rounds, args.top, args.counters)
     return 0
 
 

@@ -38,6 +38,7 @@ CALLS = {
     "sum.dim_IntList": lambda x, *_: x.sum(1, keepdim=True), "mean.dim": lambda x, *_: x.mean(0),
     "_softmax": lambda x, *_: x.softmax(1), "_log_softmax": lambda x, *_: x.log_softmax(0),
     "native_layer_norm": lambda x, y, w, vec, *_: F.layer_norm(x, (6,), vec, vec),
+    "clone": lambda x, y, w, vec, t: (x.t().clone(), t.transpose(0, 2).clone(memory_format=torch.contiguous_format)),
 }
 aten = torch.ops.aten
 
