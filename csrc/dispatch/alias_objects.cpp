@@ -59,7 +59,7 @@ class BlockPool {
   std::size_t left_ = 0;
 };
 
-// Never destroyed: an alias may be freed by a thread-local table at thread exit, after static destructors.
+// Never destroyed: an alias may be freed by a thread-local pool at thread exit, after static destructors.
 template <class T>
 BlockPool<T>& pool() {
   static auto* p = new BlockPool<T>();

@@ -1,11 +1,11 @@
 // The TensorImpl and StorageImpl of a vendor alias (retag.h), kept out of the host heap.
 //
-// Aliases outlive their call (the per-thread alias table in retag.cpp), and a table miss frees one and
-// makes another in the middle of a step. Made with malloc, each new one lands in whatever hole the heap has
-// just got, often inside a large kernel buffer freed a moment before (the CPU emulation's device memory is
-// that same heap), so the hole can no longer hold the next buffer and the heap grows step after step
-// (several MiB a step in a backward loop, and page faults in the kernels that get fresh memory). These
-// classes take their memory from slabs of their own instead; they add nothing else to torch's types.
+// Aliases outlive their call (the per-thread alias pool in retag.cpp), and a call may free some and make
+// others in the middle of a step. Made with malloc, each new one lands in whatever hole the heap has just got,
+// often inside a large kernel buffer freed a moment before (the CPU emulation's device memory is that same
+// heap), so the hole can no longer hold the next buffer and the heap grows step after step (several MiB a
+// step in a backward loop, and page faults in the kernels that get fresh memory). These classes take their
+// memory from slabs of their own instead; they add nothing else to torch's types.
 #pragma once
 
 #include <c10/core/StorageImpl.h>

@@ -71,14 +71,14 @@ c10::Storage alias_storage_of(const at::Tensor& t) {
 
 // ---- alias reuse -----------------------------------------------------------------------
 //
-// A training step hands the router the same parameters, gradients and optimizer
-// states on every step, and building their aliases (a StorageImpl and a
-// TensorImpl each) was most of what a list op's re-tag cost. So aliases outlive
-// their call, in a small table per thread (no locks, never shared). An entry is
-// reused only while it is exactly what a fresh alias would be: the same storage
-// bytes, size, device, dtype and dispatch keys, no other holder, no Python
-// object. Its layout and version counter are set again from the caller on every
-// use. A miss only builds what was built before, so the table may forget freely.
+// Building an alias (a StorageImpl and a TensorImpl, construction and destruction each) was most of what a
+// re-tag cost, and objects that outlive their call are cold by the time the next step asks for them. So a
+// call's aliases go back to a small pool of this thread when it ends, and the next call, whatever tensors
+// it has, takes them from there while they are still in cache: re-pointed at its tensors, not rebuilt.
+// Only an alias nothing else holds goes back (no other reference, no Python object, no autograd data),
+// and taking one sets everything a fresh alias gets from its caller (bytes, size, dtype, layout, version
+// counter); an alias whose dispatch keys differ from what the caller needs (conjugate, negative, ...) is
+// made anew. A pooled tensor is parked on an empty storage, so the pool keeps no caller's memory in view.
 std::atomic<bool> g_alias_reuse{true};
 
 template <class T>
@@ -88,124 +88,109 @@ bool exposed_to_python(const T& impl) {
   return impl.pyobj_slot()->load_pyobj() != nullptr;
 }
 
-void prefetch_object(const void* p, size_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (size_t line = 0; line < bytes; line += 64) __builtin_prefetch(c + line);
-}
-
 } // namespace
 
-class AliasTable {
+class AliasPool {
  public:
-  struct StorageSlot {
-    c10::StorageImpl* original = nullptr;
-    c10::DeviceIndex device = -1;
-    c10::Storage alias;
-    // The call that last took this alias, and where its list of storages holds it: a call asks this
-    // instead of searching that list (quadratic for a list op's 24 to 72 tensors).
-    uint64_t call = 0;
-    size_t index = 0;
-  };
+  AliasPool()
+      : parked_(c10::intrusive_ptr<c10::StorageImpl>::unsafe_steal_from_new(new AliasStorageImpl(
+            c10::StorageImpl::use_byte_size_t(), 0, c10::DataPtr(nullptr, c10::Device(runtime().vendor_type())),
+            c10::GetAllocator(runtime().vendor_type()), /*resizable=*/true))) {}
 
-  // A number no earlier call on this thread had (never 0).
-  uint64_t new_call() { return ++calls_; }
-
-  // The slot of `t`'s storage, holding a valid alias of its bytes, reused or made anew; `displaced`
-  // says whether it held another storage's alias before.
-  StorageSlot& storage(const at::Tensor& t, bool* displaced) {
+  // An alias of `t`'s storage: a pooled one pointed at its bytes, or a new one.
+  c10::Storage storage(const at::Tensor& t) {
+    if (storages_.empty()) return alias_storage_of(t);
+    c10::Storage alias = std::move(storages_.back());
+    storages_.pop_back();
     c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
-    StorageSlot& slot = storages_[index_of(original)];
-    c10::StorageImpl* alias = slot.alias.unsafeGetStorageImpl();
-    *displaced = alias != nullptr && slot.original != original;
+    c10::StorageImpl* impl = alias.unsafeGetStorageImpl();
     // mutable_data(): a copy-on-write storage materializes first, exactly as for a fresh alias.
-    if (slot.original != original || slot.device != t.device().index() || alias == nullptr ||
-        alias->data() != original->mutable_data() || alias->nbytes() != original->nbytes() ||
-        exposed_to_python(*alias)) {
-      slot = {original, t.device().index(), alias_storage_of(t)};
-    }
-    return slot;
+    impl->set_data_ptr_noswap(
+        c10::DataPtr(original->mutable_data(), runtime().vendor_device(t.device().index())));
+    impl->set_nbytes(original->nbytes());
+    return alias;
   }
 
-  // The alias of `like` over `storage` (which storage() gave), reused or made anew.
+  // The alias of `like` over `storage` (which storage() gave): a pooled one set from `like`, or a new one.
   at::Tensor tensor(const c10::Storage& storage, const at::Tensor& like) {
     c10::TensorImpl* caller = like.unsafeGetTensorImpl();
-    TensorSlot& slot = tensors_[index_of(caller)];
-    c10::TensorImpl* alias = slot.alias.defined() ? slot.alias.unsafeGetTensorImpl() : nullptr;
-    if (alias == nullptr || slot.caller != caller || slot.keys != caller->key_set() || slot.alias.use_count() != 1 ||
-        slot.alias.weak_use_count() != 1 || alias->storage().unsafeGetStorageImpl() != storage.unsafeGetStorageImpl() ||
-        alias->dtype() != caller->dtype() || exposed_to_python(*alias)) {
-      slot = {caller, caller->key_set(), make_vendor_alias(storage, like)};
-      return slot.alias;
+    if (tensors_.empty() || caller->key_set() != caller_keys_ || tensors_.back().key_set() != alias_keys_) {
+      at::Tensor fresh = make_vendor_alias(storage, like);
+      caller_keys_ = caller->key_set();
+      alias_keys_ = fresh.key_set();
+      return fresh;
     }
-    if (alias->sizes() != caller->sizes() || alias->strides() != caller->strides() ||
-        alias->storage_offset() != caller->storage_offset()) {
-      alias->set_sizes_and_strides(caller->sizes(), caller->strides(), caller->storage_offset());
-    }
-    alias->set_version_counter(caller->version_counter());
-    return slot.alias;
+    at::Tensor alias = std::move(tensors_.back());
+    tensors_.pop_back();
+    c10::TensorImpl* impl = alias.unsafeGetTensorImpl();
+    impl->set_storage_and_dtype(storage, caller->dtype());
+    impl->set_sizes_and_strides(caller->sizes(), caller->strides(), caller->storage_offset());
+    impl->set_version_counter(caller->version_counter());
+    return alias;
   }
 
-  // Start the loads storage() and tensor() will make for a list op's tensors (see Retagger::prepare_list):
-  // `stage` 0 the tensors' own objects, 1 their slots, 2 the aliases the slots hold.
-  void prefetch(at::TensorList list, int stage) const {
-    for (const at::Tensor& t : list) {
-      const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-      if (stage == 0) {
-        prefetch_object(impl, sizeof(c10::TensorImpl));
-        continue;
-      }
-      if (!is_flagos(t)) continue; // only flagos tensors get aliases (and have a storage to ask for)
-      const StorageSlot& s = storages_[index_of(t.storage().unsafeGetStorageImpl())];
-      const TensorSlot& ts = tensors_[index_of(impl)];
-      if (stage == 1) {
-        prefetch_object(t.storage().unsafeGetStorageImpl(), sizeof(c10::StorageImpl));
-        __builtin_prefetch(&s);
-        __builtin_prefetch(&ts);
-      } else {
-        const c10::StorageImpl* alias = s.alias.unsafeGetStorageImpl();
-        if (alias != nullptr) prefetch_object(alias, sizeof(c10::StorageImpl));
-        if (ts.alias.defined()) prefetch_object(ts.alias.unsafeGetTensorImpl(), sizeof(c10::TensorImpl));
-      }
+  // At the end of a call: keep what nothing else holds, drop the rest.
+  void give_back(at::Tensor&& alias) {
+    c10::TensorImpl* impl = alias.unsafeGetTensorImpl();
+    if (tensors_.size() >= kCapacity || alias.use_count() != 1 || alias.weak_use_count() != 1 ||
+        exposed_to_python(*impl) || impl->autograd_meta() != nullptr || !impl->allow_tensor_metadata_change()) {
+      return;
     }
+    impl->set_storage_keep_dtype(parked_);
+    impl->set_version_counter(c10::VariableVersion(c10::VariableVersion::DISABLED));
+    tensors_.push_back(std::move(alias));
+  }
+  void give_back(c10::Storage&& alias) {
+    c10::StorageImpl* impl = alias.unsafeGetStorageImpl();
+    // A storage a vendor kernel resized owns vendor memory (a deleter): it is freed, not pooled.
+    if (storages_.size() >= kCapacity || alias.use_count() != 1 || exposed_to_python(*impl) ||
+        impl->data_ptr().get_deleter() != nullptr ||
+        c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl).weak_use_count() != 1) {
+      return;
+    }
+    storages_.push_back(std::move(alias));
   }
 
-  // Drop `alias` if this table holds it and Python has seen it (see exposed_to_python).
-  void forget_if_exposed(const at::Tensor& caller, const at::Tensor& alias) {
-    TensorSlot& slot = tensors_[index_of(caller.unsafeGetTensorImpl())];
-    if (slot.alias.defined() && slot.alias.unsafeGetTensorImpl() == alias.unsafeGetTensorImpl() &&
-        exposed_to_python(*alias.unsafeGetTensorImpl())) {
-      slot = {};
+  // A list op's storages, this call's index into its Retagger's list of them: found without a search of
+  // that list (quadratic for the 24 to 96 tensors of an optimizer's lists). Stamped with the call, so a
+  // new call needs no clearing.
+  uint64_t new_call() { return ++calls_; }
+  size_t* index_of(const c10::StorageImpl* storage, uint64_t call) {
+    size_t h = static_cast<size_t>((reinterpret_cast<uint64_t>(storage) * 0x9E3779B97F4A7C15ull) >> (64 - kIndexBits));
+    for (size_t probe = 0; probe < kIndex; ++probe, h = (h + 1) & (kIndex - 1)) {
+      Slot& slot = index_[h];
+      if (slot.call != call) {
+        slot = {storage, call, SIZE_MAX};
+        return &slot.position;
+      }
+      if (slot.storage == storage) return &slot.position;
     }
-    StorageSlot& s = storages_[index_of(caller.storage().unsafeGetStorageImpl())];
-    if (s.alias.unsafeGetStorageImpl() == alias.storage().unsafeGetStorageImpl() &&
-        exposed_to_python(*alias.storage().unsafeGetStorageImpl())) {
-      s = {};
-    }
+    return nullptr; // full: the caller searches its list
   }
 
  private:
-  // A step's parameters, gradients, optimizer states and activations: several hundred objects.
-  static constexpr int kSlotBits = 10;
-  static constexpr size_t kSlots = size_t{1} << kSlotBits;
-  // Fibonacci hashing: objects allocated one after another sit a fixed stride apart, which a
-  // mask of low address bits would fold onto a few slots.
-  static size_t index_of(const void* p) {
-    return static_cast<size_t>((reinterpret_cast<uint64_t>(p) * 0x9E3779B97F4A7C15ull) >> (64 - kSlotBits));
-  }
-  struct TensorSlot {
-    const c10::TensorImpl* caller = nullptr;
-    c10::DispatchKeySet keys;
-    at::Tensor alias;
+  // Enough for the lists of a fused optimizer step over a few hundred parameters; more are freed.
+  static constexpr size_t kCapacity = 1024;
+  static constexpr int kIndexBits = 11;
+  static constexpr size_t kIndex = size_t{1} << kIndexBits;
+  struct Slot {
+    const c10::StorageImpl* storage = nullptr;
+    uint64_t call = 0;
+    size_t position = SIZE_MAX;
   };
-  std::array<StorageSlot, kSlots> storages_{};
-  std::array<TensorSlot, kSlots> tensors_{};
+  c10::Storage parked_; // where a pooled tensor points meanwhile: no bytes
+  std::vector<c10::Storage> storages_;
+  std::vector<at::Tensor> tensors_;
+  c10::DispatchKeySet caller_keys_; // the keys of the last caller given a new alias, and that alias's
+  c10::DispatchKeySet alias_keys_;
+  std::array<Slot, kIndex> index_{};
   uint64_t calls_ = 0;
 };
 
-// This thread's table (never shared, so it needs no lock).
-static AliasTable& alias_table() {
-  thread_local AliasTable table;
-  return table;
+// This thread's pool (never shared, so it needs no lock).
+static AliasPool& alias_pool() {
+  thread_local AliasPool pool;
+  return pool;
 }
 
 namespace {
@@ -230,14 +215,13 @@ void set_alias_reuse(bool on) { g_alias_reuse.store(on, std::memory_order_relaxe
 bool alias_reuse() { return g_alias_reuse.load(std::memory_order_relaxed); }
 
 Retagger::Retagger(const c10::OperatorHandle& op)
-    : op_(op),
-      reuse_(alias_reuse()),
-      table_(reuse_ ? &alias_table() : nullptr),
-      call_(reuse_ ? table_->new_call() : 0) {}
+    : op_(op), reuse_(alias_reuse()), pool_(reuse_ ? &alias_pool() : nullptr) {}
 
 Retagger::~Retagger() {
   if (!reuse_) return;
-  for (const auto& a : tensors_) table_->forget_if_exposed(*a.original, a.alias);
+  // Tensors first: each holds its storage alias, which can go back only once they have let go of it.
+  for (auto& a : tensors_) pool_->give_back(std::move(a.alias));
+  for (auto& s : storages_) pool_->give_back(std::move(s.alias));
 }
 
 // Asked only when a call mixes devices, so the hot path never compares op names.
@@ -260,38 +244,29 @@ at::Tensor Retagger::to_vendor(c10::MaybeOwned<at::Tensor> owned_or_borrowed, bo
   note_device(t.device().index());
   // Shared storage -> one alias, so the vendor's overlap checks still see it.
   const c10::Storage& alias = reuse_ ? reused_storage_alias(t) : storage_alias(t);
-  at::Tensor v = reuse_ ? table_->tensor(alias, t) : make_vendor_alias(alias, t);
+  at::Tensor v = reuse_ ? pool_->tensor(alias, t) : make_vendor_alias(alias, t);
   tensors_.push_back({v, std::move(owned_or_borrowed), written});
   return v;
 }
 
 const c10::Storage& Retagger::storage_alias(const at::Tensor& t) {
   c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
-  // Newest first: a list op's elements rarely share storage, and an op's
-  // arguments that do (x.add_(x[1:])) are usually adjacent.
+  // Newest first: an op's arguments that share storage (x.add_(x[1:])) are usually adjacent.
   for (auto s = storages_.rbegin(); s != storages_.rend(); ++s) {
     if (s->original == original) return s->alias;
   }
-  return add_storage(t, alias_storage_of(t));
+  return add_storage(t, reuse_ ? pool_->storage(t) : alias_storage_of(t));
 }
 
 const c10::Storage& Retagger::reused_storage_alias(const at::Tensor& t) {
+  if (call_ == 0) return storage_alias(t);
+  // A list op: its storages are found through the pool's index (see prepare_list).
   c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
-  bool displaced = false;
-  AliasTable::StorageSlot& slot = table_->storage(t, &displaced);
-  if (slot.call == call_ && slot.index < storages_.size() && storages_[slot.index].original == original) {
-    return storages_[slot.index].alias; // taken earlier in this call
-  }
-  // Only a slot another storage held may hide one taken earlier in this call (every argument is
-  // taken before the vendor kernel runs, so no nested call moves a stamp in between).
-  if (displaced) {
-    for (auto& s : storages_) {
-      if (s.original == original) return s.alias;
-    }
-  }
-  slot.call = call_;
-  slot.index = storages_.size();
-  return add_storage(t, slot.alias);
+  size_t* position = pool_->index_of(original, call_);
+  if (position == nullptr) return storage_alias(t);
+  if (*position != SIZE_MAX) return storages_[*position].alias;
+  *position = storages_.size();
+  return add_storage(t, pool_->storage(t));
 }
 
 const c10::Storage& Retagger::add_storage(const at::Tensor& t, c10::Storage alias) {
@@ -304,11 +279,19 @@ const c10::Storage& Retagger::add_storage(const at::Tensor& t, c10::Storage alia
 void Retagger::prepare_list(at::TensorList list) {
   storages_.reserve(storages_.size() + list.size());
   tensors_.reserve(tensors_.size() + list.size());
-  if (!reuse_) return;
-  // A list op's tensors are an optimizer's parameters, gradients and states: their objects, table slots and
-  // aliases were last touched a whole step ago. Converted one after another, each would wait for its own
-  // cache misses; requested in three sweeps first (each needs the one before), the loads overlap.
-  for (int stage = 0; stage < 3; ++stage) table_->prefetch(list, stage);
+  // The storages found so far were searched linearly: index them too, so a tensor of the list sharing
+  // storage with one of them still gets its alias.
+  if (reuse_ && call_ == 0) {
+    call_ = pool_->new_call();
+    for (size_t i = 0; i < storages_.size(); ++i) {
+      size_t* position = pool_->index_of(storages_[i].original, call_);
+      if (position == nullptr) {
+        call_ = 0; // the index is full: back to searching
+        return;
+      }
+      if (*position == SIZE_MAX) *position = i;
+    }
+  }
 }
 
 at::Tensor Retagger::list_element_to_vendor(const at::Tensor& t, bool written) {

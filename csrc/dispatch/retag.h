@@ -24,7 +24,7 @@ at::Tensor vendor_alias(const at::Tensor& flagos);
 void set_alias_reuse(bool on);
 bool alias_reuse();
 
-class AliasTable; // retag.cpp: the vendor aliases this thread's calls reuse
+class AliasPool; // retag.cpp: the vendor aliases this thread's calls reuse
 
 // Re-tags the arguments of one operator call and maps its results back.
 class Retagger {
@@ -47,7 +47,7 @@ class Retagger {
   c10::MaybeOwned<at::Tensor> borrow_to_vendor(const at::Tensor& t, bool written = false);
   // The same for one element of a tensor list: the vendor tensor itself, which
   // the list the vendor kernel gets holds. `prepare_list` sizes the bookkeeping
-  // for a list up front and starts loading what its conversion will read.
+  // for a list up front and has the call's storages found through an index.
   at::Tensor list_element_to_vendor(const at::Tensor& t, bool written);
   void prepare_list(at::TensorList list);
   // Apply the device rules to what borrow_to_vendor saw (arguments_to_vendor
@@ -85,7 +85,7 @@ class Retagger {
   };
 
   at::Tensor to_vendor(c10::MaybeOwned<at::Tensor> t, bool written);
-  // The alias of t's storage for this call: made anew, or reused (alias_reuse()).
+  // The alias of t's storage for this call: made anew, or taken from the pool (alias_reuse()).
   const c10::Storage& storage_alias(const at::Tensor& t);
   const c10::Storage& reused_storage_alias(const at::Tensor& t);
   const c10::Storage& add_storage(const at::Tensor& t, c10::Storage alias);
@@ -100,8 +100,8 @@ class Retagger {
 
   const c10::OperatorHandle& op_;
   const bool reuse_;    // alias_reuse() when the call began
-  AliasTable* const table_; // this thread's alias table, looked up once per call (null without reuse)
-  const uint64_t call_; // this call's number in the thread's alias table (0 without reuse)
+  AliasPool* const pool_; // this thread's alias pool, looked up once per call (null without reuse)
+  uint64_t call_ = 0;     // a list op's number in the pool's storage index (0: storages are searched)
   c10::DeviceIndex device_ = -1;
   c10::SmallVector<StorageAlias, 4> storages_;
   c10::SmallVector<TensorAlias, 4> tensors_;

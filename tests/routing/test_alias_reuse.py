@@ -1,11 +1,10 @@
 """Vendor aliases reused across calls (csrc/dispatch/retag.cpp) are indistinguishable from fresh ones.
 
-The router keeps each thread's recent vendor aliases and hands one out again only while it still describes the
-caller's tensor. These checks change what a cached alias could get wrong between two calls on the same tensor
-(its layout, its storage, its version counter, its address after a free, its dtype), share tensors between
-threads, let a vendor kernel written in Python see an alias, and compare every result with the same program on
-the host, with the reuse on and off.
-"""
+The router gives each call's vendor aliases back to a pool of its thread, and the next call re-points them at its
+own tensors. These checks change what a reused alias could get wrong between two calls (its layout, its storage,
+its version counter, its address after a free, its dtype, storage shared between a list's tensors), share tensors
+between threads, let a vendor kernel written in Python see an alias, and compare every result with the same
+program on the host, with the reuse on and off."""
 
 from __future__ import annotations
 
@@ -198,7 +197,7 @@ def resident_mib():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096 / 2**20
 
-# a backward loop whose kernels allocate 4 MiB buffers on every step, beside the aliases the table keeps
+# a backward loop whose kernels allocate 4 MiB buffers on every step, beside the aliases the pool keeps
 x = torch.randn(8, 16, 1024).to("flagos")
 w = torch.randn(1024, 1024).to("flagos").requires_grad_(True)
 marks = {}
@@ -216,3 +215,33 @@ def test_reused_aliases_leave_the_host_heap_flat(module_child):
     # freed kernel buffers of the emulation's heap and it grew by about 4 MiB a step (600 MiB over these 140 steps)
     child = module_child(HEAP)
     assert child.data["grown_mib"] < 96, child.data
+
+
+SHARED = r"""
+import torch, torch_fl
+
+def overlap_error(device):
+    a = torch.arange(5.0).to(device)
+    try:  # a list op's arguments sharing a storage: the vendor kernel must see one storage to refuse the overlap
+        torch._foreach_add_([a[:4], a[1:]], [a[1:], a[:4]])
+    except RuntimeError as e:
+        return "single memory location" in str(e)
+    return False
+
+# pooled aliases carry earlier calls' tensors: a later call on other tensors, sizes and dtypes gets its own
+def later(device):
+    for n in (40, 3, 70):
+        xs = [torch.full((i % 5 + 1,), float(i)).to(device) for i in range(n)]
+        torch._foreach_mul_(xs, 2.0)
+    ints = torch.arange(6, dtype=torch.int64).to(device).view(2, 3).t()
+    return {"floats": [t.cpu().tolist() for t in xs], "ints": (ints * 3).cpu().tolist()}
+
+report("shared", {"cpu": overlap_error("cpu"), "flagos": overlap_error("flagos")})
+report("later", {"cpu": later("cpu"), "flagos": later("flagos")})
+"""
+
+
+def test_pooled_aliases_keep_shared_storage_and_take_each_callers_layout(module_child):
+    child = module_child(SHARED)
+    assert child.data["shared"] == {"cpu": True, "flagos": True}
+    assert child.data["later"]["flagos"] == child.data["later"]["cpu"]
