@@ -124,7 +124,12 @@ class AliasPool {
     tensors_.pop_back();
     c10::TensorImpl* impl = alias.unsafeGetTensorImpl();
     impl->set_storage_and_dtype(storage, caller->dtype());
-    impl->set_sizes_and_strides(caller->sizes(), caller->strides(), caller->storage_offset());
+    // Calls repeat their shapes (an optimizer's lists, a layer's activations), and the pool hands a call's
+    // aliases out in the order the last call took them: often the layout is already the caller's.
+    if (impl->sizes() != caller->sizes() || impl->strides() != caller->strides() ||
+        impl->storage_offset() != caller->storage_offset()) {
+      impl->set_sizes_and_strides(caller->sizes(), caller->strides(), caller->storage_offset());
+    }
     impl->set_version_counter(caller->version_counter());
     return alias;
   }
@@ -142,9 +147,9 @@ class AliasPool {
   }
   void give_back(c10::Storage&& alias) {
     c10::StorageImpl* impl = alias.unsafeGetStorageImpl();
-    // A storage a vendor kernel resized owns vendor memory (a deleter): it is freed, not pooled.
+    // A storage a vendor kernel resized owns vendor memory (its DataPtr has a context): freed, not pooled.
     if (storages_.size() >= kCapacity || alias.use_count() != 1 || exposed_to_python(*impl) ||
-        impl->data_ptr().get_deleter() != nullptr ||
+        impl->data_ptr().get_context() != nullptr ||
         c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl).weak_use_count() != 1) {
       return;
     }
@@ -219,9 +224,10 @@ Retagger::Retagger(const c10::OperatorHandle& op)
 
 Retagger::~Retagger() {
   if (!reuse_) return;
-  // Tensors first: each holds its storage alias, which can go back only once they have let go of it.
-  for (auto& a : tensors_) pool_->give_back(std::move(a.alias));
-  for (auto& s : storages_) pool_->give_back(std::move(s.alias));
+  // Tensors first: each holds its storage alias, which can go back only once they have let go of it. Last
+  // first, so the pool (a stack) hands them out again in this call's order.
+  for (auto a = tensors_.rbegin(); a != tensors_.rend(); ++a) pool_->give_back(std::move(a->alias));
+  for (auto s = storages_.rbegin(); s != storages_.rend(); ++s) pool_->give_back(std::move(s->alias));
 }
 
 // Asked only when a call mixes devices, so the hot path never compares op names.
