@@ -78,7 +78,8 @@ c10::Storage alias_storage_of(const at::Tensor& t) {
 // Only an alias nothing else holds goes back (no other reference, no Python object, no autograd data),
 // and taking one sets everything a fresh alias gets from its caller (bytes, size, dtype, layout, version
 // counter); an alias whose dispatch keys differ from what the caller needs (conjugate, negative, ...) is
-// made anew. A pooled tensor is parked on an empty storage, so the pool keeps no caller's memory in view.
+// made anew. A pooled tensor is parked on an empty storage and a disabled version counter, so it keeps no
+// caller's objects alive; a pooled storage keeps its last address, never read before it is re-pointed.
 std::atomic<bool> g_alias_reuse{true};
 
 template <class T>

@@ -32,3 +32,29 @@ def test_bad_d_model_names_the_option(tmp_path):
     proc = subprocess.run([sys.executable, str(SCRIPT), "--d-model", "big"], capture_output=True, text=True,
                           timeout=60, cwd=tmp_path, check=False)
     assert proc.returncode == 2 and "--d-model" in proc.stderr and "'big'" in proc.stderr, proc.stderr
+
+
+def test_counters_split_the_routed_calls_by_phase(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--d-model", "32", "--rounds", "1", "--top", "500",
+                           "--counters", "1"], capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "router phases, µs per replay (mean of 1 replays with the counters on)" in proc.stdout, proc.stdout
+    rows = {}
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if line.startswith("    ") and len(parts) == 8 and parts[1] in ("fast", "boxed", "copy"):
+            rows[(parts[0], parts[1])] = int(parts[2]), [float(v) for v in parts[3:]]
+    # the matmuls and the optimizer's list ops took the unboxed entry, each call counted once per replay
+    assert rows[("mm", "fast")][0] > 0, rows
+    assert any(op.startswith("_foreach_") and path == "fast" for op, path in rows), rows
+    for (op, path), (_, (arguments, kernel, results, release, retag)) in rows.items():
+        assert kernel > 0 and arguments >= 0 and results >= 0 and release >= 0, (op, path)
+        assert abs(retag - (arguments + results + release)) < 0.2, (op, path)
+    total = re.search(r"all routed calls\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", proc.stdout)
+    assert total and float(total.group(2)) > 0, proc.stdout
+
+
+def test_negative_counters_are_refused(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--counters", "-1"], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "--counters" in proc.stderr, proc.stderr
