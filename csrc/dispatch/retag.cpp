@@ -12,6 +12,7 @@
 
 #include <array>
 #include <atomic>
+#include <typeinfo>
 
 namespace torch_fl {
 
@@ -75,11 +76,14 @@ c10::Storage alias_storage_of(const at::Tensor& t) {
 // re-tag cost, and objects that outlive their call are cold by the time the next step asks for them. So a
 // call's aliases go back to a small pool of this thread when it ends, and the next call, whatever tensors
 // it has, takes them from there while they are still in cache: re-pointed at its tensors, not rebuilt.
-// Only an alias nothing else holds goes back (no other reference, no Python object, no autograd data),
-// and taking one sets everything a fresh alias gets from its caller (bytes, size, dtype, layout, version
-// counter); an alias whose dispatch keys differ from what the caller needs (conjugate, negative, ...) is
-// made anew. A pooled tensor is parked on an empty storage and a disabled version counter, so it keeps no
-// caller's objects alive; a pooled storage keeps its last address, never read before it is re-pointed.
+// A pooled tensor alias keeps its own storage alias, so taking one re-points that storage at the caller's
+// bytes in place; only a tensor whose storage the call already has an alias of (arguments sharing storage)
+// is moved onto that one, and its own storage waits among the spares. Only an alias nothing else holds goes
+// back (no other reference, no Python object, no autograd data), and taking one sets everything a fresh
+// alias gets from its caller (bytes, size, device, dtype, layout, version counter); an alias whose dispatch
+// keys differ from what the caller needs (conjugate, negative, ...) is made anew. A pooled tensor has a
+// disabled version counter, so it keeps no caller's objects alive; its storage keeps the last address,
+// never read before it is re-pointed.
 std::atomic<bool> g_alias_reuse{true};
 
 template <class T>
@@ -89,34 +93,45 @@ bool exposed_to_python(const T& impl) {
   return impl.pyobj_slot()->load_pyobj() != nullptr;
 }
 
+// Counts read without touching them (reclaim and release move no count).
+bool only_reference(c10::StorageImpl* impl) {
+  auto p = c10::intrusive_ptr<c10::StorageImpl>::reclaim(impl);
+  const bool only = p.use_count() == 1 && p.weak_use_count() == 1;
+  p.release();
+  return only;
+}
+
+// A storage alias pointing nowhere yet.
+c10::Storage empty_storage_alias() {
+  const c10::DeviceType vendor = runtime().vendor_type();
+  return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::unsafe_steal_from_new(new AliasStorageImpl(
+      c10::StorageImpl::use_byte_size_t(), 0, c10::DataPtr(nullptr, c10::Device(vendor)), c10::GetAllocator(vendor),
+      /*resizable=*/true)));
+}
+
+bool same_layout(const c10::TensorImpl& a, const c10::TensorImpl& b) {
+  if (a.storage_offset() != b.storage_offset()) return false;
+  const c10::IntArrayRef as = a.sizes(), bs = b.sizes(), at = a.strides(), bt = b.strides();
+  if (as.size() != bs.size()) return false;
+  for (size_t d = 0; d < as.size(); ++d) { // a few dims: a loop beats a call to memcmp
+    if (as[d] != bs[d] || at[d] != bt[d]) return false;
+  }
+  return true;
+}
+
 } // namespace
 
 class AliasPool {
  public:
-  AliasPool()
-      : parked_(c10::intrusive_ptr<c10::StorageImpl>::unsafe_steal_from_new(new AliasStorageImpl(
-            c10::StorageImpl::use_byte_size_t(), 0, c10::DataPtr(nullptr, c10::Device(runtime().vendor_type())),
-            c10::GetAllocator(runtime().vendor_type()), /*resizable=*/true))) {}
-
-  // An alias of `t`'s storage: a pooled one pointed at its bytes, or a new one.
-  c10::Storage storage(const at::Tensor& t) {
-    if (storages_.empty()) return alias_storage_of(t);
-    c10::Storage alias = std::move(storages_.back());
-    storages_.pop_back();
-    c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
-    c10::StorageImpl* impl = alias.unsafeGetStorageImpl();
-    // mutable_data(): a copy-on-write storage materializes first, exactly as for a fresh alias.
-    impl->set_data_ptr_noswap(
-        c10::DataPtr(original->mutable_data(), runtime().vendor_device(t.device().index())));
-    impl->set_nbytes(original->nbytes());
-    return alias;
-  }
-
-  // The alias of `like` over `storage` (which storage() gave): a pooled one set from `like`, or a new one.
-  at::Tensor tensor(const c10::Storage& storage, const at::Tensor& like) {
+  // The alias of `like` for one call: over `shared` (the call's alias of like's storage, when it has one),
+  // else over the alias's own storage, re-pointed at like's bytes.
+  at::Tensor tensor(const at::Tensor& like, c10::StorageImpl* original, c10::StorageImpl* shared) {
     c10::TensorImpl* caller = like.unsafeGetTensorImpl();
     if (tensors_.empty() || caller->key_set() != caller_keys_ || tensors_.back().key_set() != alias_keys_) {
-      at::Tensor fresh = make_vendor_alias(storage, like);
+      at::Tensor fresh = make_vendor_alias(
+          shared != nullptr ? c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(shared))
+                            : alias_storage_of(like),
+          like);
       caller_keys_ = caller->key_set();
       alias_keys_ = fresh.key_set();
       return fresh;
@@ -124,11 +139,23 @@ class AliasPool {
     at::Tensor alias = std::move(tensors_.back());
     tensors_.pop_back();
     c10::TensorImpl* impl = alias.unsafeGetTensorImpl();
-    impl->set_storage_and_dtype(storage, caller->dtype());
+    const c10::Device device = runtime().vendor_device(like.device().index());
+    if (shared == nullptr) {
+      c10::StorageImpl* own = impl->unsafe_storage().unsafeGetStorageImpl();
+      // mutable_data(): a copy-on-write storage materializes first, exactly as for a fresh alias.
+      own->set_data_ptr_noswap(c10::DataPtr(original->mutable_data(), device));
+      own->set_nbytes(original->nbytes());
+      if (impl->dtype() != caller->dtype() || impl->device() != device) {
+        impl->set_storage_and_dtype(impl->unsafe_storage(), caller->dtype()); // also takes the storage's device
+      }
+    } else {
+      if (spares_.size() < kCapacity) spares_.push_back(impl->unsafe_storage());
+      impl->set_storage_and_dtype(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(shared)),
+          caller->dtype());
+    }
     // Calls repeat their shapes (an optimizer's lists, a layer's activations), and the pool hands a call's
     // aliases out in the order the last call took them: often the layout is already the caller's.
-    if (impl->sizes() != caller->sizes() || impl->strides() != caller->strides() ||
-        impl->storage_offset() != caller->storage_offset()) {
+    if (!same_layout(*impl, *caller)) {
       impl->set_sizes_and_strides(caller->sizes(), caller->strides(), caller->storage_offset());
     }
     impl->set_version_counter(caller->version_counter());
@@ -142,19 +169,18 @@ class AliasPool {
         exposed_to_python(*impl) || impl->autograd_meta() != nullptr || !impl->allow_tensor_metadata_change()) {
       return;
     }
-    impl->set_storage_keep_dtype(parked_);
+    c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
+    // Its storage goes back with it only if it is still the tensor's own alias storage: not shared with
+    // another alias, not one a vendor kernel put there, not resized into vendor memory (a DataPtr with a
+    // context owns that memory). Otherwise the tensor takes a spare, and the other storage goes its way.
+    if (storage == nullptr || typeid(*storage) != typeid(AliasStorageImpl) || !only_reference(storage) ||
+        exposed_to_python(*storage) || storage->data_ptr().get_context() != nullptr) {
+      c10::Storage spare = spares_.empty() ? empty_storage_alias() : std::move(spares_.back());
+      if (!spares_.empty()) spares_.pop_back();
+      impl->set_storage_keep_dtype(std::move(spare));
+    }
     impl->set_version_counter(c10::VariableVersion(c10::VariableVersion::DISABLED));
     tensors_.push_back(std::move(alias));
-  }
-  void give_back(c10::Storage&& alias) {
-    c10::StorageImpl* impl = alias.unsafeGetStorageImpl();
-    // A storage a vendor kernel resized owns vendor memory (its DataPtr has a context): freed, not pooled.
-    if (storages_.size() >= kCapacity || alias.use_count() != 1 || exposed_to_python(*impl) ||
-        impl->data_ptr().get_context() != nullptr ||
-        c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl).weak_use_count() != 1) {
-      return;
-    }
-    storages_.push_back(std::move(alias));
   }
 
   // A list op's storages, this call's index into its Retagger's list of them: found without a search of
@@ -184,9 +210,8 @@ class AliasPool {
     uint64_t call = 0;
     size_t position = SIZE_MAX;
   };
-  c10::Storage parked_; // where a pooled tensor points meanwhile: no bytes
-  std::vector<c10::Storage> storages_;
   std::vector<at::Tensor> tensors_;
+  std::vector<c10::Storage> spares_; // storage aliases of tensors moved onto a shared one
   c10::DispatchKeySet caller_keys_; // the keys of the last caller given a new alias, and that alias's
   c10::DispatchKeySet alias_keys_;
   std::array<Slot, kIndex> index_{};
@@ -225,10 +250,9 @@ Retagger::Retagger(const c10::OperatorHandle& op)
 
 Retagger::~Retagger() {
   if (!reuse_) return;
-  // Tensors first: each holds its storage alias, which can go back only once they have let go of it. Last
-  // first, so the pool (a stack) hands them out again in this call's order.
+  // Last first, so the pool (a stack) hands them out again in this call's order, and of tensors sharing a
+  // storage alias the first keeps it.
   for (auto a = tensors_.rbegin(); a != tensors_.rend(); ++a) pool_->give_back(std::move(a->alias));
-  for (auto s = storages_.rbegin(); s != storages_.rend(); ++s) pool_->give_back(std::move(s->alias));
 }
 
 // Asked only when a call mixes devices, so the hot path never compares op names.
@@ -249,38 +273,42 @@ void Retagger::note_device(c10::DeviceIndex index) {
 at::Tensor Retagger::to_vendor(c10::MaybeOwned<at::Tensor> owned_or_borrowed, bool written) {
   const at::Tensor& t = *owned_or_borrowed;
   note_device(t.device().index());
-  // Shared storage -> one alias, so the vendor's overlap checks still see it.
-  const c10::Storage& alias = reuse_ ? reused_storage_alias(t) : storage_alias(t);
-  at::Tensor v = reuse_ ? pool_->tensor(alias, t) : make_vendor_alias(alias, t);
+  c10::StorageImpl* original = t.storage().unsafeGetStorageImpl(); // refuses a tensor without storage
+  size_t* position = nullptr;
+  const StorageAlias* seen = seen_storage(original, &position);
+  c10::StorageImpl* shared = seen != nullptr ? seen->alias : nullptr;
+  at::Tensor v = reuse_ ? pool_->tensor(t, original, shared)
+                        : make_vendor_alias(shared != nullptr
+                                  ? c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(shared))
+                                  : alias_storage_of(t),
+                              t);
+  if (shared == nullptr) add_storage(original, v.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl(), position);
   tensors_.push_back({v, std::move(owned_or_borrowed), written});
   return v;
 }
 
-const c10::Storage& Retagger::storage_alias(const at::Tensor& t) {
-  c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
+const Retagger::StorageAlias* Retagger::seen_storage(const c10::StorageImpl* original, size_t** position) {
+  if (call_ != 0) {
+    // A list op: its storages are found through the pool's index (see prepare_list).
+    size_t* p = pool_->index_of(original, call_);
+    if (p != nullptr) {
+      if (*p != SIZE_MAX) return &storages_[*p];
+      *position = p;
+      return nullptr;
+    }
+  }
   // Newest first: an op's arguments that share storage (x.add_(x[1:])) are usually adjacent.
   for (auto s = storages_.rbegin(); s != storages_.rend(); ++s) {
-    if (s->original == original) return s->alias;
+    if (s->original == original) return &*s;
   }
-  return add_storage(t, reuse_ ? pool_->storage(t) : alias_storage_of(t));
+  return nullptr;
 }
 
-const c10::Storage& Retagger::reused_storage_alias(const at::Tensor& t) {
-  if (call_ == 0) return storage_alias(t);
-  // A list op: its storages are found through the pool's index (see prepare_list).
-  c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
-  size_t* position = pool_->index_of(original, call_);
-  if (position == nullptr) return storage_alias(t);
-  if (*position != SIZE_MAX) return storages_[*position].alias;
-  *position = storages_.size();
-  return add_storage(t, pool_->storage(t));
-}
-
-const c10::Storage& Retagger::add_storage(const at::Tensor& t, c10::Storage alias) {
-  c10::StorageImpl* original = t.storage().unsafeGetStorageImpl();
-  storages_.push_back({original, std::move(alias), original->mutable_data()});
-  access_.open(original->data()); // the vendor kernel may touch these bytes (FLAGOS_EMU_TRAP)
-  return storages_.back().alias;
+void Retagger::add_storage(c10::StorageImpl* original, c10::StorageImpl* alias, size_t* position) {
+  if (position != nullptr) *position = storages_.size();
+  void* data = original->mutable_data();
+  storages_.push_back({original, alias, data});
+  access_.open(data); // the vendor kernel may touch these bytes (FLAGOS_EMU_TRAP)
 }
 
 void Retagger::prepare_list(at::TensorList list) {
@@ -440,7 +468,7 @@ at::Tensor Retagger::from_vendor(const at::Tensor& t) {
   const c10::DispatchKeySet flagos_keys(c10::DispatchKey::PrivateUse1);
   c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
   for (const auto& s : storages_) {
-    if (s.alias.unsafeGetStorageImpl() == storage && storage->data() == s.original_data) {
+    if (s.alias == storage && storage->data() == s.original_data) {
       // A view of an argument: same bytes, seen through the caller's storage.
       return make_tensor_on(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(s.original)),
                             flagos_keys, t);
@@ -482,11 +510,12 @@ void Retagger::written_from_vendor() {
     if (!a.written) continue;
     c10::TensorImpl* alias = a.alias.unsafeGetTensorImpl();
     c10::TensorImpl* original = a.original->unsafeGetTensorImpl();
-    c10::StorageImpl* alias_storage = alias->storage().unsafeGetStorageImpl();
+    c10::StorageImpl* alias_storage = alias->unsafe_storage().unsafeGetStorageImpl();
     // Still the caller's bytes (the common case): not resized, nothing to search for.
-    if (alias_storage->data() != original->storage().unsafeGetStorageImpl()->data()) adopt_resized(alias_storage);
-    if (alias->sizes() != original->sizes() || alias->strides() != original->strides() ||
-        alias->storage_offset() != original->storage_offset()) {
+    if (alias_storage->data() != original->unsafe_storage().unsafeGetStorageImpl()->data()) {
+      adopt_resized(alias_storage);
+    }
+    if (!same_layout(*alias, *original)) {
       original->set_sizes_and_strides(alias->sizes(), alias->strides(), alias->storage_offset());
     }
   }
@@ -496,7 +525,7 @@ void Retagger::written_from_vendor() {
 // storage takes those bytes over, so every view of it sees them.
 void Retagger::adopt_resized(c10::StorageImpl* alias_storage) {
   for (auto& s : storages_) {
-    if (s.alias.unsafeGetStorageImpl() != alias_storage || alias_storage->data() == s.original_data) continue;
+    if (s.alias != alias_storage || alias_storage->data() == s.original_data) continue;
     const size_t nbytes = alias_storage->nbytes();
     c10::DataPtr taken = alias_storage->set_data_ptr(c10::DataPtr(nullptr, alias_storage->device()));
     c10::DataPtr adopted = runtime().adopt(std::move(taken), nbytes, s.original->device().index());

@@ -72,7 +72,7 @@ class Retagger {
  private:
   struct StorageAlias {
     c10::StorageImpl* original;
-    c10::Storage alias;
+    c10::StorageImpl* alias; // held by this call's tensor aliases over it
     void* original_data;
   };
   struct TensorAlias {
@@ -85,10 +85,11 @@ class Retagger {
   };
 
   at::Tensor to_vendor(c10::MaybeOwned<at::Tensor> t, bool written);
-  // The alias of t's storage for this call: made anew, or taken from the pool (alias_reuse()).
-  const c10::Storage& storage_alias(const at::Tensor& t);
-  const c10::Storage& reused_storage_alias(const at::Tensor& t);
-  const c10::Storage& add_storage(const at::Tensor& t, c10::Storage alias);
+  // The alias this call already made of `original` (arguments sharing a storage share one alias, so the
+  // vendor's overlap checks still see it), or null; `position` then says where a list op's index notes
+  // the new one (null: no index).
+  const StorageAlias* seen_storage(const c10::StorageImpl* original, size_t** position);
+  void add_storage(c10::StorageImpl* original, c10::StorageImpl* alias, size_t* position);
   c10::IValue value_to_vendor(c10::IValue value, bool written);
   void note_host_tensor(const at::Tensor& t);
   c10::IValue value_from_vendor(c10::IValue value);

@@ -236,8 +236,27 @@ def later(device):
     ints = torch.arange(6, dtype=torch.int64).to(device).view(2, 3).t()
     return {"floats": [t.cpu().tolist() for t in xs], "ints": (ints * 3).cpu().tolist()}
 
+# a pooled tensor alias keeps its own storage alias unless its call already has one of the caller's storage:
+# calls on views of one storage (an attention's q, k and v) and on separate storages alternate, with out=
+# arguments a vendor kernel resizes into memory of its own
+def mixed(device):
+    out = []
+    buf = torch.arange(12.0).to(device)
+    for i in range(30):
+        q, k, v = buf.view(3, 4).unbind(0)
+        out.append(torch.addcmul(q, k, v, value=0.5).cpu().tolist())
+        ys = [torch.full((3,), float(i + j)).to(device) for j in range(4)]
+        torch._foreach_add_(ys, [buf[:3], buf[3:6], buf[6:9], buf[9:]])
+        out.append([y.cpu().tolist() for y in ys])
+        o = torch.empty(0).to(device)
+        torch.mul(q, k, out=o)
+        out.append(o.cpu().tolist())
+        buf.add_(1)
+    return out
+
 report("shared", {"cpu": overlap_error("cpu"), "flagos": overlap_error("flagos")})
 report("later", {"cpu": later("cpu"), "flagos": later("flagos")})
+report("mixed", {"cpu": mixed("cpu"), "flagos": mixed("flagos")})
 """
 
 
@@ -245,3 +264,4 @@ def test_pooled_aliases_keep_shared_storage_and_take_each_callers_layout(module_
     child = module_child(SHARED)
     assert child.data["shared"] == {"cpu": True, "flagos": True}
     assert child.data["later"]["flagos"] == child.data["later"]["cpu"]
+    assert child.data["mixed"]["flagos"] == child.data["mixed"]["cpu"]
