@@ -16,7 +16,8 @@ def test_the_step_op_stream_is_recorded_and_replayed_on_every_arm(tmp_path):
                           capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     head = re.search(r"d_model 32: (\d+) ATen calls per step, plain device cpu; .*flagos (\d+), flagos, reuse off "
-                     r"(\d+), plain (\d+); flagos - plain [+-]\d+ µs per replay", proc.stdout)
+                     r"(\d+), plain (\d+), flagos, compact (\d+); flagos - plain [+-]\d+, "
+                     r"flagos compact - plain [+-]\d+ µs per replay", proc.stdout)
     assert head, proc.stdout
     calls = int(head.group(1))
     assert calls > 200, proc.stdout  # forward, backward and AdamW of two encoder layers
@@ -24,8 +25,11 @@ def test_the_step_op_stream_is_recorded_and_replayed_on_every_arm(tmp_path):
     # the backward kernels and the optimizer's list ops were recorded, not only the forward
     assert "aten.native_layer_norm_backward.default" in rows, rows
     assert any(name.startswith("aten._foreach_") for name in rows), rows
-    total = re.search(r"all ops \(sums of per-call medians\)\s+(\d+)", proc.stdout)
+    total = re.search(r"all ops \(sums of per-call medians\)\s+(\d+)((?:\s+[+-]?[\d.]+){5})$", proc.stdout, re.M)
     assert total and int(total.group(1)) == calls, proc.stdout
+    plain, flagos, _, _, compact_gap = (float(v) for v in total.group(2).split())
+    assert plain > 0 and flagos > 0, proc.stdout  # every arm, the compact flagos copies too, was replayed
+    assert compact_gap > -plain, proc.stdout
 
 
 def test_bad_d_model_names_the_option(tmp_path):

@@ -11,15 +11,20 @@ replay then calls the same ops with the same arguments, under no_grad and withou
 - ``flagos``: on the step's own flagos tensors;
 - ``flagos, reuse off``: the same, with vendor aliases built anew on every call (torch_fl._C.set_alias_reuse);
 - ``plain``: on plain vendor tensors (cuda on a GPU, cpu under the emulation) made from the flagos ones storage by
-  storage, so views still share memory and every argument has the layout the step gave it.
+  storage, so views still share memory and every argument has the layout the step gave it;
+- ``flagos, compact``: on flagos copies made the same way. The step's own tensors were made among everything else
+  a step allocates, the copies one after another, and that alone moves µs-scale host times (ops that never reach
+  torch_fl, views and ``detach``, came out dearer on the step's own tensors); this arm and ``plain`` differ in
+  the device alone.
 
-Plain vendor tensors never reach torch_fl, so one process holds all three arms: PyTorch's one-accelerator rule
+Plain vendor tensors never reach torch_fl, so one process holds all four arms: PyTorch's one-accelerator rule
 only concerns autograd, which the replay does not run. Each round replays the stream 3 times per arm, the arm
 order rotated; each call is timed on the host (no synchronisation inside a replay, one after it). A row is an op
 name: its calls per step and the sum of its per-call medians per arm; the differences are flagos' host overhead
 for that op in the step's real sequence (cold caches, real sizes), which hot loops of one small op underrate.
-The first line per d_model gives the whole stream's host time per arm and the median of flagos - plain per
-replay. Kernels run on the vendor device as usual; their values are whatever the replayed in-place ops leave.
+The first line per d_model gives the whole stream's host time per arm and the medians of flagos - plain and
+flagos compact - plain per replay. Kernels run on the vendor device as usual; their values are whatever the
+replayed in-place ops leave.
 """
 
 from __future__ import annotations
@@ -54,8 +59,9 @@ def record_step(torch: Any, d_model: int) -> list[tuple[Any, tuple, dict]]:
     return calls
 
 
-def on_plain(torch: Any, calls: list[tuple[Any, tuple, dict]], plain: str) -> list[tuple[Any, tuple, dict]]:
-    """The calls with every flagos tensor replaced by a plain one over a copy of its storage (one per storage)."""
+def copied(torch: Any, calls: list[tuple[Any, tuple, dict]], device: str) -> list[tuple[Any, tuple, dict]]:
+    """The calls with every flagos tensor replaced by one on `device` (a plain vendor device, or flagos again)
+    over a copy of its storage (one per storage), the copies made one after another."""
     from torch.utils._pytree import tree_map
 
     storages: dict[tuple[int, int], Any] = {}
@@ -63,7 +69,7 @@ def on_plain(torch: Any, calls: list[tuple[Any, tuple, dict]], plain: str) -> li
 
     def convert(x: Any) -> Any:
         if isinstance(x, torch.device) and x.type == "flagos":
-            return torch.device(plain, x.index or 0)
+            return torch.device(device, x.index or 0)
         if not isinstance(x, torch.Tensor) or x.device.type != "flagos":
             return x
         if id(x) in tensors:
@@ -72,8 +78,8 @@ def on_plain(torch: Any, calls: list[tuple[Any, tuple, dict]], plain: str) -> li
         key = (storage.data_ptr(), storage.nbytes())
         if key not in storages:
             raw = torch.empty(0, dtype=torch.uint8, device=x.device).set_(storage)
-            storages[key] = raw.cpu().to(plain).untyped_storage()
-        t = torch.empty(0, dtype=x.dtype, device=plain).set_(storages[key], x.storage_offset(), x.size(), x.stride())
+            storages[key] = raw.cpu().to(device).untyped_storage()
+        t = torch.empty(0, dtype=x.dtype, device=device).set_(storages[key], x.storage_offset(), x.size(), x.stride())
         try:
             leaf = x.requires_grad and x.is_leaf
         except RuntimeError:  # a view autograd will not describe (made under no_grad, its base changed since)
@@ -94,7 +100,9 @@ def measure(d_model: int, rounds: int, top: int, counted: int = 0) -> None:
     plain = "cuda" if torch_fl.accelerator() in ("cuda", "dcu") else "cpu"
     sync = torch.cuda.synchronize if plain == "cuda" else (lambda: None)
     calls = record_step(torch, d_model)
-    arms = {"flagos": calls, "flagos, reuse off": calls, "plain": on_plain(torch, calls, plain)}
+    # the plain copies and the compact flagos ones are made alike, storage after storage, so they lie alike
+    arms = {"flagos": calls, "flagos, reuse off": calls, "plain": copied(torch, calls, plain),
+            "flagos, compact": copied(torch, calls, "flagos")}
 
     def replay(arm: str) -> list[float]:
         torch_fl._C.set_alias_reuse(arm != "flagos, reuse off")
@@ -113,34 +121,37 @@ def measure(d_model: int, rounds: int, top: int, counted: int = 0) -> None:
         times: dict[str, list[list[float]]] = {arm: [] for arm in arms}
         order = list(arms)
         for r in range(rounds):
-            for arm in order[r % 3:] + order[: r % 3]:
+            for arm in order[r % len(order):] + order[: r % len(order)]:
                 times[arm] += [replay(arm) for _ in range(3)]
     finally:
         torch_fl._C.set_alias_reuse(True)
     median = {arm: [statistics.median(t[i] for t in times[arm]) * 1e6 for i in range(len(calls))] for arm in arms}
     total = {arm: [sum(t) * 1e6 for t in times[arm]] for arm in arms}
-    gap = statistics.median(f - p for f, p in zip(total["flagos"], total["plain"], strict=True))
+    def gap(arm: str) -> float:
+        return statistics.median(f - p for f, p in zip(total[arm], total["plain"], strict=True))
+
     print(
         f"d_model {d_model}: {len(calls)} ATen calls per step, plain device {plain}; whole stream, host µs per "
         f"replay (median of {len(times['plain'])}): "
         + ", ".join(f"{arm} {statistics.median(t):.0f}" for arm, t in total.items())
-        + f"; flagos - plain {gap:+.0f} µs per replay"
+        + f"; flagos - plain {gap('flagos'):+.0f}, flagos compact - plain {gap('flagos, compact'):+.0f} µs per replay"
     )
-    rows: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+    # per op: calls, then the sums of per-call medians of plain, flagos, flagos with reuse off, compact flagos
+    rows: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0.0])
     for i, (func, _, _) in enumerate(calls):
         row = rows[str(func)]
         row[0] += 1
-        row[1] += median["plain"][i]
-        row[2] += median["flagos"][i]
-        row[3] += median["flagos, reuse off"][i]
-    head = f"{'calls':>5s} {'plain µs':>9s} {'flagos µs':>9s} {'flagos-plain':>12s} {'reuse off-plain':>15s}"
+        for j, arm in enumerate(("plain", "flagos", "flagos, reuse off", "flagos, compact"), start=1):
+            row[j] += median[arm][i]
+    head = (f"{'calls':>5s} {'plain µs':>9s} {'flagos µs':>9s} {'flagos-plain':>12s} {'reuse off-plain':>15s} "
+            f"{'compact-plain':>13s}")
     print(f"  {'op':56s} {head}")
     ranked = sorted(rows.items(), key=lambda kv: kv[1][1] - kv[1][2])
-    for name, (n, p, f, off) in ranked[:top]:
-        print(f"  {name[:56]:56s} {int(n):5d} {p:9.1f} {f:9.1f} {f - p:+12.1f} {off - p:+15.1f}")
-    p, f, off = (sum(median[arm]) for arm in ("plain", "flagos", "flagos, reuse off"))
+    for name, (n, p, f, off, compact) in ranked[:top]:
+        print(f"  {name[:56]:56s} {int(n):5d} {p:9.1f} {f:9.1f} {f - p:+12.1f} {off - p:+15.1f} {compact - p:+13.1f}")
+    p, f, off, compact = (sum(median[arm]) for arm in ("plain", "flagos", "flagos, reuse off", "flagos, compact"))
     label = "all ops (sums of per-call medians)"
-    print(f"  {label:56s} {len(calls):5d} {p:9.1f} {f:9.1f} {f - p:+12.1f} {off - p:+15.1f}")
+    print(f"  {label:56s} {len(calls):5d} {p:9.1f} {f:9.1f} {f - p:+12.1f} {off - p:+15.1f} {compact - p:+13.1f}")
     if counted:
         router_phases(torch_fl, lambda: replay("flagos"), counted, top)
 
