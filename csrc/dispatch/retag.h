@@ -72,7 +72,9 @@ class Retagger {
  private:
   struct StorageAlias {
     c10::StorageImpl* original;
-    c10::StorageImpl* alias; // held by this call's tensor aliases over it
+    // Held by this call's tensor aliases over it. A vendor kernel that put another storage under one of them
+    // may have freed it, so once the kernel ran it is only compared with live storages, never followed.
+    c10::StorageImpl* alias;
     void* original_data;
   };
   struct TensorAlias {
