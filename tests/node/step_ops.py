@@ -127,6 +127,7 @@ def measure(d_model: int, rounds: int, top: int, counted: int = 0) -> None:
         torch_fl._C.set_alias_reuse(True)
     median = {arm: [statistics.median(t[i] for t in times[arm]) * 1e6 for i in range(len(calls))] for arm in arms}
     total = {arm: [sum(t) * 1e6 for t in times[arm]] for arm in arms}
+
     def gap(arm: str) -> float:
         return statistics.median(f - p for f, p in zip(total[arm], total["plain"], strict=True))
 
