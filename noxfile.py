@@ -9,6 +9,7 @@
     nox -s publish -- DEST           copy the wheels and indexes to DEST/<variant>/ (a directory or share), atomically
     nox -s install-cpu               install from the index as a node does (HTTP, file://, --find-links), in bare
                                      containers, for every torch line of the variant
+    nox -s lock                      re-resolve the images' lock files (docker/<dir>/locks/, build_tools/locks.py)
 
 Flags of build-*/test-*/bench-* (given after `--`): --dry-run, --rebuild (ignore the up-to-date wheel and images),
 --bench-full / --no-bench (test-*; default: the short benchmark). An unknown flag is an error naming the valid ones
@@ -31,7 +32,7 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from build_tools import context, distribute, flow, matrix, plan, upkeep  # noqa: E402
+from build_tools import context, distribute, flow, locks, matrix, plan, torch_headers, upkeep  # noqa: E402
 from build_tools.summary import Summary  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
@@ -44,6 +45,9 @@ except matrix.MatrixError as exc:  # one clear line instead of a traceback
     sys.exit(f"noxfile: {exc}")
 
 OPINFO_SAMPLES = "1"  # samples per (operator, dtype) in the host session's OpInfo runs; 0 = all
+# The torch whose headers and hipify the HIP compile check uses: the DAS torch line of the DCU default image
+# ([vendors.dcu] in configs/toolchains.toml), taken from PyPI's wheel of that line (headers only, never imported).
+HIPIFY_TORCH = "torch==2.9.1"
 
 ACTIONS = {
     "build": ("Build + auditwheel-repair the {v} wheel in Docker into wheels/{variant}/", flow.build),
@@ -110,6 +114,13 @@ def publish(session: nox.Session) -> None:
     session.run("python", "-m", "build_tools.distribute", "publish", *session.posargs)
 
 
+@nox.session
+def lock(session: nox.Session) -> None:
+    """Re-resolve the images' lock files (`-- ROW ...`: only those rows); build_tools/locks.py says what each holds."""
+    session.install(locks.UV, "packaging")
+    session.run("python", "-m", "build_tools.locks", *session.posargs)
+
+
 @nox.session(python=False)
 def clean(session: nox.Session) -> None:
     """Remove build/, reports/, built wheels and torch-fl images (`-- --all`: base images, BuildKit cache)."""
@@ -128,8 +139,8 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Host tests, no docker: tests/unit, then build + install the wheel here and run the suites of the matrix
-    and the OpInfo suite (once per route conf)."""
+    """Host tests, no docker: tests/unit, then build + install the wheel here for what needs the host (a compiler
+    for torch.compile, both cores for torch's op database); the suites of the matrix run in the test containers."""
     cpu = MATRIX.vendor("cpu")
     host = flow.env.from_environ(os.environ)
     wheelhouses = [p.name for d in host.find_links_dirs for p in d.iterdir()]
@@ -143,32 +154,22 @@ def tests(session: nox.Session) -> None:
     )
     # the model suite's torchvision, which pins torch exactly: --no-deps (docker/cpu/requirements-models.txt)
     session.install("--no-deps", "-r", "docker/cpu/requirements-models.txt")
-    session.run("pytest", "tests/unit", *session.posargs)
+    # the HIP compile check hipifies and compiles the DCU runtime against the DCU default's torch line
+    hipify_torch = torch_headers.unpack(ROOT / "build" / "hipify-torch", HIPIFY_TORCH, session.log)
+    session.run("pytest", "tests/unit", *session.posargs, env={"TORCH_FL_HIPIFY_TORCH": str(hipify_torch)})
 
     out = ROOT / "build" / "host-wheel"
     shutil.rmtree(out, ignore_errors=True)
     session.run("pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(out), str(ROOT))
     wheels = sorted(out.glob("*.whl"))
     session.run("pip", "install", "--force-reinstall", "--no-deps", *map(str, wheels))
-    suites = [s for s in MATRIX.build.test_suites if (ROOT / "tests" / s).is_dir()]
-    if not suites:
-        session.error("no routing/correctness suites under tests/")
     with tempfile.TemporaryDirectory(prefix="torch-fl-tests-") as tmp:
         copy = Path(tmp) / "tests"  # outside the source tree: `import torch_fl` imports the installed wheel
         shutil.copytree(ROOT / "tests", copy, ignore=shutil.ignore_patterns("unit", "__pycache__"))
         (copy / "pytest.ini").write_text(context.pytest_ini(ROOT / "pyproject.toml"))
         session.chdir(copy)
-        # routing, correctness and distributed run with the host-read trap on (FLAGOS_EMU_TRAP,
-        # csrc/runtime/host_access.h), so a kernel or a collectives library that reads flagos memory behind the
-        # router fails them; the model and timing suites run without it
-        trapped = [s for s in suites if s in ("routing", "correctness", "distributed")]
-        rest = [s for s in suites if s not in trapped]
-        for group, env in ((trapped, {"FLAGOS_EMU_TRAP": "1"}), (rest, {})):
-            if group:
-                markers = ("-m", cpu.pytest_markers)
-                session.run("pytest", *group, "-p", "no:cacheprovider", *markers, *session.posargs, env=env)
         # torch.compile on flagos (tests/compile): host-only, since Inductor compiles its C++ kernels at run time and
-        # the test image has no compiler; its own children turn the trap on where they test it
+        # the test image has no compiler; its own children turn the host-read trap on where they test it
         session.run("pytest", "compile", "-p", "no:cacheprovider", "-m", cpu.pytest_markers, *session.posargs)
         # torch's op database on flagos, once per route conf; each run installs its conf before torch_fl loads,
         # so each is a pytest process of its own. The first OPINFO_SAMPLES samples per (op, dtype) keep CI's

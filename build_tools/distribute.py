@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import context, dockercli, flow, index, matrix, plan
+from . import context, dockercli, flow, index, locks, matrix, plan
 from .dockercli import BUILDKIT_ENV
 from .matrix import Matrix, Toolchain
 from .summary import Summary
@@ -91,9 +91,7 @@ def plan_node_image(docker: str, chain: Toolchain, inp: plan.BuildInputs) -> Nod
         "--build-arg",
         f"BASE_IMAGE={inp.test_image}",
         "--build-arg",
-        f"TORCH_REQUIREMENT={chain.torch.requirement}",
-        "--build-arg",
-        f"TORCH_PIP_ARGS={' '.join(inp.torch_pip_args)}",
+        f"INSTALL_LOCK={plan.vendor_path(chain, locks.lock_path(chain, 'install'))}",
         *[a for name in inp.host.proxies for a in ("--build-arg", name)],
         *plan.secrets(inp),
         *plan.labels(chain, "node", inp.key),

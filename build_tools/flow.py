@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import context, dockercli, env, gpu, hostdev, outputs, plan, wheelcheck
+from . import context, dockercli, env, gpu, hostdev, locks, outputs, plan, wheelcheck
 from .images import Images
 from .matrix import Matrix, MatrixError, Toolchain
 from .runner import Result, Runner, StepFailed, UserError
@@ -100,6 +100,7 @@ class Built:
             pipconf=pipconf,
             host=self.host,
             key=key,
+            source_date_epoch=source_date_epoch(flow.repo),
         )
 
 
@@ -116,6 +117,12 @@ def _keep_image(flow: Flow, summary: Summary, role: str, tag: str) -> None:
 def build(flow: Flow, vendor: str, summary: Summary) -> Built:
     """Build and repair the wheel of ``vendor`` into wheels/<variant>/ unless it is up to date."""
     chain = flow.chain(vendor)
+    stale = [
+        p for lock in locks.locks_of(chain, flow.repo, str(flow.matrix.path), flow.matrix.suites(chain))
+        for p in locks.check(lock, flow.repo)
+    ]
+    if stale:
+        flow.runner.refuse("the locks of the images disagree with their requirements:\n  " + "\n  ".join(stale))
     host = flow.host()
     for line in host.describe():
         flow.echo(line)
@@ -335,7 +342,6 @@ def test(flow: Flow, vendor: str, summary: Summary) -> None:
     require_gpus(flow, vendor, f"test-{vendor}")
     require_devices(flow, vendor, f"test-{vendor}")
     final = flow.repo / "reports" / vendor
-    spec = flow.matrix.build
 
     def command(built: Built, tag: str, tmp: Path) -> plan.Command:
         return plan.plan_test_run(
@@ -347,7 +353,7 @@ def test(flow: Flow, vendor: str, summary: Summary) -> None:
             bench=flow.options.bench,
             pytest_args=flow.options.pytest_args,
             user=env.current_user(),
-            suites=spec.test_suites,
+            suites=flow.matrix.suites(built.chain),
             host_flags=host_run_flags(flow, built.chain),
         )
 
@@ -410,6 +416,18 @@ def bench(flow: Flow, vendor: str, summary: Summary) -> None:
         raise UserError(
             f"bench-{vendor} failed: python -m {plan.BENCH_MODULE} exited {res.returncode} ({where}); log {res.log}"
         )
+
+
+# 1980-01-01, the earliest time a zip entry can carry: the epoch of a checkout without git history.
+ZIP_EPOCH = "315532800"
+
+
+def source_date_epoch(repo: Path) -> str:
+    """SOURCE_DATE_EPOCH of a build: the time of the checkout's HEAD commit, so that two builds of one commit from
+    the same locked inputs write the same timestamps into the wheel."""
+    res = dockercli.run_quiet(["git", "-C", str(repo), "log", "-1", "--format=%ct"])
+    value = res.stdout.strip() if res.returncode == 0 else ""
+    return value if value.isdigit() and int(value) > int(ZIP_EPOCH) else ZIP_EPOCH
 
 
 def _git_head(repo: Path) -> str:

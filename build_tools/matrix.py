@@ -111,6 +111,11 @@ class Toolchain:
         '-m expression selecting this vendor\'s tests ("" runs everything; markers: tests/conftest.py)', default=""
     )
     bench_vendor: str = _key("--vendor passed to the benchmark (python -m torch_fl.bench)", default="")
+    test_suites: tuple[str, ...] = _key(
+        "(optional) the suites this row's test container runs, a subset of [build].test_suites (default: all of "
+        "them); the test image installs the model suite's libraries only when it runs `models`",
+        default=(),
+    )
     collectives: str = _key(
         "(optional) one line: how the flagos backend of torch.distributed reaches the vendor's collectives "
         "library (torch_fl/distributed.py creates it); shown by build-<vendor>",
@@ -205,6 +210,10 @@ class Matrix:
     build: BuildSpec
     vendors: Mapping[str, Toolchain]
     local_bases: Mapping[str, LocalBase]
+
+    def suites(self, chain: Toolchain) -> tuple[str, ...]:
+        """The suites the test container of ``chain`` runs."""
+        return chain.test_suites or self.build.test_suites
 
     def vendor(self, name: str) -> Toolchain:
         try:
@@ -363,6 +372,7 @@ def _toolchain(path: Path, vendor: str, table: Mapping[str, Any]) -> Toolchain:
         pytest_markers=r.str("pytest_markers"),
         bench_vendor=r.str("bench_vendor"),
         collectives=r.str("collectives", required=False),
+        test_suites=r.str_list("test_suites", required=False),
     )
     r.reject_unknown()
     if "\n" in chain.summary:
@@ -416,6 +426,12 @@ def parse(data: Mapping[str, Any], path: Path) -> Matrix:
             raise vendors_table.error(name, "expected a table")
         vendors[name] = _toolchain(path, name, table)
         vendors_table.used.add(name)
+        extra = sorted(set(vendors[name].test_suites) - set(build.test_suites))
+        if extra:
+            raise MatrixError(
+                f"{path}: vendors.{name}.test_suites: {', '.join(extra)} not in [build].test_suites "
+                f"({', '.join(build.test_suites)})"
+            )
     if not vendors:
         raise top.error("vendors", "no vendor tables")
     bases_table = top.sub("local_bases", required=False)

@@ -2,8 +2,11 @@
 
 Every vendor's Dockerfile receives the same build args (see docker/README.md):
 
-    BUILDER_IMAGE TEST_IMAGE PYTHON_VERSION VARIANT TORCH_REQUIREMENT TORCH_PIP_ARGS TORCH_FROM_IMAGE
-    TORCH_BUILDER_PIP_ARGS BUILD_ENV AUDITWHEEL_EXCLUDE
+    BUILDER_IMAGE TEST_IMAGE PYTHON_VERSION VARIANT BUILDER_LOCK TEST_LOCK BUILD_ENV AUDITWHEEL_EXCLUDE
+    SOURCE_DATE_EPOCH
+
+Every Python package, torch included, comes from the row's lock files (build_tools/locks.py); where torch may come
+from (a staged wheelhouse, the row's index) reaches pip through the pip.conf secret.
 
 and has the targets ``build`` (compiled + repaired wheel inside), ``wheel`` (scratch stage holding only the
 repaired wheel and its build report, exported with ``--output``) and ``test`` (compiler-free, wheel installed,
@@ -19,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import locks
 from .dockercli import BUILDKIT_ENV
 from .env import HostEnv, proxy_build_args, proxy_run_env
 from .matrix import Toolchain
@@ -103,6 +107,12 @@ class BuildInputs:
     pipconf: Path
     host: HostEnv
     key: str
+    source_date_epoch: str = "0"  # the commit's time: every timestamp in the wheel (reproducible builds)
+
+
+def vendor_path(chain: Toolchain, path: Path) -> str:
+    """``path`` (repo-relative, inside the row's docker directory) as the staged context's vendor/ holds it."""
+    return path.relative_to(Path(chain.dockerfile).parent).as_posix()
 
 
 def build_args(chain: Toolchain, inp: BuildInputs) -> list[str]:
@@ -111,12 +121,11 @@ def build_args(chain: Toolchain, inp: BuildInputs) -> list[str]:
         "TEST_IMAGE": inp.test_image,
         "PYTHON_VERSION": chain.python,
         "VARIANT": chain.variant,
-        "TORCH_REQUIREMENT": chain.torch.requirement,
-        "TORCH_PIP_ARGS": " ".join(inp.torch_pip_args),
-        "TORCH_FROM_IMAGE": "1" if chain.torch.from_image else "0",
-        "TORCH_BUILDER_PIP_ARGS": "--no-deps" if chain.torch.builder_no_deps else "",
+        "BUILDER_LOCK": vendor_path(chain, locks.lock_path(chain, "builder")),
+        "TEST_LOCK": vendor_path(chain, locks.lock_path(chain, "test")),
         "BUILD_ENV": " ".join(f"{k}={v}" for k, v in sorted(chain.build_env.items())),
         "AUDITWHEEL_EXCLUDE": " ".join(chain.auditwheel_exclude),
+        "SOURCE_DATE_EPOCH": inp.source_date_epoch,
     }
     out: list[str] = []
     for k, v in args.items():

@@ -3,18 +3,16 @@
 usage: python cuda_toolkit.py
 
 - A base image that has a CUDA toolkit (nvidia/cuda devel: /usr/local/cuda/bin/nvcc) is used as it is.
-- Otherwise the toolkit is composed from PyPI's NVIDIA wheels at exactly the CUDA release the installed torch was
-  built with: torch's own ``cuda-toolkit[...]==X.Y.Z`` requirement, with the nvcc, crt, cccl and cudart extras
-  (torch brings only the runtime libraries). The wheels install under site-packages/nvidia/cu<major>/ (bin,
-  include, lib); /usr/local/cuda points there so CMake's FindCUDAToolkit finds it like a system toolkit, and the
-  unversioned libcudart.so that find_library needs is linked beside the versioned one.
-
-Needs pip's configuration in PIP_CONFIG_FILE (the BuildKit secret) when it has to install.
+- Otherwise the toolkit is composed from PyPI's NVIDIA wheels that the builder's lock installed
+  (``cuda-toolkit[cudart,nvcc,nvvm,crt,cccl]``, docker/cuda/requirements-build.txt). Nothing is installed here:
+  the wheels are checked to be one CUDA release, the one torch was built with, and a wheel of another release is
+  named with the way out. They unpack under site-packages/nvidia/cu<major>/ (bin, include, lib, nvvm), which
+  /usr/local/cuda then points to. nvcc's own profile links from ``lib64`` (the layout of a system toolkit) and
+  CMake's find_library needs the unversioned ``libcudart.so``: both are links made beside the wheels' files.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -23,46 +21,86 @@ from importlib import metadata
 from pathlib import Path
 
 SYSTEM = Path("/usr/local/cuda")
-EXTRAS = "cudart,nvcc,crt,cccl"
+# The toolkit wheels whose release must be torch's CUDA release (major.minor); nvidia-nvvm is the one that
+# drifted: nvidia-cuda-nvcc asks for it without a version.
+TOOLKIT = ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-runtime", "nvidia-cuda-crt", "nvidia-cuda-cccl")
 
 
-def toolkit_requirement(torch_requires: list[str], torch_cuda: str | None) -> str:
-    """``cuda-toolkit[cudart,nvcc,crt,cccl]==13.0.2``: torch's own pin when it has one, else its CUDA line."""
+def torch_cuda_release(torch_requires: list[str], version_py: str) -> tuple[str, str | None]:
+    """(torch's CUDA major.minor from its version.py, torch's own ``cuda-toolkit==X.Y.Z`` pin or None)."""
+    m = re.search(r"^cuda\b[^=]*=\s*'([0-9.]+)'", version_py, re.M)
+    if not m:
+        raise SystemExit("cuda_toolkit: the installed torch is not a CUDA build (torch/version.py has no cuda)")
+    pin = None
     for req in torch_requires:
-        m = re.match(r"cuda-toolkit(\[[^\]]*\])?\s*==\s*([0-9.]+)", req)
-        if m:
-            return f"cuda-toolkit[{EXTRAS}]=={m.group(2)}"
-    if not torch_cuda:
-        raise SystemExit("cuda_toolkit: the installed torch is not a CUDA build (torch.version.cuda is None)")
-    return f"cuda-toolkit[{EXTRAS}]=={torch_cuda}.*"
+        if t := re.match(r"cuda-toolkit(\[[^\]]*\])?\s*==\s*([0-9.]+)", req):
+            pin = t.group(2)
+    return ".".join(m.group(1).split(".")[:2]), pin
+
+
+def release_problems(cuda: str, pin: str | None, installed: dict[str, str | None]) -> list[str]:
+    """Each toolkit wheel that is missing or of another CUDA release than torch's, with the fix."""
+    fix = "pin it in docker/cuda/requirements-build.txt and run `nox -s lock`"
+    problems = []
+    if pin and installed.get("cuda-toolkit") not in (pin, None):
+        problems.append(f"cuda-toolkit {installed['cuda-toolkit']} is installed, torch requires {pin}: {fix}")
+    for name in TOOLKIT:
+        version = installed.get(name)
+        if version is None:
+            problems.append(f"{name} is not installed: add the extra to cuda-toolkit[...] and {fix}")
+        elif ".".join(version.split(".")[:2]) != cuda:
+            problems.append(f"{name} {version} is not of torch's CUDA release {cuda}: {fix}")
+    return problems
+
+
+def _version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _link(link: Path, target: str) -> None:
+    if not link.exists() and not link.is_symlink():
+        link.symlink_to(target)
 
 
 def main() -> int:
     if (SYSTEM / "bin" / "nvcc").is_file():
         print(f"cuda_toolkit: using the base image's toolkit at {SYSTEM.resolve()}", flush=True)
         return 0
-    os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    import torch
-
-    req = toolkit_requirement(metadata.requires("torch") or [], torch.version.cuda)
-    print(f"cuda_toolkit: no toolkit in the base image; installing {req} from the package index", flush=True)
-    subprocess.check_call([sys.executable, "-m", "pip", "install", req])
-    major = (torch.version.cuda or "").split(".")[0]
-    site = Path(torch.__file__).resolve().parents[1]
-    root = site / "nvidia" / f"cu{major}"
+    dist = metadata.distribution("torch")
+    version_py = Path(dist.locate_file("torch/version.py")).read_text(encoding="utf-8")
+    cuda, pin = torch_cuda_release(dist.requires or [], version_py)
+    installed = {name: _version(name) for name in ("cuda-toolkit", *TOOLKIT)}
+    problems = release_problems(cuda, pin, installed)
+    if problems:
+        raise SystemExit("cuda_toolkit: the toolkit wheels are not one CUDA release:\n  " + "\n  ".join(problems))
+    root = Path(dist.locate_file(f"nvidia/cu{cuda.split('.')[0]}"))
     if not (root / "bin" / "nvcc").is_file():
-        raise SystemExit(f"cuda_toolkit: {req} did not provide {root}/bin/nvcc")
+        nvcc = installed["nvidia-cuda-nvcc"]
+        raise SystemExit(f"cuda_toolkit: nvidia-cuda-nvcc {nvcc} did not provide {root}/bin/nvcc")
     lib = root / "lib"
     versioned = sorted(lib.glob("libcudart.so.*"))
     if not versioned:
         raise SystemExit(f"cuda_toolkit: no libcudart.so.* in {lib}")
-    if not (lib / "libcudart.so").exists():
-        (lib / "libcudart.so").symlink_to(versioned[0].name)
+    _link(lib / "libcudart.so", versioned[0].name)
+    _link(root / "lib64", "lib")
     if SYSTEM.is_symlink() or SYSTEM.exists():
         shutil.rmtree(SYSTEM) if SYSTEM.is_dir() and not SYSTEM.is_symlink() else SYSTEM.unlink()
     SYSTEM.symlink_to(root)
-    out = subprocess.run([str(SYSTEM / "bin" / "nvcc"), "--version"], capture_output=True, text=True, check=True)
-    print(f"cuda_toolkit: {SYSTEM} -> {root}: {out.stdout.strip().splitlines()[-1]}", flush=True)
+    # nvcc must compile and link a kernel: ptxas refuses PTX of a later nvvm, and a missing lib64 fails the link
+    probe = Path("/tmp/cuda_toolkit_probe")
+    probe.mkdir(exist_ok=True)
+    (probe / "k.cu").write_text("__global__ void k() {}\nint main() { k<<<1, 1>>>(); return 0; }\n")
+    res = subprocess.run(
+        [str(SYSTEM / "bin" / "nvcc"), str(probe / "k.cu"), "-o", str(probe / "k")], capture_output=True, text=True
+    )
+    shutil.rmtree(probe, ignore_errors=True)
+    if res.returncode != 0:
+        raise SystemExit(f"cuda_toolkit: nvcc cannot build a kernel with this toolkit:\n{res.stderr.strip()}")
+    shown = ", ".join(f"{n} {installed[n]}" for n in TOOLKIT)
+    print(f"cuda_toolkit: {SYSTEM} -> {root} (CUDA {cuda}: {shown}); nvcc builds a kernel", flush=True)
     return 0
 
 

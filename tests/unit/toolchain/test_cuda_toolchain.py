@@ -91,9 +91,7 @@ def test_dockerfile_has_the_contract_targets_and_bases(cuda):
     inputs = plan.BuildInputs(Path("ctx"), DOCKERFILE, "b", "t", [], Path("pip.conf"), env.from_environ({}), "k")
     passed = [a.split("=", 1)[0] for a in plan.build_args(cuda, inputs) if "=" in a]
     for arg in passed:
-        # only rows with torch.from_image / torch.builder_no_deps read these (the dcu / cpu Dockerfiles)
-        if arg not in ("TORCH_FROM_IMAGE", "TORCH_BUILDER_PIP_ARGS"):
-            assert re.search(rf"^ARG {arg}\b", text, re.M), f"build arg {arg} is passed but not declared"
+        assert re.search(rf"^ARG {arg}\b", text, re.M), f"build arg {arg} is passed but not declared"
 
 
 def _stage_text(text: str, name: str) -> str:
@@ -126,7 +124,7 @@ def test_vendor_requirement_files_exist_and_are_pinned():
             for line in (REPO / "docker" / "cuda" / name).read_text().splitlines()
             if line.strip() and not line.startswith("#")
         ]
-        assert lines and all(re.fullmatch(r"[A-Za-z0-9_.-]+==[\w.]+", line) for line in lines), lines
+        assert lines and all(re.fullmatch(r"[A-Za-z0-9_.-]+(\[[a-z,]+\])?==[\w.]+", line) for line in lines), lines
     test_reqs = (REPO / "docker" / "cuda" / "requirements-test.txt").read_text()
     assert "matplotlib" in test_reqs, "bench.png needs matplotlib"
 
@@ -188,9 +186,10 @@ def test_build_cuda_dry_run_plans_both_builds_and_runs_nothing(fake_repo, empty_
         assert args["BUILDER_IMAGE"] == cuda.builder_image and args["TEST_IMAGE"] == cuda.test_image
         # the plan is the row: what the matrix says is what docker is told
         assert args["PYTHON_VERSION"] == cuda.python and args["VARIANT"] == cuda.variant
-        assert args["TORCH_REQUIREMENT"] == cuda.torch.requirement
-        want_pip = f"--extra-index-url {cuda.torch.index_url}" if cuda.torch.index_url else ""
-        assert args["TORCH_PIP_ARGS"] == want_pip
+        # torch and every other package come from the row's locks (build_tools/locks.py)
+        assert args["BUILDER_LOCK"] == "locks/cuda-builder-py311.txt"
+        assert args["TEST_LOCK"] == "locks/cuda-test-py311.txt"
+        assert args["SOURCE_DATE_EPOCH"].isdigit()
         excluded = args["AUDITWHEEL_EXCLUDE"].split()
         assert excluded == list(cuda.auditwheel_exclude)
         # never grafted: torch and the CUDA runtime come with the user's torch (its nvidia-* wheels)
@@ -230,3 +229,30 @@ def test_plan_of_the_cuda_test_run_keeps_the_row_flags_after_the_environment(cud
     argv = list(c.argv)
     assert argv.index("-e") < argv.index("--gpus=all") < argv.index("img:1")
     assert argv[argv.index("--bench") + 1] == "short"
+
+
+def _cuda_toolkit():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("torch_fl_cuda_toolkit", REPO / "docker" / "cuda" / "cuda_toolkit.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_composed_toolkit_must_be_one_release_nvvm_included():
+    ct = _cuda_toolkit()
+    cuda, pin = ct.torch_cuda_release(["cuda-toolkit[cudart]==13.0.2; extra == 'x'"], "cuda = '13.0'\nhip = None\n")
+    assert (cuda, pin) == ("13.0", "13.0.2")
+    good = {"cuda-toolkit": "13.0.2", "nvidia-cuda-nvcc": "13.0.88", "nvidia-nvvm": "13.0.88",
+            "nvidia-cuda-runtime": "13.0.96", "nvidia-cuda-crt": "13.0.88", "nvidia-cuda-cccl": "13.0.85"}
+    assert ct.release_problems(cuda, pin, good) == []
+    # the drift of 2026-10: nvidia-cuda-nvcc asks for any nvidia-nvvm, and 13.5 breaks ptxas 13.0
+    (problem,) = ct.release_problems(cuda, pin, {**good, "nvidia-nvvm": "13.5.37"})
+    assert "nvidia-nvvm 13.5.37 is not of torch's CUDA release 13.0" in problem and "nox -s lock" in problem
+    missing = ct.release_problems(cuda, pin, {**good, "nvidia-nvvm": None})
+    assert any("nvidia-nvvm is not installed" in p for p in missing)
+    older = ct.release_problems(cuda, pin, {**good, "cuda-toolkit": "13.0.1"})
+    assert any("torch requires 13.0.2" in p for p in older)
+    with pytest.raises(SystemExit, match="not a CUDA build"):
+        ct.torch_cuda_release([], "cuda = None\n")

@@ -27,7 +27,10 @@ from build_tools.summary import Summary
 
 DCU = REPO / "docker" / "dcu"
 DOCKERFILE = DCU / "Dockerfile"
-DTK_IMAGE = re.compile(r"image\.sourcefind\.cn:5000/dcu/admin/base/pytorch:[\d.]+-ubuntu[\d.]+-dtk[\d.]+-py3\.10")
+# DTK 26.04 images are published on the community's Harbor registry; older lines (25.04) on image.sourcefind.cn:5000
+DTK_IMAGE = re.compile(
+    r"(harbor\.sourcefind\.cn:5443|image\.sourcefind\.cn:5000)/dcu/admin/base/pytorch:[\d.]+-ubuntu[\d.]+-dtk[\d.]+-py3\.10"
+)
 # sonames of a DTK image that the repaired wheel must never carry (the user's DTK and torch provide them)
 DTK_SONAMES = [
     "libgalaxyhip.so.5",
@@ -128,9 +131,9 @@ def test_dockerfile_contract(dcu):
     for arg in (
         "PYTHON_VERSION",
         "VARIANT",
-        "TORCH_REQUIREMENT",
-        "TORCH_PIP_ARGS",
-        "TORCH_FROM_IMAGE",
+        "BUILDER_LOCK",
+        "TEST_LOCK",
+        "SOURCE_DATE_EPOCH",
         "BUILD_ENV",
         "AUDITWHEEL_EXCLUDE",
     ):
@@ -374,7 +377,7 @@ def test_build_dcu_dry_run_prints_every_docker_command(fake_repo, no_dtk_daemon,
         assert build_arg(argv, "TEST_IMAGE") == dcu.test_image
         # the plan is the row: what the matrix says is what docker is told
         assert build_arg(argv, "VARIANT") == dcu.variant
-        assert build_arg(argv, "TORCH_FROM_IMAGE") == "1"
+        assert build_arg(argv, "BUILDER_LOCK") == "locks/dcu-builder-py310.txt"  # no torch in it: the image's
         assert build_arg(argv, "PYTHON_VERSION") == dcu.python
         assert sorted(build_arg(argv, "BUILD_ENV").split()) == sorted(f"{k}={v}" for k, v in dcu.build_env.items())
         assert build_arg(argv, "AUDITWHEEL_EXCLUDE").split() == list(dcu.auditwheel_exclude)
@@ -419,7 +422,7 @@ def test_build_dcu_without_the_dtk_image_stops_at_once_with_one_line(fake_repo, 
     msg = str(err.value)
     assert "\n" not in msg
     assert msg.startswith(f"base image {dcu.builder_image} is not present locally: ")
-    assert "docker login image.sourcefind.cn:5000" in msg and "docker load" in msg
+    assert "docker login harbor.sourcefind.cn:5443" in msg and "docker load" in msg
     assert ran == [], "no pull, no build: it stops at once"
     assert not (repo / "build" / "docker" / "dcu").exists(), "nothing staged"
 

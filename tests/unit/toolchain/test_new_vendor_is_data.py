@@ -63,6 +63,9 @@ def test_a_new_row_gets_its_sessions(acme_repo):
 def test_a_new_row_gets_its_plan_and_dry_run(acme_repo):
     res = nox(acme_repo, "-s", "test-acme", "--", "--dry-run")
     assert res.returncode == 0, res.stdout + res.stderr
+    # the new row has no locks yet: the dry run plans on, and says what a real run would stop on
+    said = res.stdout + res.stderr
+    assert "a real run would stop here" in said and "docker/acme/locks/acme-builder-py311.txt is missing" in said
     lines = [line for line in res.stdout.splitlines() if not line.startswith("nox >")]
     printed = [shlex.split(line) for line in lines if "docker build " in line or "docker run " in line]
     commands = [argv[i + 1 :] for argv in printed for i, a in enumerate(argv[:2]) if Path(a).name == "docker"]

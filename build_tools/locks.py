@@ -1,0 +1,263 @@
+"""Locked Python installs of the toolchain images.
+
+Every image installs its Python packages from one lock file: exact versions and sha256 hashes of every package,
+transitive ones included, installed with ``pip install --require-hashes --no-deps -r <lock>``. A lock is made by
+``nox -s lock`` (``python -m build_tools.locks``) with uv's resolver, and never edited by hand.
+
+What a lock is made from is derived from the matrix row, so nothing is declared twice:
+
+- ``<row>-builder``: the row's torch requirement (none when torch comes with the image; pinned without its
+  dependencies when ``torch.builder_no_deps``) and ``docker/<dir>/requirements-build.txt``;
+- ``<row>-test``: torch and ``requirements-test.txt``, plus ``requirements-models.txt`` pinned without
+  dependencies (torchvision pins torch exactly: its own resolution must never choose a torch);
+- ``<row>-install``: torch alone (the bare node of ``nox -s install-<row>``).
+
+``check`` compares a lock with what it is made from, without the network: a requirement the lock does not
+satisfy is named with both versions, and any other change of the inputs shows as a changed digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from .matrix import Matrix, Toolchain
+
+# torch's own wheels need glibc >= 2.28; resolving for that floor fits every image (bookworm 2.36, Ubuntu 22.04
+# 2.35), and each lock lists the hashes of every file of a pinned version, so pip still picks the best file.
+PLATFORM = "x86_64-manylinux_2_28"
+UV = "uv==0.13.9"  # the resolver `nox -s lock` installs
+HEADER = "# Locked by `nox -s lock`: edit the requirements it names, never this file."
+_PIN_RE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(?P<version>[^\s;\\]+)")
+
+
+class LockError(ValueError):
+    """A lock that is missing or no longer agrees with its requirements."""
+
+
+@dataclass(frozen=True)
+class Lock:
+    """One lock file and everything it is resolved from."""
+
+    row: str
+    stage: str
+    python: str
+    path: Path  # repo-relative
+    resolved: tuple[tuple[str, str], ...]  # (requirement, where it is written), resolved with its dependencies
+    pinned: tuple[tuple[str, str], ...]  # the same, pinned without its dependencies
+    index_url: str = ""  # the row's torch index, asked only when no find-links wheel satisfies torch
+
+    @property
+    def name(self) -> str:
+        return f"{self.row}-{self.stage}"
+
+    def digest(self) -> str:
+        resolved = sorted(r for r, _ in self.resolved)
+        pinned = sorted(r for r, _ in self.pinned)
+        text = "\n".join([self.python, PLATFORM, *resolved, "--no-deps", *pinned])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def lock_path(chain: Toolchain, stage: str) -> Path:
+    """``docker/cpu/locks/cpu214-test-py311.txt``: beside the row's Dockerfile, so it travels in vendor/."""
+    return Path(chain.dockerfile).parent / "locks" / f"{chain.vendor}-{stage}-py{chain.python.replace('.', '')}.txt"
+
+
+def requirement_lines(path: Path, repo: Path) -> list[tuple[str, str]]:
+    """(requirement, "file:line") for each requirement of a requirements file; comments and blanks dropped."""
+    rel = path.relative_to(repo) if path.is_absolute() else path
+    out = []
+    for n, line in enumerate((repo / rel).read_text(encoding="utf-8").splitlines(), 1):
+        text = line.split("#", 1)[0].strip()
+        if text:
+            out.append((text, f"{rel}:{n}"))
+    return out
+
+
+def locks_of(chain: Toolchain, repo: Path, matrix_path: str, suites: Sequence[str]) -> list[Lock]:
+    """The locks of one matrix row (none for a row whose Dockerfile does not exist yet); ``suites`` are the suites
+    its test container runs."""
+    here = Path(chain.dockerfile).parent
+    if not (repo / chain.dockerfile).is_file():
+        return []
+    torch = [] if chain.torch.from_image else [(chain.torch.requirement, f"{matrix_path} [vendors.{chain.vendor}]")]
+
+    def reqs(name: str) -> list[tuple[str, str]]:
+        return requirement_lines(here / name, repo) if (repo / here / name).is_file() else []
+
+    no_deps_torch = chain.torch.builder_no_deps
+    stages = {
+        "builder": (
+            (*([] if no_deps_torch else torch), *reqs("requirements-build.txt")),
+            tuple(torch if no_deps_torch else ()),
+        ),
+        "test": (
+            (*torch, *reqs("requirements-test.txt")),
+            tuple(reqs("requirements-models.txt")) if "models" in suites else (),
+        ),
+    }
+    if torch:
+        stages["install"] = (tuple(torch), ())
+    return [
+        Lock(chain.vendor, stage, chain.python, lock_path(chain, stage), tuple(res), tuple(pin), chain.torch.index_url)
+        for stage, (res, pin) in stages.items()
+    ]
+
+
+def all_locks(matrix: Matrix, repo: Path) -> list[Lock]:
+    path = Path(matrix.path)
+    shown = str(path.relative_to(repo) if path.is_absolute() and path.is_relative_to(repo) else path)
+    return [
+        lock for chain in matrix.vendors.values() for lock in locks_of(chain, repo, shown, matrix.suites(chain))
+    ]
+
+
+def read_pins(text: str) -> dict[str, tuple[str, int]]:
+    """{canonical name: (version, number of hashes)} of a lock's text."""
+    pins: dict[str, tuple[str, int]] = {}
+    current = ""
+    for line in text.splitlines():
+        if m := _PIN_RE.match(line):
+            current = canonicalize_name(m.group("name"))
+            pins[current] = (m.group("version"), 0)
+        elif current and line.strip().startswith("--hash="):
+            version, hashes = pins[current]
+            pins[current] = (version, hashes + 1)
+    return pins
+
+
+def check(lock: Lock, repo: Path) -> list[str]:
+    """Every way ``lock`` disagrees with its inputs, each naming the package and the way out; [] when it fits."""
+    fix = "run `nox -s lock` and commit the result"
+    file = repo / lock.path
+    if not file.is_file():
+        return [f"{lock.path} is missing: {fix}"]
+    text = file.read_text(encoding="utf-8")
+    pins = read_pins(text)
+    problems = []
+    for requirement, where in (*lock.resolved, *lock.pinned):
+        try:
+            req = Requirement(requirement)
+        except InvalidRequirement as exc:
+            problems.append(f"{where}: {requirement!r} is not a requirement ({exc})")
+            continue
+        got = pins.get(canonicalize_name(req.name))
+        if got is None:
+            problems.append(f"{lock.path} is stale: {where} asks for {req.name}, which the lock lacks; {fix}")
+        elif req.specifier and not req.specifier.contains(got[0], prereleases=True):
+            problems.append(
+                f"{lock.path} is stale: {where} asks for {req}, the lock has {req.name} {got[0]}; {fix}"
+            )
+    unhashed = sorted(name for name, (_, hashes) in pins.items() if hashes == 0)
+    if unhashed:
+        problems.append(f"{lock.path}: no hash for {', '.join(unhashed)}; {fix}")
+    if not problems and f"# inputs: {lock.digest()}" not in text:
+        problems.append(
+            f"{lock.path} is stale: what it is made from changed (a requirement added, removed or loosened); {fix}"
+        )
+    return problems
+
+
+def check_all(locks: Iterable[Lock], repo: Path) -> None:
+    problems = [p for lock in locks for p in check(lock, repo)]
+    if problems:
+        raise LockError("\n".join(problems))
+
+
+def _indexes(lock: Lock, lines: Sequence[str], find_links: Sequence[str]) -> list[str]:
+    """uv's index arguments: the find-links wheelhouses, and the row's torch index unless one of them has torch
+    (an air-gapped or proxied host then never waits on it)."""
+    from .plan import requirement_version_matches
+
+    args = [a for d in find_links for a in ("--find-links", d)]
+    torch = [r for r in lines if canonicalize_name(Requirement(r).name) == "torch"]
+    staged = [f.name for d in find_links if Path(d).is_dir() for f in Path(d).iterdir()]
+    python_tag = "cp" + lock.python.replace(".", "")
+    if lock.index_url and torch and not any(requirement_version_matches(torch[0], w, python_tag) for w in staged):
+        args += ["--extra-index-url", lock.index_url]
+    return args
+
+
+def _compile(uv: Sequence[str], lock: Lock, lines: Sequence[str], find_links: Sequence[str], no_deps: bool) -> str:
+    with tempfile.TemporaryDirectory(prefix="torch-fl-lock-") as tmp:
+        spec = Path(tmp) / f"{lock.name}.in"
+        spec.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        cmd = [
+            *uv, "pip", "compile", "--quiet", "--generate-hashes", "--no-header", "--no-annotate",
+            "--python-version", lock.python, "--python-platform", PLATFORM,
+            *(["--no-deps"] if no_deps else []),
+            *_indexes(lock, lines, find_links),
+            str(spec),
+        ]
+        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if res.returncode != 0:
+            raise LockError(f"{lock.path}: uv could not resolve {', '.join(lines)}:\n{res.stderr.strip()}")
+        return res.stdout
+
+
+def render(lock: Lock, resolved: str, pinned: str) -> str:
+    parts = [
+        HEADER,
+        f"# {lock.name}: Python {lock.python}, {PLATFORM}; installed with --require-hashes --no-deps",
+        f"# inputs: {lock.digest()}",
+        resolved.strip(),
+    ]
+    if pinned.strip():
+        parts += ["# pinned without their dependencies (the requirement says why)", pinned.strip()]
+    return "\n".join(parts) + "\n"
+
+
+def update(locks: Iterable[Lock], repo: Path, uv: Sequence[str], find_links: Sequence[str]) -> list[Path]:
+    """Re-resolve ``locks``; each file is replaced only when its content changes. Returns the files written."""
+    from .outputs import atomic_write_text
+
+    written = []
+    for lock in locks:
+        resolved = _compile(uv, lock, [r for r, _ in lock.resolved], find_links, no_deps=False) if lock.resolved else ""
+        pinned = _compile(uv, lock, [r for r, _ in lock.pinned], find_links, no_deps=True) if lock.pinned else ""
+        text = render(lock, resolved, pinned)
+        target = repo / lock.path
+        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(target, text)
+            written.append(lock.path)
+    return written
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m build_tools.locks [ROW ...]``: re-resolve the locks of the named rows (all by default)."""
+    import os
+
+    from . import matrix as matrix_module
+
+    repo = Path(__file__).resolve().parents[1]
+    matrix = matrix_module.load(repo / matrix_module.DEFAULT_PATH)
+    unknown = [a for a in argv if a not in matrix.vendors]
+    if unknown:
+        print(f"locks: unknown row(s) {', '.join(unknown)}; rows: {', '.join(matrix.vendors)}", file=sys.stderr)
+        return 2
+    locks = [lock for lock in all_locks(matrix, repo) if not argv or lock.row in argv]
+    find_links = [d for d in os.environ.get("PIP_FIND_LINKS", "").split() if d]
+    try:
+        written = update(locks, repo, [sys.executable, "-m", "uv"], find_links)
+        check_all(locks, repo)
+    except LockError as exc:
+        print(f"locks: {exc}", file=sys.stderr)
+        return 1
+    for path in written:
+        print(f"locks: wrote {path}")
+    print(f"locks: {len(locks)} locks, {len(written)} changed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,116 @@
+"""The images' lock files (build_tools/locks.py): what each is made from, and the check that fails a stale one.
+
+The first test runs the check on the real tree, so a requirement changed without `nox -s lock` fails CI here,
+naming the package, before any image is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from build_tools import locks, matrix
+
+REPO = Path(__file__).resolve().parents[3]
+MATRIX = matrix.load(REPO / matrix.DEFAULT_PATH)
+
+
+def test_every_lock_of_the_tree_agrees_with_its_requirements():
+    every = locks.all_locks(MATRIX, REPO)
+    assert {lock.row for lock in every} >= {"cpu", "cuda", "dcu"}
+    problems = [p for lock in every for p in locks.check(lock, REPO)]
+    assert problems == []
+
+
+def test_each_row_locks_builder_and_test_and_install_unless_torch_comes_with_the_image():
+    by_name = {lock.name: lock for lock in locks.all_locks(MATRIX, REPO)}
+    assert {"cpu-builder", "cpu-test", "cpu-install", "cuda-builder", "cuda-test", "cuda-install"} <= set(by_name)
+    assert "dcu-install" not in by_name  # the DTK image brings torch
+    assert not any(r.startswith("torch") for r, _ in by_name["dcu-builder"].resolved)
+    # the CUDA builder resolves torch together with the toolkit wheels of its CUDA release
+    assert any(r.startswith("cuda-toolkit[") and "nvvm" in r for r, _ in by_name["cuda-builder"].resolved)
+
+
+def _row(**torch) -> matrix.Toolchain:
+    cpu = MATRIX.vendor("cpu")
+    return dataclasses.replace(cpu, vendor="demo", torch=dataclasses.replace(cpu.torch, **torch))
+
+
+def test_a_torch_builder_without_dependencies_pins_torch_alone():
+    builder = {lock.stage: lock for lock in locks.locks_of(_row(builder_no_deps=True), REPO, "m.toml", ("routing",))}
+    assert [r for r, _ in builder["builder"].pinned] == [MATRIX.vendor("cpu").torch.requirement]
+    assert not any(r.startswith("torch") for r, _ in builder["builder"].resolved)
+    # no model suite: torchvision (which pins torch exactly) stays out of the test image
+    assert builder["test"].pinned == ()
+    with_models = {lock.stage: lock for lock in locks.locks_of(_row(), REPO, "m.toml", ("models",))}
+    assert any(r.startswith("torchvision") for r, _ in with_models["test"].pinned)
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> tuple[locks.Lock, Path]:
+    (tmp_path / "requirements-build.txt").write_text("pytest==9.0.3  # the runner\npackaging>=24\n")
+    lock = locks.Lock(
+        "demo",
+        "builder",
+        "3.11",
+        Path("demo-builder-py311.txt"),
+        tuple(locks.requirement_lines(tmp_path / "requirements-build.txt", tmp_path)),
+        (),
+    )
+    body = "pytest==9.0.3 \\\n    --hash=sha256:aa\npackaging==26.4 \\\n    --hash=sha256:bb\n"
+    (tmp_path / lock.path).write_text(locks.render(lock, body, ""))
+    return lock, tmp_path
+
+
+def test_a_fresh_lock_passes(tiny):
+    lock, repo = tiny
+    assert locks.check(lock, repo) == []
+
+
+def test_a_requirement_the_lock_does_not_satisfy_names_the_package_and_both_versions(tiny):
+    lock, repo = tiny
+    (repo / "requirements-build.txt").write_text("pytest==9.0.4\npackaging>=24\n")
+    newer = dataclasses.replace(lock, resolved=tuple(locks.requirement_lines(repo / "requirements-build.txt", repo)))
+    (problem,) = locks.check(newer, repo)
+    assert "requirements-build.txt:1 asks for pytest==9.0.4" in problem
+    assert "the lock has pytest 9.0.3" in problem and "nox -s lock" in problem
+
+
+def test_a_requirement_missing_from_the_lock_is_named(tiny):
+    lock, repo = tiny
+    added = dataclasses.replace(lock, resolved=(*lock.resolved, ("rich==15.0.0", "requirements-build.txt:3")))
+    (problem,) = locks.check(added, repo)
+    assert "asks for rich, which the lock lacks" in problem
+
+
+def test_a_removed_requirement_shows_as_changed_inputs(tiny):
+    lock, repo = tiny
+    fewer = dataclasses.replace(lock, resolved=lock.resolved[:1])
+    (problem,) = locks.check(fewer, repo)
+    assert "what it is made from changed" in problem
+
+
+def test_a_pin_without_a_hash_and_a_missing_lock_are_refused(tiny):
+    lock, repo = tiny
+    text = (repo / lock.path).read_text().replace("    --hash=sha256:bb\n", "")
+    (repo / lock.path).write_text(text.replace("packaging==26.4 \\\n", "packaging==26.4\n"))
+    assert any("no hash for packaging" in p for p in locks.check(lock, repo))
+    (repo / lock.path).unlink()
+    assert locks.check(lock, repo) == [f"{lock.path} is missing: run `nox -s lock` and commit the result"]
+
+
+def test_read_pins_takes_extras_and_local_versions():
+    text = textwrap.dedent(
+        """\
+        # header
+        torch==2.13.0+cpu \\
+            --hash=sha256:11
+        cuda-toolkit[nvcc]==13.0.2 \\
+            --hash=sha256:22 \\
+            --hash=sha256:33
+        """
+    )
+    assert locks.read_pins(text) == {"torch": ("2.13.0+cpu", 1), "cuda-toolkit": ("13.0.2", 2)}
