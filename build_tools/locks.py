@@ -10,7 +10,9 @@ What a lock is made from is derived from the matrix row, so nothing is declared 
   dependencies when ``torch.builder_no_deps``) and ``docker/<dir>/requirements-build.txt``;
 - ``<row>-test``: torch and ``requirements-test.txt``, plus ``requirements-models.txt`` pinned without
   dependencies (torchvision pins torch exactly: its own resolution must never choose a torch);
-- ``<row>-install``: torch alone (the bare node of ``nox -s install-<row>``).
+- ``<row>-install``: torch alone (the bare node of ``nox -s install-<row>``);
+- ``<row>-node``: for rows in ``NODES``, the build backend pins of ``requirements-build.txt`` resolved for the
+  Python of a GPU node that builds its own wheel against its own torch (build_tools/node/cuda_node.sh).
 
 ``check`` compares a lock with what it is made from, without the network: a requirement the lock does not
 satisfy is named with both versions, and any other change of the inputs shows as a changed digest.
@@ -36,6 +38,9 @@ from .matrix import Matrix, Toolchain
 # 2.35), and each lock lists the hashes of every file of a pinned version, so pip still picks the best file.
 PLATFORM = "x86_64-manylinux_2_28"
 UV = "uv==0.13.9"  # the resolver `nox -s lock` installs
+# Rows whose GPU nodes build the wheel themselves: (the node's Python, the build requirements it takes). The lent
+# H200 nodes have Python 3.12 and their own torch, CUDA and CMake; the wheel build needs only the build backend.
+NODES = {"cuda": ("3.12", ("scikit-build-core", "packaging"))}
 HEADER = "# Locked by `nox -s lock`: edit the requirements it names, never this file."
 _PIN_RE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(?P<version>[^\s;\\]+)")
 
@@ -67,9 +72,10 @@ class Lock:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def lock_path(chain: Toolchain, stage: str) -> Path:
+def lock_path(chain: Toolchain, stage: str, python: str = "") -> Path:
     """``docker/cpu/locks/cpu214-test-py311.txt``: beside the row's Dockerfile, so it travels in vendor/."""
-    return Path(chain.dockerfile).parent / "locks" / f"{chain.vendor}-{stage}-py{chain.python.replace('.', '')}.txt"
+    tag = (python or chain.python).replace(".", "")
+    return Path(chain.dockerfile).parent / "locks" / f"{chain.vendor}-{stage}-py{tag}.txt"
 
 
 def requirement_lines(path: Path, repo: Path) -> list[tuple[str, str]]:
@@ -107,10 +113,15 @@ def locks_of(chain: Toolchain, repo: Path, matrix_path: str, suites: Sequence[st
     }
     if torch:
         stages["install"] = (tuple(torch), ())
-    return [
+    out = [
         Lock(chain.vendor, stage, chain.python, lock_path(chain, stage), tuple(res), tuple(pin), chain.torch.index_url)
         for stage, (res, pin) in stages.items()
     ]
+    if chain.vendor in NODES:
+        python, names = NODES[chain.vendor]
+        backend = tuple(r for r in reqs("requirements-build.txt") if canonicalize_name(Requirement(r[0]).name) in names)
+        out.append(Lock(chain.vendor, "node", python, lock_path(chain, "node", python), backend, ()))
+    return out
 
 
 def all_locks(matrix: Matrix, repo: Path) -> list[Lock]:

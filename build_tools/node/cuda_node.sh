@@ -43,9 +43,21 @@ site=/tmp/torch-fl-site
 rm -rf "$site"
 export PYTHONUNBUFFERED=1
 
-# Extra wheels the node lacks (flag_gems and its deps, a current scikit-build-core) travel in .whl/.
-if compgen -G ".whl/*.whl" >/dev/null; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl
+# Extra wheels the node lacks travel in .whl/. The build backend comes from the node lock, by hash (the same pins
+# as the cuda builder's; build_tools/locks.py); the test tools (flag_gems and its deps) as they are.
+node_lock=docker/cuda/locks/cuda-node-py312.txt
+locked=$(sed -n 's/^\([A-Za-z0-9._-]*\)==.*/\1/p' "$node_lock" | tr 'A-Z-' 'a-z_')
+"$PY" -m pip install -q --no-index --find-links .whl --require-hashes --no-deps --no-compile --no-cache-dir \
+  --target "$site" -r "$node_lock" \
+  || { echo "the build backend of $node_lock is not in .whl/: pip download --no-deps -r $node_lock -d .whl"; exit 1; }
+extra=()
+for w in .whl/*.whl; do
+  [ -e "$w" ] || continue
+  name=$(basename "$w" | cut -d- -f1 | tr 'A-Z-' 'a-z_')
+  grep -qx "$name" <<<"$locked" || extra+=("$w")
+done
+if [ ${#extra[@]} -gt 0 ]; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "${extra[@]}"
 fi
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 
