@@ -114,3 +114,25 @@ def test_read_pins_takes_extras_and_local_versions():
         """
     )
     assert locks.read_pins(text) == {"torch": ("2.13.0+cpu", 1), "cuda-toolkit": ("13.0.2", 2)}
+
+
+def _instructions(text: str) -> list[str]:
+    """A Dockerfile's instructions, comments dropped and continuation lines joined."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    return [i.strip() for i in "\n".join(lines).replace("\\\n", " ").split("\n") if i.strip()]
+
+
+def test_test_images_start_like_the_bare_node_image_so_they_share_its_torch_layers():
+    node = _instructions((REPO / "docker/install/Dockerfile").read_text())
+    node = node[node.index(next(i for i in node if i.startswith("FROM"))) + 1 : node.index(
+        next(i for i in node if "install-lock.txt" in i and i.startswith("RUN"))) + 1]
+    for dockerfile in ("docker/cpu/Dockerfile", "docker/cuda/Dockerfile"):
+        stage = _instructions((REPO / dockerfile).read_text().split("AS test\n", 1)[1])
+        assert stage[: len(node)] == node, dockerfile
+    # and the test lock keeps every pin of the install lock, so its install leaves that torch as it is
+    for lock in locks.all_locks(MATRIX, REPO):
+        if lock.stage == "install":
+            test = REPO / lock.path.with_name(lock.path.name.replace("-install-", "-test-"))
+            installed = {n: v for n, (v, _) in locks.read_pins((REPO / lock.path).read_text()).items()}
+            tested = {n: v for n, (v, _) in locks.read_pins(test.read_text()).items()}
+            assert {n: tested.get(n) for n in installed} == installed, lock.path
