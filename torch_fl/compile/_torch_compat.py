@@ -260,19 +260,26 @@ def schedule_as_cpu() -> None:
       heuristics for other devices assume Triton's tiling;
     - ``get_current_backend`` (torch._inductor.utils, bound by name in codegen.common and scheduler): the dtype
       propagation and checks of the kernel code generator follow it."""
+    import inspect
+
     from torch._inductor import config, scheduler, utils
     from torch._inductor.codegen import common
     from torch._inductor.scheduler import BaseSchedulerNode
 
     backend_of = utils.get_current_backend
     if not getattr(backend_of, "__flagos__", False):
+        # torch 2.9's takes no device and reads the graph's current one; 2.10 and later take an optional device
+        takes_device = bool(inspect.signature(backend_of).parameters)
 
         def get_current_backend(device_type: str | None = None) -> str:
             if device_type is None:
                 from torch._inductor.virtualized import V
 
                 device_type = V.graph.get_current_device_or_throw().type
-            return config.cpu_backend if device_type == DEVICE else backend_of(device_type)
+            if device_type == DEVICE:
+                return config.cpu_backend
+            # without a device parameter no caller passes one: the graph's device, read above, is the one asked
+            return backend_of(device_type) if takes_device else backend_of()
 
         get_current_backend.__flagos__ = True  # type: ignore[attr-defined]
         for module in (utils, common, scheduler):
