@@ -20,6 +20,12 @@ from pathlib import Path
 
 import torch
 
+from . import _torch_floor
+
+# A torch older than the floor stops here, before the extension fails to load with an undefined symbol.
+if (_too_old := _torch_floor.refusal(torch.__version__, str(Path(torch.__file__).parent))) is not None:
+    raise _too_old
+
 try:
     from . import _C
 except ImportError as _exc:  # typically: importing the source tree instead of the installed wheel

@@ -4,6 +4,7 @@
 // reads and writes the user's storage. This file names no vendor API, so it builds unchanged for every runtime.
 #include "comm/backend.h"
 
+#include "compat/torch_compat.h"
 #include "runtime/host_access.h"
 #include "runtime/runtime.h"
 
@@ -266,10 +267,12 @@ class FlagosBackend final : public c10d::Backend {
     return run("coalesced collectives", s, [&] { return vendor_->endCoalescing(); });
   }
   void setTimeout(std::chrono::milliseconds timeout) override { vendor_->setTimeout(timeout); }
+#if TORCH_FL_BACKEND_SET_GROUP_UID_VIRTUAL
   void setGroupUid(const std::string& uid) override {
     Backend::setGroupUid(uid);
     vendor_->setGroupUid(uid);
   }
+#endif
   c10d::ErrorType getError() override { return vendor_->getError(); }
 
  private:

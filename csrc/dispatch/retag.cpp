@@ -1,5 +1,6 @@
 // Re-tagging: flagos tensors seen as vendor tensors and back (retag.h says how).
 #include "dispatch/retag.h"
+#include "compat/torch_compat.h"
 #include "dispatch/alias_objects.h"
 #include "dispatch/data_movement.h"
 #include "dispatch/router.h"
@@ -8,7 +9,6 @@
 #include <ATen/core/Generator.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/core/UndefinedTensorImpl.h>
-#include <c10/core/impl/PyObjectSlot.h>
 
 #include <array>
 #include <atomic>
@@ -90,7 +90,7 @@ template <class T>
 bool exposed_to_python(const T& impl) {
   // A vendor kernel written in Python gave it a PyObject: dropping that later,
   // at thread exit, would need an interpreter that may be gone.
-  return impl.pyobj_slot()->load_pyobj() != nullptr;
+  return compat::has_pyobj(*impl.pyobj_slot());
 }
 
 // Counts read without touching them (reclaim and release move no count).

@@ -21,6 +21,8 @@ only when hipifying, so tests can import this file without torch.
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import os
 import re
 import shutil
@@ -29,6 +31,7 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 # the repository's one atomic writer; the builder stages build_tools/outputs.py with the sources
 # (configs/toolchains.toml [build].inputs)
@@ -139,11 +142,43 @@ def unmapped(hipified: str, gen: int) -> list[Leftover]:
     return found
 
 
-def hipify(csrc: Path, sources: Iterable[str], work: Path) -> tuple[dict[str, Path], int]:
-    """Run torch's hipify on a copy of ``csrc`` in ``work``; returns ({source: hipified file}, generation)."""
-    os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # never import an installed torch_fl here
-    import torch.utils.hipify as th
-    from torch.utils.hipify import hipify_python
+_UNPACKED_HIPIFY: dict[Path, tuple[ModuleType, int]] = {}
+
+
+def load_hipify(torch_root: Path | None = None) -> tuple[ModuleType, int]:
+    """torch's ``hipify_python`` module and its generation: the installed torch's, or the one under
+    ``torch_root/torch/utils/hipify`` (an unpacked torch wheel, so another torch line's hipify runs without that
+    torch being installed or importable). The unpacked one loads under a name of its own and leaves
+    ``torch.utils.hipify`` alone; it imports nothing outside its directory."""
+    if torch_root is None:
+        os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # never import an installed torch_fl here
+        import torch.utils.hipify as th
+        from torch.utils.hipify import hipify_python
+
+        return hipify_python, generation(getattr(th, "__version__", "1.0.0"))
+    package = (torch_root / "torch" / "utils" / "hipify").resolve()
+    if package not in _UNPACKED_HIPIFY:
+        if not (package / "hipify_python.py").is_file():
+            raise FileNotFoundError(f"hipify_sources: no torch/utils/hipify/hipify_python.py under {torch_root}")
+        name = f"_torch_fl_unpacked_hipify_{len(_UNPACKED_HIPIFY)}"
+        spec = importlib.util.spec_from_file_location(
+            name, package / "__init__.py", submodule_search_locations=[str(package)]
+        )
+        assert spec is not None and spec.loader is not None
+        top = importlib.util.module_from_spec(spec)
+        sys.modules[name] = top  # before exec: its relative imports look the package up by name
+        spec.loader.exec_module(top)
+        hipify_python = importlib.import_module(f"{name}.hipify_python")
+        _UNPACKED_HIPIFY[package] = (hipify_python, generation(getattr(top, "__version__", "1.0.0")))
+    return _UNPACKED_HIPIFY[package]
+
+
+def hipify(
+    csrc: Path, sources: Iterable[str], work: Path, torch_root: Path | None = None
+) -> tuple[dict[str, Path], int]:
+    """Run torch's hipify (``load_hipify(torch_root)``) on a copy of ``csrc`` in ``work``; returns
+    ({source: hipified file}, generation)."""
+    hipify_python, gen = load_hipify(torch_root)
 
     tree = work / "csrc"
     shutil.rmtree(tree, ignore_errors=True)
@@ -166,7 +201,7 @@ def hipify(csrc: Path, sources: Iterable[str], work: Path) -> tuple[dict[str, Pa
         path = getattr(res, "hipified_path", None) if res is not None else None
         # an unchanged file is "skipped" with hipified_path set to the file itself
         out[source] = Path(path) if path else Path(w)
-    return out, generation(getattr(th, "__version__", "1.0.0"))
+    return out, gen
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,9 +209,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--csrc", type=Path, required=True, help="the csrc/ directory")
     ap.add_argument("--output", type=Path, required=True, help="where the hipified source is written")
     ap.add_argument("source", help="the source to hipify, relative to csrc/ (e.g. runtime/cuda.cpp)")
+    ap.add_argument(
+        "--torch-root",
+        type=Path,
+        default=None,
+        help="an unpacked torch wheel (holding torch/utils/hipify) whose hipify to use; default: the installed torch",
+    )
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="torch-fl-hipify-") as tmp:
-        files, gen = hipify(args.csrc.resolve(), [args.source], Path(tmp))
+        files, gen = hipify(args.csrc.resolve(), [args.source], Path(tmp), args.torch_root)
         text = files[args.source].read_text(encoding="utf-8")
     bad = unmapped(text, gen)
     if bad:

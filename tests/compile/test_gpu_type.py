@@ -14,6 +14,8 @@ import torch_fl
 ON_A_CUDA_NODE = """
 import sys, torch, torch_fl
 torch.cuda.is_available = lambda: True                # what Inductor sees on a CUDA node
+import torch.utils._triton
+torch.utils._triton.has_triton = lambda: False        # its device check would query the GPU this host lacks
 import torch._inductor.fx_passes.joint_graph          # a module that binds get_gpu_type by name, loaded first
 import torch.testing._internal.inductor_utils as testing
 from torch._inductor import comm_analysis, utils
@@ -64,8 +66,12 @@ def test_gpu_type_is_flagos_on_a_gpu_vendor_wherever_inductor_asks(run_child):
     assert data["first_gpu_type"] == "flagos" and data["flagos_entries"] == 1, child.describe()
     assert data["keeps_torch_function"] and data["comm_analysis_own"], child.describe()
     assert (data["testing_before"], data["testing_after"]) == ("cuda", "flagos"), child.describe()
-    # the profiler-based benchmark names the vendor's profiler activity, never a "FLAGOS" one torch lacks
-    assert data["profiler_device"] == ["cuda"] and data["profiler_rebound"], child.describe()
+    # the profiler-based benchmark names the vendor's profiler activity, never a "FLAGOS" one torch lacks; torch 2.9
+    # and 2.10 time on "cuda" by name, so there is nothing to redirect on those lines
+    if tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 11):
+        assert data["profiler_device"] == ["cuda"] and data["profiler_rebound"], child.describe()
+    else:
+        assert data["profiler_device"] == [], child.describe()
     assert data["problems"] == [], child.describe()
 
 

@@ -21,6 +21,7 @@ MODULES = {
     "torch_fl_conf": "torch_fl._conf",
     "torch_fl_env": "torch_fl._env",
     "torch_fl_routing": "torch_fl._routing",
+    "torch_fl_torch_floor": "torch_fl._torch_floor",
 }
 SCRIPTS = {
     "generate_confs": ROOT / "build_tools" / "generate_confs.py",

@@ -9,7 +9,11 @@ survives that the ROCm/DTK torch of that hipify generation does not declare. The
   (v1 = torch <= 2.10, e.g. the DAS torch of DTK 25.04; checked with ROCm's hipify v1 mappings). A new CUDA
   spelling in cuda.cpp fails here until it is added with what each generation maps it to.
 
-torch is needed only for the live hipify test; under CI (CI=true) its absence is a failure, not a skip.
+The live tests (hipify for real, hipcc on the collectives backend) use the installed torch, or the torch line
+that ``TORCH_FL_HIPIFY_TORCH`` names: a directory holding ``torch/include`` and ``torch/utils/hipify`` of an
+unpacked torch wheel (e.g. the torch 2.9 of DTK 26.04, the DCU default), whose hipify and headers are then used
+without that torch being installed. Under CI (CI=true) a missing torch, or a ``TORCH_FL_HIPIFY_TORCH`` without
+those two directories, is a failure, not a skip.
 """
 
 from __future__ import annotations
@@ -83,11 +87,49 @@ OWN_NAMES = {"CudaBackedAllocator", "CudaRuntime", "make_cuda_runtime", "TORCH_F
 _CUDA_SPELLING = re.compile(r"[<\"]([^<>\"]*cuda[^<>\"]*)[>\"]|((?:\w+::)*\w+)")
 
 
-def _needs_torch():
+HIPIFY_TORCH = "TORCH_FL_HIPIFY_TORCH"
+
+
+def _torch_root() -> Path | None:
+    """The unpacked torch that TORCH_FL_HIPIFY_TORCH names, or None for the installed torch (skipped without one,
+    except under CI)."""
+    value = os.environ.get(HIPIFY_TORCH)
+    if value:
+        root = Path(value)
+        missing = [part for part in ("torch/include", "torch/utils/hipify") if not (root / part).is_dir()]
+        if missing:
+            why = f"{HIPIFY_TORCH}={value} has no {' and no '.join(missing)} (unpack a torch wheel there)"
+            if os.environ.get("CI") == "true":
+                pytest.fail(why)
+            pytest.skip(why)
+        return root
     if os.environ.get("CI") == "true":
         import torch.utils.hipify  # noqa: F401  (CI installs torch: a missing one is a failure)
     else:
         pytest.importorskip("torch.utils.hipify")
+    return None
+
+
+def _torch_headers(root: Path | None) -> tuple[list[str], tuple[int, int], int]:
+    """The include directories, (major, minor) line and C++11-ABI flag of the torch whose headers the compile
+    check uses. An unpacked torch cannot be asked its ABI: every Linux torch wheel since 2.7 uses the C++11 one
+    (CMakeLists.txt assumes the same for a torch it reads from files)."""
+    if root is None:
+        import torch
+        import torch.utils.cpp_extension as ext
+
+        line = tuple(int(p) for p in torch.__version__.split(".")[:2])
+        return ext.include_paths(), line, int(torch._C._GLIBCXX_USE_CXX11_ABI)  # type: ignore[return-value]
+    include = root / "torch" / "include"
+    api = include / "torch" / "csrc" / "api" / "include"
+    # torch/version.h forwards to torch/headeronly/version.h from 2.10 on; 2.9 defines the numbers itself
+    for header in (include / "torch" / "headeronly" / "version.h", api / "torch" / "version.h"):
+        text = header.read_text() if header.is_file() else ""
+        major = re.search(r"#define TORCH_VERSION_MAJOR (\d+)", text)
+        minor = re.search(r"#define TORCH_VERSION_MINOR (\d+)", text)
+        if major and minor:
+            return [str(include), str(api)], (int(major.group(1)), int(minor.group(1))), 1
+    raise AssertionError(f"no TORCH_VERSION_MAJOR/MINOR in the headers under {include}")
 
 
 def _spellings(source: str) -> set[str]:
@@ -162,9 +204,8 @@ def test_generation_from_hipify_version():
 
 
 def test_hipified_dcu_sources_have_no_unmapped_cuda_symbols(tmp_path):
-    """Hipify csrc/ for real, with the installed torch's hipify, as the DCU build does."""
-    _needs_torch()
-    files, gen = hs.hipify(CSRC, hs.DCU_SOURCES, tmp_path)
+    """Hipify csrc/ for real, with the chosen torch's hipify (_torch_root), as the DCU build does."""
+    files, gen = hs.hipify(CSRC, hs.DCU_SOURCES, tmp_path, _torch_root())
     assert gen in (1, 2)
     for src, out in files.items():
         text = out.read_text()
@@ -181,9 +222,10 @@ def test_hipified_dcu_sources_have_no_unmapped_cuda_symbols(tmp_path):
 
 
 def test_hipify_sources_cli_writes_the_output_and_fails_on_leftovers(tmp_path):
-    _needs_torch()
+    root = _torch_root()
+    chosen = [] if root is None else ["--torch-root", str(root)]
     out = tmp_path / "out" / "cuda_hip.cpp"
-    assert hs.main(["--csrc", str(CSRC), "--output", str(out), "runtime/cuda.cpp"]) == 0
+    assert hs.main(["--csrc", str(CSRC), "--output", str(out), *chosen, "runtime/cuda.cpp"]) == 0
     assert out.is_file() and "hipify" in out.read_text().splitlines()[0]
     bad = tmp_path / "csrc" / "runtime"
     bad.mkdir(parents=True)
@@ -192,7 +234,7 @@ def test_hipify_sources_cli_writes_the_output_and_fails_on_leftovers(tmp_path):
     )
     # cuda_runtime.h and cudaDeviceSynchronize are mapped by every hipify; a name hipify does not know survives,
     # and the build stops with it instead of failing later in the compiler
-    rc = hs.main(["--csrc", str(tmp_path / "csrc"), "--output", str(tmp_path / "o.cpp"), "runtime/bad.cpp"])
+    rc = hs.main(["--csrc", str(tmp_path / "csrc"), "--output", str(tmp_path / "o.cpp"), *chosen, "runtime/bad.cpp"])
     assert rc == 1 and not (tmp_path / "o.cpp").exists()
 
 
@@ -203,8 +245,7 @@ COMM_SOURCES = ("comm/backend.cpp",)
 
 def test_comm_sources_need_no_hipify(tmp_path):
     """torch's hipify leaves the collectives backend as it is: nothing in it is CUDA-specific."""
-    _needs_torch()
-    files, gen = hs.hipify(CSRC, COMM_SOURCES, tmp_path)
+    files, gen = hs.hipify(CSRC, COMM_SOURCES, tmp_path, _torch_root())
     for src, out in files.items():
         assert _spellings((CSRC / src).read_text()) == set(), f"{src} spells CUDA names"
         text = out.read_text()
@@ -217,26 +258,22 @@ def test_comm_sources_need_no_hipify(tmp_path):
 def test_comm_sources_compile_with_the_hip_compiler(tmp_path):
     """Debian's hipcc (clang, HIP_PLATFORM=amd) compiles the collectives backend against torch's headers, as
     DTK's compiler does in the DCU builder. Syntax only: this host has no HIP build of torch to link."""
-    _needs_torch()
     import shutil
     import subprocess
     import sysconfig
 
-    import torch.utils.cpp_extension as ext
-
+    include_dirs, line, abi = _torch_headers(_torch_root())
     hipcc = shutil.which("hipcc")
     if hipcc is None:
         if os.environ.get("CI") == "true":
             pytest.fail("hipcc is not installed: CI must run the HIP compile check (.ci/run installs it)")
         pytest.skip("hipcc not installed (apt-get install hipcc libamdhip64-dev)")
-    import torch
-
-    std = "c++20" if tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 14) else "c++17"
+    std = "c++20" if line >= (2, 14) else "c++17"  # as CMakeLists.txt picks it
     # torch's headers as system headers: -Werror holds our code, not theirs, to the compiler's warnings
     cmd = [hipcc, "-fsyntax-only", "-x", "c++", f"-std={std}", "-Wall", "-Werror", "-Wno-unused-parameter",
            "-Wno-unused-command-line-argument",  # hipcc's own link flags, unused by -fsyntax-only
-           f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}", f"-I{CSRC}",
-           "-isystem", sysconfig.get_paths()["include"], *(a for p in ext.include_paths() for a in ("-isystem", p))]
+           f"-D_GLIBCXX_USE_CXX11_ABI={abi}", f"-I{CSRC}",
+           "-isystem", sysconfig.get_paths()["include"], *(a for p in include_dirs for a in ("-isystem", p))]
     for src in COMM_SOURCES:
         res = subprocess.run([*cmd, str(CSRC / src)], env={**os.environ, "HIP_PLATFORM": "amd"},
                              capture_output=True, text=True, check=False)

@@ -1,7 +1,7 @@
 """Every place where torch_fl's compile support leans on torch internals that change between torch lines.
 
-Checked against torch 2.11 (the H200 node), 2.13 (cpu CI) and 2.14 (the cpu index's second line). Each function
-names what it relies on, so a new torch line is checked here and nowhere else.
+Checked against torch 2.9 (DTK 26.04's line), 2.10, 2.11 (the H200 node), 2.13 (cpu CI) and 2.14 (the cpu
+index's second line). Each function names what it relies on, so a new torch line is checked here and nowhere else.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ DEVICE = "flagos"
 
 def mark_fallback(node: torch.fx.Node) -> None:
     """Have Inductor call this node's op through ATen instead of lowering it: GraphLowering.call_function honours
-    ``node.meta["should_fallback"]`` (torch >= 2.6). An op with neither a lowering nor a fallback would get an
-    implicit fallback there, which asserts that the op has no decomposition; the decomposition guard
-    (routes.guard_decompositions) keeps it in the table, so the fallback is made here, saying so."""
+    ``node.meta["should_fallback"]`` (torch >= 2.10; on 2.9 the op's lowering reads it, see ``_fallback_by_node``).
+    An op with neither a lowering nor a fallback would get an implicit fallback there, which asserts that the op
+    has no decomposition; the decomposition guard (routes.guard_decompositions) keeps it in the table, so the
+    fallback is made here, saying so."""
     from torch._inductor import lowering
 
     node.meta["should_fallback"] = True
@@ -29,6 +30,45 @@ def mark_fallback(node: torch.fx.Node) -> None:
         lowering.make_fallback(
             op, layout_constraint=lowering.tag_to_layout_constraint(tag), warn=False, override_decomp=True
         )
+    elif not _call_function_honours_should_fallback():
+        _fallback_by_node(op)
+
+
+@functools.cache
+def _call_function_honours_should_fallback() -> bool:
+    """Whether GraphLowering.call_function reads ``node.meta["should_fallback"]`` itself (torch >= 2.10)."""
+    import inspect
+
+    from torch._inductor import graph
+
+    try:
+        source = inspect.getsource(graph.GraphLowering.call_function)
+    except (OSError, TypeError):  # no sources shipped: assume the newer lines' behaviour
+        return True
+    return '"should_fallback" in n.meta' in source
+
+
+def _fallback_by_node(op: Any) -> None:
+    """torch 2.9: GraphLowering.call_function lowers every node of an op alike, so the op's lowering is wrapped
+    to do what 2.10 does there: a node marked ``should_fallback`` calls the op through ATen (``fallback_handler``,
+    not added to the fallback set), every other node keeps torch's lowering. The wrapper is called where 2.10
+    checks the mark, after the layout constraints, with the node being lowered in ``V.graph.current_node``."""
+    from torch._inductor import lowering
+    from torch._inductor.virtualized import V
+
+    original = lowering.lowerings[op]
+    if getattr(original, "__flagos__", False):
+        return
+
+    @functools.wraps(original)
+    def lower(*args: Any, **kwargs: Any) -> Any:
+        node = V.graph.current_node
+        if node is not None and node.target is op and "should_fallback" in node.meta:
+            return lowering.fallback_handler(op, add_to_fallback_set=False)(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    lower.__flagos__ = True  # type: ignore[attr-defined]
+    lowering.lowerings[op] = lower
 
 
 def inductor_decomposition_tables() -> list[dict[Any, Any]]:
@@ -104,6 +144,8 @@ def _rebind(name: str, original: Any, replacement: Any) -> None:
 
 # The function of torch._inductor.utils that times kernels with the profiler, under the names torch lines give it:
 # 2.11 reads get_gpu_type in do_bench_using_profiling itself, later lines in the _do_bench_using_profiling it calls.
+# 2.9 and 2.10 read none: they time on "cuda" by name, which is the vendor's device on CUDA and on DCU (HIP-as-CUDA),
+# so there is nothing to redirect.
 PROFILER_BENCH = ("do_bench_using_profiling", "_do_bench_using_profiling")
 
 
@@ -218,19 +260,26 @@ def schedule_as_cpu() -> None:
       heuristics for other devices assume Triton's tiling;
     - ``get_current_backend`` (torch._inductor.utils, bound by name in codegen.common and scheduler): the dtype
       propagation and checks of the kernel code generator follow it."""
+    import inspect
+
     from torch._inductor import config, scheduler, utils
     from torch._inductor.codegen import common
     from torch._inductor.scheduler import BaseSchedulerNode
 
     backend_of = utils.get_current_backend
     if not getattr(backend_of, "__flagos__", False):
+        # torch 2.9's takes no device and reads the graph's current one; 2.10 and later take an optional device
+        takes_device = bool(inspect.signature(backend_of).parameters)
 
         def get_current_backend(device_type: str | None = None) -> str:
             if device_type is None:
                 from torch._inductor.virtualized import V
 
                 device_type = V.graph.get_current_device_or_throw().type
-            return config.cpu_backend if device_type == DEVICE else backend_of(device_type)
+            if device_type == DEVICE:
+                return config.cpu_backend
+            # without a device parameter no caller passes one: the graph's device, read above, is the one asked
+            return backend_of(device_type) if takes_device else backend_of()
 
         get_current_backend.__flagos__ = True  # type: ignore[attr-defined]
         for module in (utils, common, scheduler):
@@ -279,9 +328,11 @@ def problems(gpu: bool) -> list[str]:
             callable(torch_own) and getattr(torch_own, "__module__", None) == utils.__name__,
             "torch._inductor.utils.get_gpu_type (defined there, so modules imported later bind torch_fl's)",
         )
+        benches = _profiler_benches()
         need(
-            len(_profiler_benches()) == 1,
-            "one of torch._inductor.utils." + "/".join(PROFILER_BENCH) + " reading get_gpu_type (the profiler bench)",
+            len(benches) == 1 or (not benches and callable(getattr(utils, PROFILER_BENCH[0], None))),
+            "one of torch._inductor.utils." + "/".join(PROFILER_BENCH) + " reading get_gpu_type (the profiler bench), "
+            f"or {PROFILER_BENCH[0]} timing on cuda by name (torch <= 2.10)",
         )
         for name in GPU_TYPE_USERS:
             try:
@@ -312,9 +363,11 @@ def problems(gpu: bool) -> list[str]:
         "lowering's layout-constraint helpers",
     )
     need(isinstance(getattr(decomposition, "decompositions", None), dict), "Inductor's decomposition table")
-    try:
-        source = inspect.getsource(graph.GraphLowering.call_function)
-    except (OSError, TypeError):  # no sources shipped: nothing to read, nothing to hold against this torch
-        source = '"should_fallback" in n.meta'
-    need('"should_fallback" in n.meta' in source, 'GraphLowering.call_function honouring node.meta["should_fallback"]')
+    if not _call_function_honours_should_fallback():  # torch 2.9: the per-node fallback is ours (_fallback_by_node)
+        need(isinstance(getattr(lowering, "lowerings", None), dict), "torch._inductor.lowering.lowerings (a dict)")
+        need(
+            "add_to_fallback_set" in inspect.signature(lowering.fallback_handler).parameters,
+            "lowering.fallback_handler(add_to_fallback_set=...)",
+        )
+        need(hasattr(graph.GraphLowering, "call_function"), "GraphLowering.call_function")
     return found
