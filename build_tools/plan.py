@@ -123,11 +123,12 @@ def build_args(chain: Toolchain, inp: BuildInputs) -> list[str]:
         "VARIANT": chain.variant,
         "BUILDER_LOCK": vendor_path(chain, locks.lock_path(chain, "builder")),
         "TEST_LOCK": vendor_path(chain, locks.lock_path(chain, "test")),
-        "INSTALL_LOCK": "" if chain.torch.from_image else vendor_path(chain, locks.lock_path(chain, "install")),
         "BUILD_ENV": " ".join(f"{k}={v}" for k, v in sorted(chain.build_env.items())),
         "AUDITWHEEL_EXCLUDE": " ".join(chain.auditwheel_exclude),
         "SOURCE_DATE_EPOCH": inp.source_date_epoch,
     }
+    if not chain.torch.from_image:  # torch's own lock, which the test stage installs first
+        args["INSTALL_LOCK"] = vendor_path(chain, locks.lock_path(chain, "install"))
     out: list[str] = []
     for k, v in args.items():
         out += ["--build-arg", f"{k}={v}"]
