@@ -7,8 +7,9 @@
     nox -s base-image                make the local base image on hosts that cannot pull (debootstrap)
     nox -s index                     PEP 503 index + flat find-links page in every wheels/<variant>/
     nox -s publish -- DEST           copy the wheels and indexes to DEST/<variant>/ (a directory or share), atomically
-    nox -s install-cpu               install from the index as a node does (HTTP, file://, --find-links), in bare
-                                     containers, for every torch line of the variant
+    nox -s install-cpu               install from the index as a node does (HTTP, file://, --find-links), in a bare
+                                     container with the row's torch: pip must pick that line's wheel among all the
+                                     variant's lines (install-cpu29, -cpu210, -cpu214: the other lines' nodes)
     nox -s lock                      re-resolve the images' lock files (docker/<dir>/locks/, build_tools/locks.py)
 
 Flags of build-*/test-*/bench-* (given after `--`): --dry-run, --rebuild (ignore the up-to-date wheel and images),
