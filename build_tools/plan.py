@@ -3,7 +3,7 @@
 Every vendor's Dockerfile receives the same build args (see docker/README.md):
 
     BUILDER_IMAGE TEST_IMAGE PYTHON_VERSION VARIANT BUILDER_LOCK TEST_LOCK BUILD_ENV AUDITWHEEL_EXCLUDE
-    SOURCE_DATE_EPOCH
+    SOURCE_DATE_EPOCH, and INSTALL_LOCK for rows whose torch is not the image's
 
 Every Python package, torch included, comes from the row's lock files (build_tools/locks.py); where torch may come
 from (a staged wheelhouse, the row's index) reaches pip through the pip.conf secret.
@@ -107,7 +107,7 @@ class BuildInputs:
     pipconf: Path
     host: HostEnv
     key: str
-    source_date_epoch: str = "0"  # the commit's time: every timestamp in the wheel (reproducible builds)
+    source_date_epoch: str = "315532800"  # the commit's time (flow.source_date_epoch); 1980-01-01 when unknown
 
 
 def vendor_path(chain: Toolchain, path: Path) -> str:
