@@ -3,13 +3,20 @@
 usage: python build_wheel.py SRC_DIR DIST_DIR
 
 Environment: BUILD_ENV="K=V K2=V2" (the matrix row's build_env) is applied to the build; VARIANT (the matrix
-row's variant) becomes TORCH_FL_VARIANT, the wheel's local version label; SKBUILD_BUILD_DIR, when
-set, points scikit-build-core at a persistent (BuildKit cache-mounted) build directory so rebuilds are
-incremental.
+row's variant) becomes TORCH_FL_VARIANT, the wheel's local version label; SKBUILD_CACHE, when set, is a
+persistent (BuildKit cache-mounted) directory that holds one scikit-build-core build directory per toolchain key,
+so rebuilds are incremental.
+
+The key hashes everything an object file depends on besides the sources: torch's installed files (its RECORD, which
+lists each header's hash), the Python, the compiler and the build environment. Rows of one Dockerfile share the
+cache mount, and a torch header's mtime is when its (cached) builder layer was made, often before objects compiled
+since against another torch: ninja, comparing mtimes, would keep those objects and link them.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -28,6 +35,20 @@ def parse_build_env(value: str) -> dict[str, str]:
     return out
 
 
+def toolchain_key(env: dict[str, str]) -> str:
+    """A short hash of the build's non-source inputs (the module docstring says which)."""
+    digest = hashlib.sha256()
+    try:
+        digest.update((importlib.metadata.distribution("torch").read_text("RECORD") or "").encode())
+    except importlib.metadata.PackageNotFoundError:
+        raise SystemExit("build_wheel: torch is not installed in this builder image") from None
+    cxx = env.get("CXX", "c++")
+    compiler = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False).stdout
+    for part in (sys.version, compiler, env.get("BUILD_ENV", ""), env.get("TORCH_FL_VARIANT", "")):
+        digest.update(b"\0" + part.encode())
+    return digest.hexdigest()[:16]
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -40,6 +61,9 @@ def main(argv: list[str]) -> int:
     if os.environ.get("VARIANT"):
         extra.setdefault("TORCH_FL_VARIANT", os.environ["VARIANT"])
     env = {**os.environ, **extra}
+    if env.get("SKBUILD_CACHE"):
+        env["SKBUILD_BUILD_DIR"] = str(Path(env["SKBUILD_CACHE"]) / toolchain_key(env))
+        print(f"build_wheel: build directory {env['SKBUILD_BUILD_DIR']}", flush=True)
     for key in sorted(extra):
         print(f"build_wheel: {key}={env[key]}", flush=True)
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v", "-w", str(dist), str(src)]

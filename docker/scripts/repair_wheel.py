@@ -7,6 +7,8 @@ usage: python repair_wheel.py DIST_DIR OUT_DIR
 - ``AUDITWHEEL_EXCLUDE`` (space-separated soname globs from the matrix) are never grafted: torch's libraries and
   the vendor runtime come from the user's torch install. torch/lib is put on auditwheel's library path so
   those dependencies resolve (and are then excluded) instead of being reported as missing.
+- Every torch symbol that an extension module of the repaired wheel needs must be exported by this image's torch:
+  an object compiled against another torch line fails the build here, not at import on a node.
 - Writes OUT_DIR/<repaired wheel>, OUT_DIR/auditwheel-show.txt and OUT_DIR/build-info.json. Whether anything
   from torch was grafted is checked on the host, where the exported wheel is accepted (build_tools/wheelcheck.py).
 """
@@ -21,6 +23,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -41,6 +44,59 @@ def torch_lib_dir() -> str | None:
         return None
     lib = Path(list(spec.submodule_search_locations)[0]) / "lib"
     return str(lib) if lib.is_dir() else None
+
+
+# Mangled-name prefixes of torch's C++ namespaces (c10, at, torch, caffe2): the symbols an extension takes from torch.
+_TORCH_SYMBOL = ("_ZN3c10", "_ZNK3c10", "_ZN2at", "_ZNK2at", "_ZN5torch", "_ZNK5torch", "_ZN6caffe2", "_ZNK6caffe2")
+
+
+def _dynamic_symbols(path: Path) -> tuple[set[str], set[str], list[str]]:
+    """(defined, undefined strong, DT_NEEDED) dynamic symbols of one ELF file."""
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    defined, undefined, needed = set(), set(), []
+    with path.open("rb") as fh:
+        elf = ELFFile(fh)
+        dynsym = elf.get_section_by_name(".dynsym")
+        for sym in dynsym.iter_symbols() if dynsym else ():
+            if sym["st_shndx"] == "SHN_UNDEF":
+                if sym["st_info"]["bind"] == "STB_GLOBAL" and sym.name:
+                    undefined.add(sym.name)
+            elif sym["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK"):
+                defined.add(sym.name)
+        for section in elf.iter_sections():
+            if isinstance(section, DynamicSection):
+                needed += [t.needed for t in section.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
+    return defined, undefined, needed
+
+
+def check_torch_symbols(wheel: Path, torch_lib: str) -> None:
+    """Fail when an extension module of ``wheel`` needs a torch symbol that this image's torch does not export.
+
+    Objects compiled against another torch line (a stale incremental build) link fine and then fail at import on a
+    node. The check reads symbol tables instead of loading the module: builders may hold torch without the vendor
+    libraries its own libraries need.
+    """
+    lib = Path(torch_lib)
+    with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as zf:
+        modules = [n for n in zf.namelist() if n.endswith(".so") and ".libs/" not in n]
+        zf.extractall(tmp, members=modules)
+        for name in modules:
+            _, undefined, needed = _dynamic_symbols(Path(tmp) / name)
+            provided: set[str] = set()
+            for dep in needed:
+                if (lib / dep).is_file():
+                    provided |= _dynamic_symbols(lib / dep)[0]
+            missing = sorted(s for s in undefined if s.startswith(_TORCH_SYMBOL) and s not in provided)
+            if missing:
+                raise SystemExit(
+                    f"repair_wheel: {name} needs {len(missing)} torch symbol(s) that this image's torch does not "
+                    f"export (first: {missing[0]}): it was compiled against another torch. If an incremental "
+                    "build reused another toolchain's objects, clear the BuildKit cache (`docker builder prune "
+                    "--filter type=exec.cachemount`) and build again"
+                )
+    print(f"repair_wheel: every torch symbol of {', '.join(modules)} is exported by this image's torch", flush=True)
 
 
 def run(cmd: list[str], env: dict[str, str]) -> str:
@@ -80,6 +136,9 @@ def main(argv: list[str]) -> int:
     repaired = sorted(out.glob("*.whl"))
     if len(repaired) != 1:
         raise SystemExit(f"repair_wheel: auditwheel produced {[w.name for w in repaired]}")
+    if not lib:
+        raise SystemExit("repair_wheel: torch/lib is missing from this builder image")
+    check_torch_symbols(repaired[0], lib)
     shown_repaired = run([*auditwheel, "show", str(repaired[0])], env)
     (out / "auditwheel-show.txt").write_text(
         f"$ auditwheel show {wheel.name}  (as built)\n{shown}\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import zipfile
 from pathlib import Path
 
@@ -115,3 +116,51 @@ def test_wheel_names_are_read_by_packaging(tmp_path):
     assert wheelcheck.label_matches("pt213dtk2604", "dtk*") and not wheelcheck.label_matches("pt213cpu", "dtk*")
     with pytest.raises(wheelcheck.WheelError, match="not a wheel file name"):
         wheelcheck.inspect(make_wheel(tmp_path / "torch_fl-0.1.0.whl", []))
+
+
+def test_build_directories_are_keyed_by_the_torch_install(monkeypatch):
+    build = load_script("build_wheel")
+    records = {"record": "torch/include/c10/core/impl/PyObjectSlot.h,sha256=aaa,100\n"}
+
+    class Dist:
+        def read_text(self, name):
+            assert name == "RECORD"
+            return records["record"]
+
+    monkeypatch.setattr(build.importlib.metadata, "distribution", lambda name: Dist())
+    env = {"CXX": "c++", "BUILD_ENV": "", "TORCH_FL_VARIANT": "cpu"}
+    first = build.toolchain_key(env)
+    assert first == build.toolchain_key(dict(env)), "the key must be stable for one toolchain"
+    assert build.toolchain_key({**env, "TORCH_FL_VARIANT": "cu130"}) != first
+    records["record"] = "torch/include/c10/core/impl/PyObjectSlot.h,sha256=bbb,120\n"
+    assert build.toolchain_key(env) != first, "another torch install must get another build directory"
+
+
+def _host_torch_lib() -> Path | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return Path(torch.__file__).parent / "lib"
+
+
+def _wheels_of_host_torch() -> list[Path]:
+    lib = _host_torch_lib()
+    if lib is None:
+        return []
+    import torch
+
+    line = "pt" + "".join(f"{int(p):02d}" if i else p for i, p in enumerate(torch.__version__.split(".")[:2]))
+    return [w for w in real_wheels() if f"+{line}" in w.name]
+
+
+@pytest.mark.skipif(not _wheels_of_host_torch(), reason="no repaired wheel for this host's torch line under wheels/")
+@pytest.mark.parametrize("wheel", _wheels_of_host_torch(), ids=lambda p: p.name)
+def test_the_symbol_check_accepts_a_wheel_of_its_torch_and_refuses_a_foreign_torch(wheel, tmp_path, capsys):
+    repair = load_script("repair_wheel")
+    repair.check_torch_symbols(wheel, str(_host_torch_lib()))
+    assert "is exported by this image's torch" in capsys.readouterr().out
+    # a torch/lib whose libc10.so exports nothing of torch's: every torch symbol is reported missing
+    (tmp_path / "libc10.so").write_bytes(Path(sys.executable).resolve().read_bytes())
+    with pytest.raises(SystemExit, match="compiled against another torch"):
+        repair.check_torch_symbols(wheel, str(tmp_path))
