@@ -24,7 +24,7 @@ void set_on(bool on);
 
 struct Row {
   std::string op;
-  std::string path; // "fast", "boxed" or "copy"
+  std::string path; // "fast", "boxed" (native), "provider" or "copy"
   int64_t calls = 0;
   std::array<int64_t, kPhases> ns{}; // summed over the calls
 };

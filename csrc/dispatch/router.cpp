@@ -164,7 +164,7 @@ void run_on_vendor(const c10::OperatorHandle& op, torch::jit::Stack* stack, cons
     Decomposition decomposed = find_decomposition(op.operator_name());
     if (decomposed != nullptr && !op.hasKernelForDispatchKey(runtime().vendor_key())) return decomposed(stack);
   }
-  counters::Timer timer(op.operator_name(), "boxed");
+  counters::Timer timer(op.operator_name(), provider != nullptr ? "provider" : "boxed");
   Retagger retag(op);
   retag.arguments_to_vendor(stack);
   if (provider != nullptr) retag.refuse_host_tensors();

@@ -47,6 +47,10 @@ class Provider:
     def load(self) -> Mapping[str, Kernel]:
         raise NotImplementedError
 
+    def version(self) -> str | None:
+        """The version of the kernels (a package's version): a qualification report is keyed by it."""
+        return None
+
     # -- used by route resolution and the router -------------------------
     def unavailable_reason(self) -> str | None:
         if not self._checked:
@@ -84,11 +88,16 @@ class TableProvider(Provider):
         kernels: Mapping[str, Kernel],
         available: Callable[[], str | None] | None = None,
         replay: bool = False,
+        version: str | None = None,
     ):
         super().__init__(name)
         self._table = dict(kernels)
         self._available = available
         self.replay = replay
+        self._version = version
+
+    def version(self) -> str | None:
+        return self._version
 
     def check(self) -> str | None:
         return self._available() if self._available is not None else None
@@ -131,14 +140,16 @@ def register_provider(
     *,
     available: Callable[[], str | None] | None = None,
     replay: bool = False,
+    version: str | None = None,
 ) -> Provider:
     """Register a provider under ``name`` (a route name in confs and FLAGOS_OP_*). ``replay=True`` sends a
-    table's calls through the replay cache (torch_fl.replay); a Provider subclass sets its ``replay`` attribute."""
+    table's calls through the replay cache (torch_fl.replay); a Provider subclass sets its ``replay`` attribute.
+    ``version`` keys the qualification reports and confs made for this table (torch_fl.qualify)."""
     if name in RESERVED:
         raise ValueError(f"provider name {name!r} is reserved for a built-in route; choose another name")
     if not isinstance(kernels, Provider):
         check_op_names(name, kernels)  # before registering: nothing half-applied
-    provider = kernels if isinstance(kernels, Provider) else TableProvider(name, kernels, available, replay)
+    provider = kernels if isinstance(kernels, Provider) else TableProvider(name, kernels, available, replay, version)
     provider.name = name
     _REGISTRY[name] = provider
     return provider

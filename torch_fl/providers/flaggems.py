@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from importlib import metadata
 
 from . import Kernel, Provider
 
@@ -26,6 +27,12 @@ class FlagGemsProvider(Provider):
         except Exception as exc:
             return f"flag_gems is not importable ({type(exc).__name__}: {exc}); pip install flag_gems"
         return None
+
+    def version(self) -> str | None:
+        try:
+            return metadata.version("flag_gems")
+        except metadata.PackageNotFoundError:
+            return None
 
     def load(self) -> Mapping[str, Kernel]:
         import flag_gems
