@@ -34,7 +34,7 @@ except ImportError as _exc:  # typically: importing the source tree instead of t
         "checkout, run Python from another directory so the installed wheel is imported, or build it first "
         "(pip install --no-build-isolation .). `import torch` loads torch_fl only when FLAGOS_AUTOLOAD=1."
     ) from _exc
-from . import _conf, _env, _one_accelerator, _routing, compile, providers, replay
+from . import _conf, _env, _one_accelerator, _routing, _shipped, compile, providers, replay
 from . import flagos as flagos
 from ._conf import ConfError
 from ._env import EnvError
@@ -228,7 +228,16 @@ def _builtin_providers(accel: str) -> None:
 def conf_path(settings: _env.Settings | None = None, accel: str | None = None) -> str:
     settings = settings or _env.read_settings(os.environ)
     accel = accel or _C.accelerator() or "cpu"
-    return settings.backend_config or str(CONF_DIR / f"backends_{accel}.conf")
+    if settings.backend_config:
+        return settings.backend_config
+    name = settings.conf_name or "default"
+    shipped = _shipped.confs(CONF_DIR, accel)
+    if name not in shipped:
+        raise EnvError(
+            f"{_env.CONF_VAR}={name!r}: no such conf is shipped for {accel}; choose one of {', '.join(shipped)}, "
+            f"or give a file with {_env.BACKEND_CONFIG_VAR}=PATH"
+        )
+    return str(shipped[name])
 
 
 @cache
@@ -248,6 +257,7 @@ def _resolve(settings: _env.Settings, path: str) -> RouteTable:
         raise problems[0]
     if problems:
         raise RouteError([str(p) for p in problems])
+    _shipped.warn_qualification(path, conf, table, providers.providers())
     return table
 
 

@@ -10,6 +10,8 @@ Format, one statement per line::
     include common.conf             # path relative to the including file
     default = flaggems, native      # chain used by every op without its own line
     add.Tensor = native             # op.overload = route[, next-route ...]
+    qualified flaggems 5.0.2        # the provider version a qualification (torch_fl.qualify) passed the
+                                    # routes for: another installed version warns at start-up
 
 Later statements override earlier ones coming from included files; the same operator twice
 in one file is an error, because one of the two lines is dead and nobody can tell which.
@@ -33,6 +35,7 @@ SYNTAX_HINT = "expected 'op.overload = route[, next-route ...]', 'default = rout
 # aten names: `add`, `add_`, `__and__`, `_to_copy`; overloads: `Tensor`, `dim_IntList`, `Scalar_out`.
 _OP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?")
 _INCLUDE_RE = re.compile(r"include(?:\s+(?P<arg>.*))?")
+_QUALIFIED_RE = re.compile(r"qualified(?:\s+(?P<arg>.*))?")
 
 
 class ConfError(ValueError):
@@ -68,6 +71,7 @@ class Conf:
     default: ConfEntry | None
     entries: dict[str, ConfEntry] = field(default_factory=dict)
     files: tuple[str, ...] = ()
+    qualified: dict[str, str] = field(default_factory=dict)  # provider -> version its routes were qualified for
 
 
 def parse_conf(path: str | os.PathLike[str]) -> Conf:
@@ -113,6 +117,7 @@ class _State:
     entries: dict[str, ConfEntry] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     problems: list[ConfError] = field(default_factory=list)
+    qualified: dict[str, str] = field(default_factory=dict)
 
     def set(self, entry: ConfEntry) -> None:
         if entry.op == DEFAULT_KEY:
@@ -121,7 +126,9 @@ class _State:
             self.entries[entry.op] = entry
 
     def finish(self) -> Conf:
-        return Conf(default=self.default, entries=dict(self.entries), files=tuple(self.files))
+        return Conf(
+            default=self.default, entries=dict(self.entries), files=tuple(self.files), qualified=dict(self.qualified)
+        )
 
 
 def _q(text: str) -> str:
@@ -201,6 +208,15 @@ def _parse_statement(
     include = _INCLUDE_RE.fullmatch(statement)
     if include and not (include["arg"] or "").startswith("="):
         _include(include["arg"], Origin(path, number), base_dir, state, stack)
+        return
+    qualified = _QUALIFIED_RE.fullmatch(statement)
+    if qualified and not (qualified["arg"] or "").startswith("="):
+        words = (qualified["arg"] or "").split()
+        if len(words) != 2 or not ROUTE_NAME_RE.fullmatch(words[0]):
+            raise ConfError(
+                path, number, f"{_q(statement)}: write 'qualified PROVIDER VERSION', e.g. 'qualified flaggems 5.0.2'"
+            )
+        state.qualified[words[0]] = words[1]
         return
     entry = _parse_assignment(statement, Origin(path, number))
     if entry.op in seen:

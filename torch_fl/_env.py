@@ -40,6 +40,7 @@ EMU_DEVICES_MAX = 16
 
 ACCELERATOR_VAR = "FLAGOS_ACCELERATOR"
 BACKEND_CONFIG_VAR = "FLAGOS_BACKEND_CONFIG"
+CONF_VAR = "FLAGOS_CONF"
 LOG_VAR = "FLAGOS_LOG"
 EMU_DEVICES_VAR = "FLAGOS_EMU_DEVICES"
 EMU_TRAP_VAR = "FLAGOS_EMU_TRAP"
@@ -51,6 +52,7 @@ OP_PREFIX = "FLAGOS_OP_"
 KNOWN_VARIABLES = (
     ACCELERATOR_VAR,
     BACKEND_CONFIG_VAR,
+    CONF_VAR,
     LOG_VAR,
     EMU_DEVICES_VAR,
     EMU_TRAP_VAR,
@@ -95,6 +97,7 @@ class Settings:
     replay: bool = True  # provider calls (FlagGems) replayed from C++ once recorded (torch_fl/replay)
     replay_verify: bool = False  # every replayed call also runs the provider and must match it bit for bit
     replay_capacity: int = REPLAY_CACHE_DEFAULT
+    conf_name: str | None = None  # FLAGOS_CONF: a shipped conf by name (configs/backends_<vendor>_<name>.conf)
 
 
 def read_settings(environ: Mapping[str, str]) -> Settings:
@@ -111,6 +114,12 @@ def read_settings_collecting(environ: Mapping[str, str]) -> tuple[Settings, list
     problems = _misspelt_variables(environ)
     accelerator = _attempt(problems, _accelerator, environ.get(ACCELERATOR_VAR))
     backend_config = _attempt(problems, _backend_config, environ.get(BACKEND_CONFIG_VAR))
+    conf_name = _attempt(problems, _conf_name, environ.get(CONF_VAR))
+    if backend_config and conf_name:
+        problems.append(
+            f"{CONF_VAR}={conf_name!r} and {BACKEND_CONFIG_VAR}={backend_config!r} both choose the conf; "
+            "unset one of the two"
+        )
     log = _attempt(problems, _log_categories, environ.get(LOG_VAR))
     emu_devices = _attempt(problems, _emu_devices, environ.get(EMU_DEVICES_VAR))
     emu_trap = _attempt(problems, _emu_trap, environ.get(EMU_TRAP_VAR))
@@ -125,6 +134,7 @@ def read_settings_collecting(environ: Mapping[str, str]) -> tuple[Settings, list
     settings = Settings(
         accelerator=accelerator,
         backend_config=backend_config,
+        conf_name=conf_name,
         overrides=tuple(overrides),
         log=log if log is not None else frozenset(),
         emu_devices=emu_devices if emu_devices is not None else EMU_DEVICES_DEFAULT,
@@ -193,6 +203,18 @@ def _backend_config(value: str | None) -> str | None:
             "(e.g. a copy of backends_<vendor>.conf), or unset it to use the shipped one"
         )
     return value
+
+
+def _conf_name(value: str | None) -> str | None:
+    if value is None or not value.strip():
+        return None
+    name = value.strip()
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        raise EnvError(
+            f"{CONF_VAR}={value!r} is not a conf name; name a shipped conf (`python -m torch_fl info` lists them, "
+            f"e.g. {CONF_VAR}=flaggems), or give a file with {BACKEND_CONFIG_VAR}=PATH"
+        )
+    return name
 
 
 def _log_categories(value: str | None) -> frozenset[str]:

@@ -249,3 +249,16 @@ def test_collecting_parse_keeps_good_lines_and_every_problem(tmp_path: Path) -> 
 def test_collecting_parse_of_a_missing_file_is_one_problem(tmp_path: Path) -> None:
     parsed, problems = conf.parse_conf_collecting(tmp_path / "absent.conf")
     assert parsed.entries == {} and [p.line for p in problems] == [0]
+
+
+def test_qualified_names_the_provider_version_of_the_routes() -> None:
+    parsed = parse("qualified flaggems 5.0.2\ndefault = native\nexp = flaggems, native\n")
+    assert parsed.qualified == {"flaggems": "5.0.2"}
+    assert parsed.entries["exp"].routes == ("flaggems", "native")
+    assert parse("default = native\n").qualified == {}
+
+
+@pytest.mark.parametrize("line", ["qualified", "qualified flaggems", "qualified Flag 1 2"])
+def test_a_malformed_qualified_line_says_how_to_write_it(line: str) -> None:
+    with pytest.raises(ConfError, match="write 'qualified PROVIDER VERSION'"):
+        parse(line + "\n")

@@ -297,3 +297,24 @@ def test_collecting_read_counts_bad_values_as_unset() -> None:
 @pytest.mark.parametrize(("value", "on"), [("1", True), ("0", False), ("", False)])
 def test_emu_trap(value: str, on: bool) -> None:
     assert env.read_settings({"FLAGOS_EMU_TRAP": value}).emu_trap is on
+
+
+# --- FLAGOS_CONF ---------------------------------------------------------------------------
+
+
+def test_a_shipped_conf_is_chosen_by_name() -> None:
+    assert read(FLAGOS_CONF="flaggems").conf_name == "flaggems"
+    assert read(FLAGOS_CONF=" flaggems_tuned ").conf_name == "flaggems_tuned"
+    assert read(FLAGOS_CONF="").conf_name is None
+
+
+def test_a_conf_name_is_not_a_path() -> None:
+    message = error_of(FLAGOS_CONF="./my.conf")
+    assert "FLAGOS_CONF='./my.conf' is not a conf name" in message and "FLAGOS_BACKEND_CONFIG=PATH" in message
+
+
+def test_a_conf_name_and_a_conf_file_cannot_both_be_given(tmp_path: Path) -> None:
+    path = tmp_path / "x.conf"
+    path.write_text("default = native\n")
+    message = error_of(FLAGOS_CONF="flaggems", FLAGOS_BACKEND_CONFIG=str(path))
+    assert "both choose the conf; unset one of the two" in message
