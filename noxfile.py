@@ -54,6 +54,10 @@ ACTIONS = {
     "build": ("Build + auditwheel-repair the {v} wheel in Docker into wheels/{variant}/", flow.build),
     "test": ("Test the repaired {v} wheel in a compiler-free container; reports in reports/{v}/", flow.test),
     "bench": ("Full benchmark of the {v} wheel in its test container; reports in reports/{v}/bench/", flow.bench),
+    "qualify": (
+        "Qualify a provider (default flaggems) op by op in the {v} test container; run dir reports/{v}/qualify/",
+        flow.qualify,
+    ),
     "install": (
         "Install the {v} wheel from wheels/{variant}/'s index as a node does, in containers with only Python + torch",
         distribute.install,

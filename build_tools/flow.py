@@ -418,6 +418,48 @@ def bench(flow: Flow, vendor: str, summary: Summary) -> None:
         )
 
 
+QUALIFY_DIR = "qualify"
+
+
+def qualify(flow: Flow, vendor: str, summary: Summary) -> None:
+    """Build (if needed), make the test image (if needed), qualify a provider in it (torch_fl/qualify).
+
+    The run directory is reports/<vendor>/qualify/, written in place (a rerun resumes it); arguments after the
+    separator go to ``python -m torch_fl qualify`` (default ``--provider flaggems``).
+    """
+    require_gpus(flow, vendor, f"qualify-{vendor}")
+    require_devices(flow, vendor, f"qualify-{vendor}")
+    run_dir = flow.repo / "reports" / vendor / QUALIFY_DIR
+    args = list(flow.options.pytest_args)
+    provider = args[args.index("--provider") + 1] if "--provider" in args[:-1] else "flaggems"
+    args = [a for i, a in enumerate(args) if a != "--provider" and (i == 0 or args[i - 1] != "--provider")]
+    flow.runner.make_dir(run_dir)
+
+    def command(built: Built, tag: str, tmp: Path) -> plan.Command:
+        return plan.plan_qualify_run(
+            flow.images.client().exe,
+            built.chain,
+            tag,
+            run_dir,
+            built.host,
+            provider=provider,
+            qualify_args=args,
+            user=env.current_user(),
+            host_flags=host_run_flags(flow, built.chain),
+        )
+
+    def collect(tmp: Path, res: Result) -> str:
+        return "ran" if res.returncode in (0, 3) else "failed"  # 3: operators left pending
+
+    # written in place, never swapped: the scratch directory stays empty and is not published
+    how = Container("run qualification", run_dir, command, collect, publish_empty=False)
+    res, _, _ = _run_in_test_image(flow, vendor, summary, how)
+    if res.returncode == 3:
+        flow.echo(f"qualify-{vendor}: operators left pending; run the session again to resume ({run_dir})")
+    elif res.returncode != 0:
+        raise UserError(f"qualify-{vendor} failed: exit {res.returncode}; log {res.log}")
+
+
 # 1980-01-01, the earliest time a zip entry can carry: the epoch of a checkout without git history.
 ZIP_EPOCH = "315532800"
 

@@ -312,6 +312,37 @@ def plan_bench_run(
     )
 
 
+# bash -c SCRIPT PROVIDER ARGS...: $0 is the provider, "$@" the qualify arguments
+QUALIFY_SCRIPT = (
+    'set -e; python /opt/torch-fl-tests/node/record_workloads.py --samples /reports/samples --provider "$0" '
+    '--skip-if-recorded; python -m torch_fl qualify --out /reports --provider "$0" "$@"'
+)
+
+
+def plan_qualify_run(
+    docker: str,
+    chain: Toolchain,
+    image: str,
+    run_dir: Path,
+    host: HostEnv,
+    *,
+    provider: str,
+    qualify_args: Sequence[str],
+    user: str | None,
+    host_flags: Sequence[str] = (),
+) -> Command:
+    """``docker run`` of a qualification (``python -m torch_fl qualify``) in the test image: the model suite's and
+    the real workloads' calls are recorded first (once per run directory), then every operator the provider claims
+    runs against native. ``run_dir`` is mounted as it is, so a run cut short resumes in the next one."""
+    argv = _docker_run(docker, chain, run_dir, host, user, (), host_flags)
+    argv += [image, "bash", "-c", QUALIFY_SCRIPT, provider, *qualify_args]
+    return Command(
+        title=f"qualify {chain.vendor}: python -m torch_fl qualify --provider {provider} in {image}",
+        argv=tuple(argv),
+        log_name=f"{chain.vendor}/docker-run-qualify.log",
+    )
+
+
 # The flags each kind of session takes (given after nox's `--`); what follows a second `--` goes to the tool the
 # session runs (pytest for test-*, the benchmark for bench-*). Anything else is refused, so a misspelt
 # flag never turns into a tool argument and a real build.
@@ -326,11 +357,12 @@ FLAGS_OF = {
     "build": ("--dry-run", "--rebuild"),
     "test": ("--dry-run", "--rebuild", "--bench-full", "--no-bench"),
     "bench": ("--dry-run", "--rebuild"),
+    "qualify": ("--dry-run", "--rebuild"),
     "install": ("--dry-run",),
     "base-image": ("--dry-run", "--rebuild"),
     "clean": ("--dry-run", "--all"),
 }
-PASSES_ON = {"test": "pytest", "bench": "torch_fl.bench"}
+PASSES_ON = {"test": "pytest", "bench": "torch_fl.bench", "qualify": "python -m torch_fl qualify"}
 SEPARATOR = "--"
 
 

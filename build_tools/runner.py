@@ -146,6 +146,10 @@ class Runner:
         outputs.sweep_temporaries(final.parent)
         return outputs.temp_dir_beside(final)
 
+    def make_dir(self, path: Path) -> None:
+        if not self.dry_run:
+            path.mkdir(parents=True, exist_ok=True)
+
     def remove(self, path: Path) -> None:
         if not self.dry_run:
             shutil.rmtree(path, ignore_errors=True)

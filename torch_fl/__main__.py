@@ -4,7 +4,10 @@
                                          installed variant fits this node (--check: exit 1 when it does not)
     python -m torch_fl route add.Tensor  the route an op takes and where that was decided
     python -m torch_fl routes            every explicit route
-Each takes ``--json`` for machine-readable output.
+    python -m torch_fl qualify --provider flaggems
+                                         every operator of a provider against native, crash-isolated: a report
+                                         per (operator, dtype) and the routes it qualifies (torch_fl/qualify)
+Each but qualify takes ``--json`` for machine-readable output.
 """
 
 from __future__ import annotations
@@ -125,6 +128,96 @@ def _print_route(route: dict[str, Any]) -> None:
         )
 
 
+def _qualify_parser(sub: Any) -> None:
+    from .qualify.opinfo import DEFAULT_DTYPES
+
+    p = sub.add_parser("qualify", help="qualify a provider's kernels against native, op by op")
+    p.add_argument("--provider", required=True, help="the provider's route name (flaggems, or one --import registers)")
+    p.add_argument("--out", default=None, help="run directory (default: ./qualify-<provider>); a rerun resumes it")
+    p.add_argument(
+        "--samples",
+        default=None,
+        help="samples directory (default: <out>/samples); workloads add to it with torch_fl.qualify.recording",
+    )
+    p.add_argument("--ops", default="", help="comma-separated operators (default: every one the provider claims)")
+    p.add_argument("--dtypes", default=",".join(DEFAULT_DTYPES), help="dtypes of the OpInfo samples")
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first in every process (a module that registers a provider)",
+    )
+    p.add_argument("--workers", type=int, default=1, help="worker processes (they share the device)")
+    p.add_argument("--chunk", type=int, default=8, help="operators per worker process before a fresh one starts")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds an operator may take before it counts as hung")
+    p.add_argument("--budget", type=float, default=None, help="seconds for this run; what is left stays pending")
+    p.add_argument("--no-speed", action="store_true", help="verdicts only, no provider/native timing")
+    p.add_argument("--sample", type=int, default=None, help="run only this sample of --ops (a reproduction)")
+    p.add_argument("--list", action="store_true", help="print the operators the provider claims and stop")
+
+
+def _qualify(args: Any) -> int:
+    from pathlib import Path
+
+    from .qualify import opinfo, report, routes, runner
+
+    out = Path(args.out or f"qualify-{args.provider}").resolve()
+    ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    unknown = sorted(set(dtypes) - set(opinfo.ALL_DTYPES))
+    if unknown:
+        print(
+            f"error: --dtypes: unknown dtype(s) {', '.join(unknown)}; choose from {', '.join(opinfo.ALL_DTYPES)}",
+            file=sys.stderr,
+        )
+        return 2
+    if args.sample is not None and len(ops) != 1:
+        print("error: --sample reproduces one sample of one operator: name it with --ops OP", file=sys.stderr)
+        return 2
+    plan = runner.Plan(
+        provider=args.provider,
+        out=out,
+        samples=Path(args.samples).resolve() if args.samples else out / "samples",
+        ops=ops or None,
+        dtypes=dtypes,
+        imports=args.imports,
+        workers=max(1, args.workers),
+        chunk=max(1, args.chunk),
+        timeout=args.timeout,
+        budget=args.budget,
+        speed=not args.no_speed,
+        index=args.sample,
+    )
+    try:
+        if args.list:
+            out.mkdir(parents=True, exist_ok=True)
+            claimed = runner.claims(plan)
+            print("\n".join(claimed["ops"]))
+            return 0
+        meta = runner.run(plan)
+    except (RuntimeError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    rep = report.build(meta, runner.read_events(out / "events.jsonl"))
+    json_path, md_path = report.write(rep, out)
+    for tuned, name in ((False, "qualified.conf"), (True, "qualified-tuned.conf")):
+        (out / name).write_text(routes.render(rep, tuned))
+    print(", ".join(f"{v}: {n}" for v, n in rep["counts"].items()))
+    if args.sample is not None:
+        r = rep["ops"][ops[0]]
+        f = r.get("failure")
+        print(f"{ops[0]} sample {args.sample}: {r['verdict']}" + (f" ({f['sample']}: {f['detail']})" if f else ""))
+    print(f"report: {json_path}\n        {md_path}\nconfs:  {out / 'qualified.conf'} (FlagGems-first where it passed)"
+          f"\n        {out / 'qualified-tuned.conf'} (where it passed and is no slower than native)")
+    pending = rep["counts"].get("pending", 0)
+    if pending:
+        print(f"{pending} operator(s) pending: run the same command again to resume", file=sys.stderr)
+        return 3
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_fl", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -136,7 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     p_route.add_argument("--json", action="store_true")
     p_routes = sub.add_parser("routes", help="every explicit route and its origin")
     p_routes.add_argument("--json", action="store_true")
+    _qualify_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "qualify":
+        return _qualify(args)
 
     try:
         if args.command == "info":

@@ -3,7 +3,8 @@
 # Docker (e.g. a lent GPU machine): build the wheel against the node's torch,
 # install it, run the routing and correctness suites with FlagGems present,
 # then the route A/B benchmark. Everything lands under $OUT (default reports/cuda-node).
-#   bash build_tools/node/cuda_node.sh [smoke|full|bench|train|models|dist|checks|opinfo|compile|replay|stepops]
+#   bash build_tools/node/cuda_node.sh [smoke|full|bench|train|models|dist|checks|opinfo|compile|replay|stepops|
+#                                       flaggems]
 #   full:   the routing and correctness suites (in one process, or SUITE_WORKERS xdist workers), then the bench;
 #           BENCH_ARGS="--runs 3 ..." adds bench options. bench: the bench alone
 #   train:  flagos training against plain cuda in separate processes (tests/node/train_check.py), and the step
@@ -28,10 +29,17 @@
 #           then the correctness suite with the swept ops on flaggems, once under FLAGOS_FLAGGEMS_VERIFY=1 and once
 #           with the replay off (the failures FlagGems has of its own); REPLAY_PARTS="seed sweep verify" picks
 #           parts, SWEEP_OPS="exp out=,div out=" entries of the sweep
+#   flaggems: FlagGems-first, qualified on this node (torch_fl.qualify): the model suite's and the real workloads'
+#           calls recorded (tests/node/record_workloads.py), `python -m torch_fl qualify --provider flaggems` with
+#           QUALIFY_WORKERS workers (12) within what is left of FLAGGEMS_SECONDS (570) less CHECK_SECONDS (220),
+#           then on the conf it wrote: the real workloads against all-native (tests/node/flaggems_first.py) and
+#           the model suite against plain cuda. QUALIFY_DIR (build/qualify-flaggems) survives a warm machine's
+#           next call, which resumes the qualification
 # REUSE_BUILD=1 keeps a wheel an earlier call built on this machine.
 # At most 8 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md,png};
 # train: train.txt; models: models.txt; dist: dist.txt; checks: models.txt, pytest.txt, junit.xml, exit.txt;
-# opinfo: opinfo-{native,cpu}.{txt,json}; compile: compile.txt; stepops: step_ops.txt): a lent machine hands
+# opinfo: opinfo-{native,cpu}.{txt,json}; compile: compile.txt; stepops: step_ops.txt; flaggems: flaggems.txt,
+# qualify-report.{json,md}, flaggems-first.json): a lent machine hands
 # back only a few.
 set -euo pipefail
 mode=${1:-full}
@@ -249,6 +257,31 @@ if [ "$mode" = train ]; then
      done
    done; exit $rc) 2>&1 | grep --line-buffered -v -e "UserWarning" -e "mask = row_mask" | tee "$OUT/train.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  exit "$status"
+fi
+if [ "$mode" = flaggems ]; then
+  status=0
+  q=${QUALIFY_DIR:-$repo/build/qualify-flaggems}
+  mkdir -p "$q"
+  deadline=$(( start + ${FLAGGEMS_SECONDS:-570} ))
+  (cd /tmp
+   "$PY" "$tests_copy/node/record_workloads.py" --samples "$q/samples" --provider flaggems --skip-if-recorded
+   budget=$(( deadline - $(date +%s) - ${CHECK_SECONDS:-220} ))
+   echo "qualify: budget ${budget} s"
+   rc=0; "$PY" -m torch_fl qualify --provider flaggems --out "$q" --workers "${QUALIFY_WORKERS:-12}" --chunk 10 \
+     --dtypes "${QUALIFY_DTYPES:-float32,bfloat16}" --timeout 120 --budget "$budget" || rc=$?
+   echo "qualify: exit $rc after $(( $(date +%s) - start )) s"  # 3: operators left pending (a rerun resumes)
+   cp "$q/report.json" "$OUT/qualify-report.json"; cp "$q/report.md" "$OUT/qualify-report.md"
+   "$PY" "$tests_copy/node/flaggems_first.py" --conf "$q/qualified.conf" --tuned "$q/qualified-tuned.conf" \
+     --json "$OUT/flaggems-first.json" || echo "flaggems_first: exit $?"
+   echo "real workloads done after $(( $(date +%s) - start )) s"
+   cd "$tests_copy" && "$PY" models/reference.py --device cuda --out /tmp/models-cuda.pt \
+     && "$PY" models/reference.py --device cuda --out /tmp/models-cuda-again.pt >/dev/null \
+     && { FLAGOS_BACKEND_CONFIG="$q/qualified.conf" FLAGOS_MODELS_REFERENCE=/tmp/models-cuda.pt \
+          FLAGOS_MODELS_REFERENCE_REPEAT=/tmp/models-cuda-again.pt \
+          "$PY" -m pytest -c pyproject.toml models -q -p no:cacheprovider -rs 2>&1 | tail -25 || true; }
+   echo "model suite on the qualified conf done after $(( $(date +%s) - start )) s") 2>&1 \
+   | grep --line-buffered -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/flaggems.txt"
   exit "$status"
 fi
 if [ "$mode" = models ]; then

@@ -1,0 +1,73 @@
+"""Record the ATen calls of real workloads as qualification samples (torch_fl.qualify.recording).
+
+    python record_workloads.py --samples DIR [--ops-from-provider flaggems] [--tiny]
+
+Every model of the model suite (tests/models: one training step, its evaluation and, for language models, a
+greedy generate) and the real-size workloads of real_models.py (one step each, after one untimed step so the
+optimizer's state exists) run on flagos with every operator native, under the recorder. Calls with the same
+signature are kept once per workload. ``python -m torch_fl qualify --samples DIR`` then runs them beside OpInfo's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "models")]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--samples", type=Path, required=True)
+    p.add_argument("--provider", default=None, help="record only the operators this provider claims")
+    p.add_argument("--tiny", action="store_true", help="small sizes (a CPU-emulation dry run)")
+    p.add_argument("--skip-if-recorded", action="store_true", help="do nothing when DIR already holds a recording")
+    args = p.parse_args()
+    stamp = args.samples / ".workloads-recorded"
+    if args.skip_if_recorded and stamp.is_file():
+        print(f"record: {args.samples} already holds the workloads' calls", flush=True)
+        return 0
+    native = args.samples.parent / "record-native.conf"
+    native.parent.mkdir(parents=True, exist_ok=True)
+    native.write_text("default = native\n")
+    os.environ["FLAGOS_BACKEND_CONFIG"] = str(native)
+
+    import model_zoo
+    import real_models
+    import torch
+
+    import torch_fl
+    from torch_fl.qualify import recording
+
+    ops = None
+    if args.provider:
+        ops = set(torch_fl.providers.providers()[args.provider].ops())
+    device = "flagos"
+    for name in model_zoo.MODELS:
+        start = time.monotonic()
+        model = model_zoo.build(name).to(device)
+        with recording(args.samples, f"model:{name}", ops):
+            model_zoo.run_model(name, model, device, steps=1)
+        print(f"record: model:{name} {time.monotonic() - start:.1f} s", flush=True)
+    for name, build in real_models.WORKLOADS.items():
+        start = time.monotonic()
+        step, _ = build(device, args.tiny)
+        step()
+        with recording(args.samples, f"workload:{name}", ops):
+            step()
+        torch_fl.flagos.synchronize()
+        print(f"record: workload:{name} {time.monotonic() - start:.1f} s", flush=True)
+        del step
+        torch.cuda.empty_cache() if torch_fl.accelerator() in ("cuda", "dcu") else None
+    count = sum(1 for _ in args.samples.glob("*.pt"))
+    stamp.write_text(f"{count} operators\n")
+    print(f"record: samples of {count} operators under {args.samples}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""The qualification end to end on the emulation, against a provider whose every fault is known
+(qualify_demo_provider.py): the verdicts, the conf it writes, the report, and resuming a cut run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from qualify_demo_provider import EXPECTED  # noqa: E402
+
+OPS = ",".join(EXPECTED)
+
+
+def qualify(out: Path, *extra: str, samples: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
+    cmd = [sys.executable, "-m", "torch_fl", "qualify", "--provider", "demo", "--import", "qualify_demo_provider",
+           "--out", str(out), "--ops", OPS, "--dtypes", "float32", "--timeout", "20", "--workers", "2", *extra]
+    if samples is not None:
+        cmd += ["--samples", str(samples)]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=out.parent)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("qualify") / "run"
+    res = qualify(out)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return out, res, json.loads((out / "report.json").read_text())
+
+
+def test_each_operator_gets_its_verdict(run):
+    _, _, report = run
+    assert {op: r["verdict"] for op, r in report["ops"].items()} == EXPECTED
+    assert report["counts"]["pass"] == 2 and report["counts"]["crash"] == 1
+    assert report["provider"] == "demo" and report["provider_version"] == "1.0" and report["vendor"] == "cpu"
+
+
+def test_failures_name_their_sample_and_a_reproduction(run):
+    _, _, report = run
+    for op, r in report["ops"].items():
+        if EXPECTED[op] == "pass":
+            assert "failure" not in r
+            assert r["dtypes"]["float32"]["samples"] > 0
+            continue
+        if EXPECTED[op] == "unsupported":
+            assert "demo has no cos kernel" in r["failure"]["detail"]
+        f = r["failure"]
+        assert f["dtype"] == "float32" and f["sample"].startswith(f"{op}(float32")
+        assert f"--ops {op} --sample {f['index']}" in f["repro"]
+    assert "has dtype Double where the op gives Float" in report["ops"]["sigmoid"]["failure"]["detail"]
+    assert "max abs diff" in report["ops"]["exp"]["failure"]["detail"]
+    assert "hung for more than 20 s" in report["ops"]["sin"]["failure"]["detail"]
+
+
+def test_the_conf_routes_only_the_passing_operators(run):
+    out, _, _ = run
+    text = (out / "qualified.conf").read_text()
+    assert "qualified demo 1.0" in text
+    routed = {line.split(" = ")[0] for line in text.splitlines() if line.endswith("= demo, native")}
+    assert routed == {"neg", "tanh"}
+    for op in ("exp", "sigmoid", "sqrt", "sin", "cos"):
+        assert f"\n{op} = native\n" in text
+
+
+def test_the_report_reads_as_a_table(run):
+    out, res, _ = run
+    md = (out / "report.md").read_text()
+    assert "| pass | 2 |" in md and "| crash | 1 |" in md
+    assert "| `exp` | wrong values |" in md
+    assert "pass: 2" in res.stdout
+
+
+def test_the_passing_conf_runs_the_provider(run, tmp_path):
+    out, _, _ = run
+    # a provider registered after import gets its routes from reload_routes (the conf names it)
+    code = (
+        "import os, torch, torch_fl, qualify_demo_provider\n"
+        f"os.environ['FLAGOS_BACKEND_CONFIG'] = {str(out / 'qualified.conf')!r}\n"
+        "torch_fl.reload_routes()\n"
+        "x = torch.randn(8).to('flagos')\n"
+        "print(torch_fl.route('neg').route, torch_fl.route('exp').route)\n"
+        "assert torch.equal((-x).cpu(), -(x.cpu()))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["demo", "native"]
+
+
+def test_another_provider_version_warns_once(run, tmp_path):
+    out, _, _ = run
+    conf = tmp_path / "old.conf"
+    conf.write_text((out / "qualified.conf").read_text().replace("qualified demo 1.0", "qualified demo 0.9"))
+    code = (
+        "import os, torch_fl, qualify_demo_provider\n"
+        f"os.environ['FLAGOS_BACKEND_CONFIG'] = {str(conf)!r}\n"
+        "torch_fl.reload_routes()\ntorch_fl.reload_routes()\n"  # twice: the warning comes once
+    )
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    res = subprocess.run([sys.executable, "-W", "always", "-c", code], env=env, capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.count("qualified for demo 0.9, but demo 1.0 is installed") == 1, res.stderr
+    assert "python -m torch_fl qualify --provider demo" in res.stderr
+
+
+def test_a_cut_run_resumes(run, tmp_path):
+    out, _, _ = run
+    again = tmp_path / "again"
+    cut = qualify(again, "--budget", "0", samples=out / "samples")
+    assert cut.returncode == 3, cut.stdout + cut.stderr
+    assert "pending" in cut.stderr
+    report = json.loads((again / "report.json").read_text())
+    assert report["counts"].get("pending") == len(EXPECTED)
+    rest = qualify(again, "--no-speed", samples=out / "samples")
+    assert rest.returncode == 0, rest.stdout + rest.stderr
+    report = json.loads((again / "report.json").read_text())
+    assert {op: r["verdict"] for op, r in report["ops"].items()} == EXPECTED
+
+
+def test_one_sample_reproduces(run, tmp_path):
+    out, _, report = run
+    index = report["ops"]["exp"]["failure"]["index"]
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    cmd = [sys.executable, "-m", "torch_fl", "qualify", "--provider", "demo", "--import", "qualify_demo_provider",
+           "--ops", "exp", "--sample", str(index), "--samples", str(out / "samples"), "--out", str(tmp_path / "one")]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"exp sample {index}: wrong values" in res.stdout
+
+
+def test_shipped_confs_are_chosen_by_name(tmp_path):
+    code = (
+        "import torch_fl, json\n"
+        "from torch_fl import _shipped\n"
+        "print(json.dumps(sorted(_shipped.confs(torch_fl.CONF_DIR, 'cuda'))))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == ["default", "flaggems", "flaggems_tuned"]
+    res = subprocess.run([sys.executable, "-c", "import torch_fl"], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "FLAGOS_CONF": "flaggems"})
+    assert res.returncode != 0
+    assert "FLAGOS_CONF='flaggems': no such conf is shipped for cpu; choose one of default" in res.stderr

@@ -1,0 +1,148 @@
+"""The qualification report: per operator a verdict per dtype, the first failing sample with a one-line
+reproduction, and the provider/native time where it passed; as JSON (what the conf generator reads) and as a
+markdown table people read. Its key is (vendor, torch line, provider, provider version)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from . import _atomic, verdict
+
+SLOW = 2.0  # the seed's regression threshold: a provider route dearer than twice native is flagged
+
+
+def torch_line(version: str) -> str:
+    """``2.11.0+cu130`` -> ``2.11``."""
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def key(meta: dict) -> str:
+    """``flaggems-5.0.2-cuda-torch2.11``: the file name of a committed report."""
+    version = meta.get("version") or "unversioned"
+    return f"{meta['provider']}-{version}-{meta['accelerator']}-torch{torch_line(meta['torch'])}"
+
+
+def repro(meta: dict, op: str, index: int | None) -> str:
+    extra = "".join(f" --import {m}" for m in meta.get("imports", []))
+    sample = f" --sample {index}" if index is not None else ""
+    samples = meta.get("samples", "SAMPLES")
+    return f"python -m torch_fl qualify --provider {meta['provider']}{extra} --ops {op}{sample} --samples {samples}"
+
+
+def build(meta: dict, events: list[dict]) -> dict:
+    """The report of a run: every qualified operator with its verdict (``pending`` when the run has not reached
+    it yet)."""
+    samples: dict[tuple[str, int], dict] = {}
+    ops: dict[str, dict[str, Any]] = {}
+    speeds: dict[str, list[dict]] = {}
+    for e in events:
+        op = e.get("op")
+        if e["event"] == "sample":
+            samples[(op, e["index"])] = e
+        elif e["event"] == "verdict":
+            entry = {"dtypes": e["dtypes"]}
+            if e.get("unsupported"):
+                entry["unsupported"] = e["unsupported"]
+            ops[op] = entry
+        elif e["event"] in (verdict.CRASH, verdict.TIMEOUT):
+            s = samples.get((op, e.get("index")), {})
+            dtype = e.get("dtype") or s.get("dtype") or "any"
+            ops[op] = {
+                "dtypes": {
+                    dtype: {
+                        "verdict": e["event"],
+                        "samples": 1,
+                        "bitwise": False,
+                        "failure": {
+                            "verdict": e["event"],
+                            "index": e.get("index"),
+                            "sample": s.get("sample", "?"),
+                            "detail": e.get("detail", ""),
+                        },
+                    }
+                }
+            }
+        elif e["event"] == "native-fault":
+            ops[op] = {"dtypes": {}, "unsupported": f"the native reference faulted the device: {e.get('detail')}"}
+        elif e["event"] == "speed":
+            speeds.setdefault(op, []).append(
+                {k: e[k] for k in ("sample", "source", "native_us", "ratio", "aa", "reps", "rounds")}
+            )
+    out_ops: dict[str, dict] = {}
+    for op in meta["qualified_ops"]:
+        entry = ops.get(op)
+        if entry is None:
+            out_ops[op] = {"verdict": "pending"}
+            continue
+        dtypes = entry["dtypes"]
+        overall = verdict.worst([d["verdict"] for d in dtypes.values()])
+        if entry.get("unsupported"):
+            overall = verdict.UNSUPPORTED
+        record: dict[str, Any] = {"verdict": overall, "dtypes": dtypes}
+        if entry.get("unsupported"):
+            record["detail"] = entry["unsupported"]
+        failing = [(d, v["failure"]) for d, v in dtypes.items() if "failure" in v]
+        if failing:
+            d, f = min(failing, key=lambda x: verdict.ORDER.index(x[1]["verdict"]))
+            record["failure"] = {**f, "dtype": d, "repro": repro(meta, op, f.get("index"))}
+        if op in speeds:
+            ratios = [s["ratio"] for s in speeds[op]]
+            record["speed"] = {
+                "ratio": math.exp(sum(map(math.log, ratios)) / len(ratios)),
+                "aa": math.exp(sum(math.log(s["aa"]) for s in speeds[op]) / len(ratios)),
+                "samples": speeds[op],
+            }
+            record["slow"] = record["speed"]["ratio"] > SLOW
+        out_ops[op] = record
+    counts = Counter(r["verdict"] for r in out_ops.values())
+    return {
+        "key": key(meta),
+        "vendor": meta["accelerator"],
+        "torch": meta["torch"],
+        "torch_line": torch_line(meta["torch"]),
+        "provider": meta["provider"],
+        "provider_version": meta.get("version"),
+        "torch_fl": meta.get("torch_fl"),
+        "dtypes": meta.get("dtypes", []),
+        "counts": {v: counts.get(v, 0) for v in (*verdict.ORDER, "pending") if counts.get(v, 0) or v == verdict.PASS},
+        "ops": out_ops,
+    }
+
+
+def markdown(report: dict) -> str:
+    lines = [
+        f"# Qualification of {report['provider']} {report['provider_version'] or ''} on {report['vendor']}, "
+        f"torch {report['torch']}",
+        "",
+        "| verdict | operators |",
+        "|---|---:|",
+        *(f"| {v} | {n} |" for v, n in report["counts"].items()),
+        "",
+        f"Speed: provider time / native time at the largest passing samples (real workloads' first), in-process "
+        f"pairs with the replay on; A/A is native against native. `slow` marks a ratio above {SLOW:g}x.",
+        "",
+        "| operator | verdict | dtypes | provider/native (A/A) | first failing sample | reproduction |",
+        "|---|---|---|---|---|---|",
+    ]
+    for op, r in sorted(report["ops"].items()):
+        dtypes = ", ".join(f"{d}: {v['verdict']}" for d, v in r.get("dtypes", {}).items()) or "-"
+        speed = r.get("speed")
+        timing = f"{speed['ratio']:.2f}x ({speed['aa']:.2f}x){' slow' if r.get('slow') else ''}" if speed else "-"
+        f = r.get("failure")
+        failing = (f"{f['sample']}: {f['detail']}" if f else r.get("detail", "-")).replace("|", "\\|")
+        command = f"`{f['repro']}`" if f else "-"
+        lines.append(f"| `{op}` | {r['verdict']} | {dtypes} | {timing} | {failing} | {command} |")
+    return "\n".join(lines) + "\n"
+
+
+def write(report: dict, out: Path) -> tuple[Path, Path]:
+    paths = (out / "report.json", out / "report.md")
+    texts = (json.dumps(report, indent=1, sort_keys=True) + "\n", markdown(report))
+    for path, text in zip(paths, texts, strict=True):
+        data = text.encode()
+        _atomic.replace(path, lambda fh, data=data: fh.write(data))
+    return paths

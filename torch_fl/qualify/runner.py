@@ -1,0 +1,290 @@
+"""The qualification's parent process: lists what the provider claims, collects samples, and runs workers.
+
+The parent never touches the device. Workers (worker.py) take the operators a few at a time; one that dies
+(a device fault, a signal) or stops making progress (a hang) is replaced, the operator it was on gets a crash or
+timeout verdict with the sample it was running, and the run goes on with the next operator. Everything workers
+report lands in ``<out>/events.jsonl``, so a run cut short (``--budget``, a node's time limit, ^C) keeps what it
+measured, and running the same command again resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .worker import EXIT_CRASH, EXIT_NATIVE_FAULT
+
+BUDGET_GRACE = 30.0  # seconds past the budget that running workers get to finish their operator
+NATIVE_CONF = "# written by torch_fl.qualify: every operator native but the one under test\ndefault = native\n"
+
+
+@dataclass
+class Plan:
+    provider: str
+    out: Path
+    samples: Path
+    ops: Sequence[str] | None = None  # None: every operator the provider claims
+    dtypes: Sequence[str] = ()
+    imports: Sequence[str] = ()
+    workers: int = 1
+    chunk: int = 6
+    timeout: float = 120.0  # seconds one operator may run before it counts as hung
+    budget: float | None = None  # seconds for the whole run; unfinished operators stay pending
+    speed: bool = True
+    opinfo_per_op: int = 4
+    index: int | None = None  # run this one sample of each operator (a reproduction)
+    echo: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr, flush=True))
+
+
+def _env(plan: Plan) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGOS_OP_")}
+    conf = plan.out / "native.conf"
+    conf.write_text(NATIVE_CONF)
+    env["FLAGOS_BACKEND_CONFIG"] = str(conf)
+    env.pop("FLAGOS_CONF", None)
+    env.pop("FLAGOS_LOG", None)
+    return env
+
+
+def _child(plan: Plan, code: str, *args: str) -> dict:
+    """Run a short job of this package in a child (it imports torch_fl; the parent stays off the device)."""
+    res = subprocess.run(
+        [sys.executable, "-c", code, *args], env=_env(plan), capture_output=True, text=True, check=False
+    )
+    if res.returncode != 0:
+        raise RuntimeError(f"torch_fl.qualify: a child job failed (exit {res.returncode}):\n{res.stderr[-4000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+_CLAIMS = """
+import importlib, json, sys
+mods = json.loads(sys.argv[1])
+for m in mods: importlib.import_module(m)
+import torch, torch_fl
+from torch_fl import providers
+p = providers.providers().get(sys.argv[2])
+if p is None:
+    sys.exit(f"no provider named {sys.argv[2]!r}; registered: {', '.join(sorted(providers.providers()))}")
+why = p.unavailable_reason()
+if why:
+    sys.exit(f"provider {sys.argv[2]!r} cannot run here: {why}")
+ops = sorted(op for op in p.ops() if op in torch_fl.known_ops() and torch_fl.reaches_router(op))
+print(json.dumps({"ops": ops, "version": p.version(), "torch": torch.__version__,
+                  "accelerator": torch_fl.accelerator(), "torch_fl": torch_fl.__version__}))
+"""
+
+_OPINFO = """
+import importlib, json, sys
+spec = json.loads(sys.argv[1])
+for m in spec["imports"]: importlib.import_module(m)
+import torch_fl
+from pathlib import Path
+from torch_fl.qualify import opinfo
+vendor = "cuda" if torch_fl.accelerator() in ("cuda", "dcu") else "cpu"
+counts = opinfo.record_opinfo(Path(spec["samples"]), "flagos", vendor, spec["ops"], spec["dtypes"], spec["per_op"])
+print(json.dumps(counts))
+"""
+
+
+def claims(plan: Plan) -> dict:
+    return _child(plan, _CLAIMS, json.dumps(list(plan.imports)), plan.provider)
+
+
+def read_events(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # the last line of a worker killed mid-write
+    return out
+
+
+def finished(events: list[dict]) -> set[str]:
+    """Operators with a final outcome: done, or ended by a crash, a timeout or a native fault."""
+    return {e["op"] for e in events if e["event"] in ("done", "crash", "timeout", "native-fault")}
+
+
+def run(plan: Plan) -> dict:
+    """Qualify ``plan.provider``; returns the meta record. Resumes from ``<out>/events.jsonl``."""
+    started = time.monotonic()
+    plan.out.mkdir(parents=True, exist_ok=True)
+    meta_path = plan.out / "meta.json"
+    meta = claims(plan)
+    meta.update(provider=plan.provider, dtypes=list(plan.dtypes), imports=list(plan.imports), samples=str(plan.samples))
+    claimed = meta["ops"]
+    if plan.ops:
+        unknown = sorted(set(plan.ops) - set(claimed))
+        if unknown:
+            raise ValueError(
+                f"provider {plan.provider!r} does not claim {', '.join(unknown)} (or they never reach the router); "
+                f"it claims {len(claimed)} operators: `python -m torch_fl qualify --provider {plan.provider} --list`"
+            )
+    wanted = list(plan.ops or claimed)
+    meta["qualified_ops"] = wanted
+    meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+    stamp = plan.samples / ".opinfo-recorded"
+    if not stamp.is_file():
+        plan.echo(f"qualify: recording OpInfo samples of {len(wanted)} operators into {plan.samples}")
+        spec = {
+            "imports": list(plan.imports),
+            "samples": str(plan.samples),
+            "ops": claimed,
+            "dtypes": list(plan.dtypes),
+            "per_op": plan.opinfo_per_op,
+        }
+        counts = _child(plan, _OPINFO, json.dumps(spec))
+        stamp.write_text(json.dumps(counts) + "\n")
+        plan.echo(f"qualify: {counts['samples']} OpInfo samples run ({counts['errors']} (OpInfo, dtype) pairs refused)")
+    events_path = plan.out / "events.jsonl"
+    done = finished(read_events(events_path))
+    pending = [op for op in wanted if op not in done]
+    plan.echo(
+        f"qualify: {len(wanted)} operators, {len(wanted) - len(pending)} already done, {len(pending)} to run "
+        f"with {plan.workers} worker(s)"
+    )
+    _Pool(plan, events_path, started).drain(pending)
+    return meta
+
+
+class _Pool:
+    def __init__(self, plan: Plan, events: Path, started: float) -> None:
+        self.plan, self.events, self.started = plan, events, started
+        self.env = _env(plan)
+        self.running: list[tuple[subprocess.Popen, list[str], Path, Path]] = []
+
+    def _over_budget(self, grace: float = 0.0) -> bool:
+        return self.plan.budget is not None and time.monotonic() - self.started > self.plan.budget + grace
+
+    def _stop_all(self) -> None:
+        """The budget and its grace are spent: stop the workers; what they finished is kept, the rest is pending."""
+        for entry in list(self.running):
+            proc, _, own, _ = entry
+            proc.kill()
+            proc.wait()
+            self._collect(own, [])
+            self._finish(entry)
+        self.plan.echo("qualify: the budget is spent; unfinished operators stay pending (run again to resume)")
+
+    def _start(self, ops: list[str]) -> None:
+        fd, spec_path = tempfile.mkstemp(dir=self.plan.out, prefix=".worker-", suffix=".json")
+        os.close(fd)
+        own = Path(spec_path).with_suffix(".jsonl")
+        spec = {
+            "provider": self.plan.provider,
+            "samples": str(self.plan.samples),
+            "ops": ops,
+            "events": str(own),
+            "imports": list(self.plan.imports),
+            "speed": self.plan.speed and self.plan.index is None,
+            "index": self.plan.index,
+        }
+        Path(spec_path).write_text(json.dumps(spec))
+        log = open(Path(spec_path).with_suffix(".log"), "w")  # noqa: SIM115  (closed when the worker ends)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "torch_fl.qualify.worker", spec_path], env=self.env, stdout=log, stderr=log
+        )
+        log.close()
+        self.running.append((proc, ops, own, Path(spec_path)))
+
+    def _progress(self, own: Path) -> tuple[str | None, dict | None, float]:
+        """The operator a worker is on, its last sample event, and when that operator started (file mtime)."""
+        current, last_sample = None, None
+        for e in read_events(own):
+            if e["event"] == "start":
+                current, last_sample = e["op"], None
+            elif e["event"] == "sample":
+                last_sample = e
+            elif e["event"] == "done":
+                current = None
+        return current, last_sample, own.stat().st_mtime if own.exists() else time.time()
+
+    def _collect(self, own: Path, extra: list[dict]) -> None:
+        lines = [json.dumps(e) for e in read_events(own) + extra]
+        if lines:
+            with open(self.events, "a", encoding="utf-8") as fh:
+                fh.write("\n".join(lines) + "\n")
+        own.unlink(missing_ok=True)
+
+    def drain(self, pending: list[str]) -> None:
+        queue = list(pending)
+        op_started: dict[str, float] = {}
+        try:
+            while queue or self.running:
+                while queue and len(self.running) < self.plan.workers and not self._over_budget():
+                    take, queue = queue[: self.plan.chunk], queue[self.plan.chunk :]
+                    self._start(take)
+                if not self.running:
+                    break  # the budget is spent: what is left stays pending for the next run
+                if self._over_budget(grace=BUDGET_GRACE):
+                    self._stop_all()
+                    break
+                time.sleep(0.2)
+                for entry in list(self.running):
+                    proc, ops, own, spec = entry
+                    current, sample, _ = self._progress(own)
+                    rc = proc.poll()
+                    if rc is None:
+                        if current is not None:
+                            op_started.setdefault(current, time.monotonic())
+                            if time.monotonic() - op_started[current] > self.plan.timeout:
+                                proc.kill()
+                                proc.wait()
+                                self._end(entry, queue, current, sample, "timeout")
+                        continue
+                    if rc == 0:
+                        self._collect(own, [])
+                        self._finish(entry)
+                    else:
+                        self._end(entry, queue, current, sample, "crash", rc)
+        finally:
+            for proc, *_ in self.running:
+                proc.kill()
+
+    def _finish(self, entry: tuple) -> None:
+        proc, ops, own, spec = entry
+        self.running.remove(entry)
+        spec.unlink(missing_ok=True)
+
+    def _end(
+        self, entry: tuple, queue: list[str], current: str | None, sample: dict | None, how: str, rc: int | None = None
+    ) -> None:
+        """A worker died or hung: record the operator it was on, and put the rest of its chunk back."""
+        proc, ops, own, spec = entry
+        events = read_events(own)
+        extra: list[dict] = []
+        already = any(e["event"] in ("crash", "native-fault") and e["op"] == current for e in events)
+        if current is not None and not already:
+            log = spec.with_suffix(".log")
+            tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.is_file() else []
+            extra.append(
+                {
+                    "event": how,
+                    "op": current,
+                    "index": sample["index"] if sample else None,
+                    "dtype": sample["dtype"] if sample else None,
+                    "detail": (
+                        f"the worker hung for more than {self.plan.timeout:.0f} s"
+                        if how == "timeout"
+                        else f"the worker died (exit {rc}{', a device fault' if rc == EXIT_CRASH else ''})"
+                        + (f": {tail[0][:300]}" if tail else "")
+                    ),
+                }
+            )
+        if rc == EXIT_NATIVE_FAULT:
+            self.plan.echo(f"qualify: {current}: the native reference faulted the device; no verdict for it")
+        self._collect(own, extra)
+        self._finish(entry)
+        done = finished(events) | ({current} if current else set())
+        queue[:0] = [op for op in ops if op not in done]
+        if current is not None:
+            self.plan.echo(f"qualify: {current}: {how}")

@@ -1,0 +1,121 @@
+"""Verdicts: how one provider result compares with the native one, and how samples add up per (op, dtype)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+PASS = "pass"
+WRONG_VALUES = "wrong values"
+WRONG_METADATA = "wrong metadata"
+CRASH = "crash"
+TIMEOUT = "timeout"
+UNSUPPORTED = "unsupported"
+UNTESTED = "untested"  # no sample reached the provider: kept native, as every failure is
+# Worst first: an (op, dtype) takes the worst verdict among its samples.
+ORDER = (CRASH, TIMEOUT, WRONG_METADATA, WRONG_VALUES, UNSUPPORTED, UNTESTED, PASS)
+VERDICTS = ORDER
+
+
+def worst(verdicts: list[str]) -> str:
+    return min(verdicts, key=ORDER.index) if verdicts else UNTESTED
+
+
+@dataclass(frozen=True)
+class Outcome:
+    verdict: str
+    detail: str = ""
+    bitwise: bool = False
+
+
+def results(op: Any, args: tuple, kwargs: dict, returned: Any) -> list[Any]:
+    """What a call produced: its returns, then every argument its schema says it writes (in-place, out=)."""
+    written = []
+    for i, arg in enumerate(op._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            written.append(kwargs[arg.name] if arg.name in kwargs else args[i] if i < len(args) else None)
+    return [*tree_flatten(returned)[0], *tree_flatten(written)[0]]
+
+
+def host(values: list[Any]) -> list[Any]:
+    return [v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def compare(native: list[Any], provider: list[Any], attempt: str = "") -> Outcome:
+    """Compare the host copies of a native and a provider result: metadata first, then values (bitwise, else
+    within torch.testing's default tolerance for the dtype, the bar OpInfo tests use). ``attempt`` names which
+    provider call this was ("replayed call") in a failure's detail."""
+    outcome = _compare(native, provider)
+    if attempt and outcome.verdict != PASS:
+        return Outcome(outcome.verdict, f"{attempt}: {outcome.detail}", outcome.bitwise)
+    return outcome
+
+
+def _compare(native: list[Any], provider: list[Any]) -> Outcome:
+    if len(native) != len(provider):
+        return Outcome(WRONG_METADATA, f"{len(provider)} results where native gives {len(native)}")
+    bitwise = True
+    for i, (n, p) in enumerate(zip(native, provider, strict=True)):
+        if isinstance(n, torch.Tensor) != isinstance(p, torch.Tensor):
+            return Outcome(WRONG_METADATA, f"result {i} is a {type(p).__name__} where native gives {type(n).__name__}")
+        if not isinstance(n, torch.Tensor):
+            if n != p and not (n != n and p != p):  # NaN equals NaN here
+                return Outcome(WRONG_VALUES, f"result {i} is {p!r} where native gives {n!r}")
+            continue
+        if n.dtype != p.dtype or n.shape != p.shape:
+            return Outcome(
+                WRONG_METADATA,
+                f"result {i} is {str(p.dtype).removeprefix('torch.')}{list(p.shape)} where native gives "
+                f"{str(n.dtype).removeprefix('torch.')}{list(n.shape)}",
+            )
+        if n.numel() == 0:
+            continue
+        if torch.equal(n, p) or (
+            n.is_floating_point() and torch.equal(n.isnan(), p.isnan()) and torch.equal(n.nan_to_num(), p.nan_to_num())
+        ):
+            continue
+        bitwise = False
+        try:
+            torch.testing.assert_close(p, n, equal_nan=True, check_stride=False)
+        except AssertionError:
+            diff = (p.double() - n.double()).abs().nan_to_num(nan=float("inf"))
+            worst_at = int(diff.argmax())
+            return Outcome(
+                WRONG_VALUES,
+                f"result {i} differs beyond torch's tolerance for {str(n.dtype).removeprefix('torch.')}: max abs "
+                f"diff {float(diff.max()):.4g} at flat index {worst_at} "
+                f"(provider {p.flatten()[worst_at].item()!r}, native {n.flatten()[worst_at].item()!r})",
+            )
+    return Outcome(PASS, "bitwise" if bitwise else "within tolerance", bitwise)
+
+
+def classify_error(exc: BaseException, attempt: str = "") -> Outcome:
+    """A provider call that raised: the router's result check (wrong metadata), a device fault (crash, and the
+    process is unusable after it), or any other refusal (unsupported)."""
+    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+    first = (f"{attempt}: " if attempt else "") + (text[0] if text else type(exc).__name__)
+    message = str(exc)
+    if "returned a wrong result" in message:
+        return Outcome(WRONG_METADATA, first)
+    if is_device_fault(message):
+        return Outcome(CRASH, first)
+    return Outcome(UNSUPPORTED, first)
+
+
+def is_device_fault(message: str) -> bool:
+    lowered = message.lower()
+    return any(
+        s in lowered
+        for s in (
+            "illegal memory access",
+            "cuda error",
+            "hip error",
+            "triton error",
+            "device-side assert",
+            "unspecified launch failure",
+            "misaligned address",
+        )
+    )
