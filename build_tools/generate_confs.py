@@ -4,6 +4,12 @@
     python build_tools/generate_confs.py            rewrite the confs (atomically, only when changed)
     python build_tools/generate_confs.py --check    exit 1 with a unified diff when a conf is stale
 
+A vendor table with ``qualified = "<provider>"`` takes its provider routes from the committed qualification
+report that ``[qualified]`` names for that provider (``python -m torch_fl qualify``; torch_fl/qualify/routes.py
+turns a report into blocks, for this script and for a node's own qualification alike): the provider for every
+operator that passed, native with the verdict and its reproduction for every other. ``tuned = true`` keeps only
+the operators that are also no slower than native. Hand-written blocks of the vendor win over the report.
+
 The confs are committed so that an installed wheel needs no generator; this script is
 their only writer. Operator names are checked against torch's schemas when torch is
 importable (torch is optional here: the generator must run in a bare CI job too).
@@ -34,18 +40,21 @@ SOURCE = CONFIGS / "routes.toml"
 SCRIPT_NAME = "build_tools/generate_confs.py"
 
 
-def _route_names():
-    """torch_fl/_names.py, the one home of the route names, by path: importing torch_fl needs the built wheel."""
+def _by_path(name: str, relative: str):
+    """A module of torch_fl loaded by path: importing torch_fl needs the built wheel. Both modules loaded here
+    import nothing but the standard library: torch_fl/_names.py (the route names) and torch_fl/qualify/routes.py
+    (a qualification report as conf blocks)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("torch_fl_route_names", ROOT / "torch_fl" / "_names.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-_NAMES = _route_names()
+_NAMES = _by_path("torch_fl_route_names", "torch_fl/_names.py")
+_QUALIFIED = _by_path("torch_fl_qualified_routes", "torch_fl/qualify/routes.py")
 BUILTIN_ROUTES = _NAMES.BUILTIN_ROUTES
 ROUTE_ALIASES = tuple(_NAMES.ROUTE_ALIASES)
 ROUTE_NAME_RE = _NAMES.ROUTE_NAME_RE
@@ -53,8 +62,8 @@ COMMENT_WIDTH = 92
 
 _OP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?")
 
-_TOP_KEYS = {"providers", "groups", "vendors"}
-_VENDOR_KEYS = {"summary", "default", "default_reason", "routes"}
+_TOP_KEYS = {"providers", "groups", "vendors", "qualified"}
+_VENDOR_KEYS = {"summary", "default", "default_reason", "routes", "qualified", "tuned"}
 _BLOCK_KEYS = {"ops", "groups", "chain", "reason"}
 
 
@@ -78,6 +87,7 @@ class VendorTable:
     default: tuple[str, ...]
     default_reason: str
     blocks: tuple[Block, ...]
+    qualified: tuple[str, str] | None = None  # (provider, version) of the report the blocks came from
 
     @property
     def file_name(self) -> str:
@@ -104,11 +114,33 @@ def build_tables(source: Mapping[str, Any], known_ops: Collection[str] | None = 
     if not isinstance(vendors, Mapping) or not vendors:
         raise SourceError("routes.toml: no [vendors.<name>] tables; add one per vendor")
     used: set[str] = set()
-    tables = [_vendor(name, vendors[name], routes, groups, known_ops, used) for name in sorted(vendors)]
+    reports = _reports(source.get("qualified", {}), routes)
+    tables = [_vendor(name, vendors[name], routes, groups, known_ops, used, reports) for name in sorted(vendors)]
     unused = sorted(set(groups) - used)
     if unused:
         raise SourceError(f"routes.toml: [groups] {', '.join(unused)} defined but never used; delete or use them")
     return tables
+
+
+def _reports(table: Any, routes: set[str]) -> dict[str, dict[str, Any]]:
+    """[qualified] provider = "report path (relative to configs/)": the parsed reports."""
+    import json
+
+    if not isinstance(table, Mapping):
+        raise SourceError("routes.toml: [qualified] must be a table of provider = \"qualified/<report>.json\"")
+    reports = {}
+    for provider, rel in table.items():
+        where = f"routes.toml: [qualified] {provider}"
+        if provider not in routes:
+            raise SourceError(f"{where}: '{provider}' is not a provider of routes.toml's providers list")
+        path = CONFIGS / str(rel)
+        try:
+            reports[provider] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise SourceError(f"{where}: cannot read the report {path}: {exc}") from None
+        if reports[provider].get("provider") != provider:
+            raise SourceError(f"{where}: {path} is a report of {reports[provider].get('provider')!r}")
+    return reports
 
 
 def _check_keys(table: Any, allowed: set[str], where: str) -> None:
@@ -182,6 +214,7 @@ def _vendor(
     groups: Mapping[str, list[str]],
     known_ops: Collection[str] | None,
     used_groups: set[str],
+    reports: Mapping[str, dict[str, Any]] | None = None,
 ) -> VendorTable:
     where = f"routes.toml: [vendors.{name}]"
     if not ROUTE_NAME_RE.fullmatch(name):
@@ -198,12 +231,25 @@ def _vendor(
             if op in seen:
                 raise SourceError(f"{where}: '{op}' is in routes #{seen[op]} and routes #{number}; keep one")
             seen[op] = number
+    qualified = None
+    if "qualified" in table:
+        provider = table["qualified"]
+        if provider not in (reports or {}):
+            raise SourceError(f"{where} qualified: no report for {provider!r} in [qualified]; add its path there")
+        report = reports[provider]
+        for ops, chain, reason in _QUALIFIED.blocks(report, bool(table.get("tuned")), frozenset(seen)):
+            if ops:  # names come from the report's torch, not this one: never filtered, so --check is stable
+                blocks.append(Block(ops=tuple(sorted(ops)), chain=chain, reason=" ".join(reason.split())))
+        qualified = (provider, report.get("provider_version") or "unversioned")
+    elif "tuned" in table:
+        raise SourceError(f"{where} tuned: only a table with 'qualified' can be tuned")
     return VendorTable(
         vendor=name,
         summary=_text(table.get("summary"), f"{where} summary"),
         default=default,
         default_reason=_text(table["default_reason"], f"{where} default_reason") if "default_reason" in table else "",
         blocks=tuple(blocks),
+        qualified=qualified,
     )
 
 
@@ -254,8 +300,10 @@ def render_table(table: VendorTable) -> str:
         "#",
         "# op.overload = route[, next-route ...]: the first route usable at start-up wins.",
         "# default applies to every operator without a line of its own.",
-        "",
     ]
+    if table.qualified:  # in the header: start-up warns when another version of the provider is installed
+        lines += [f"qualified {table.qualified[0]} {table.qualified[1]}"]
+    lines += [""]
     if table.default_reason:
         lines += _comment(table.default_reason)
     lines += [f"default = {', '.join(table.default)}"]

@@ -20,7 +20,7 @@ import torch_fl_routing as routing
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
-VENDORS = ("cpu", "cuda", "dcu")
+VENDORS = ("cpu", "cuda", "cuda_flaggems", "cuda_flaggems_tuned", "dcu", "dcu_native")
 ISSUE_6212_OPS = {
     "add.Tensor",
     "sub.Tensor",
@@ -157,14 +157,76 @@ def test_committed_confs_parse_and_resolve_against_torch(vendor: str) -> None:
     assert table.default.route == "native"
 
 
-def test_dcu_pins_the_6212_pointwise_overloads_to_native() -> None:
+def _report() -> dict[str, Any]:
+    import json
+
+    return json.loads((CONFIGS / "qualified" / "flaggems-5.0.2-cuda-torch2.11.json").read_text())
+
+
+def test_dcu_sends_only_qualified_ops_to_flaggems_and_keeps_the_6212_pins() -> None:
     parsed = conf.parse_conf(CONFIGS / "backends_dcu.conf")
-    assert parsed.default is not None and parsed.default.routes == ("flaggems", "native")
-    pinned = {op: ("native",) for op in ISSUE_6212_OPS}
-    # and layer_norm, whose FlagGems statistics come back flattened (configs/routes.toml)
-    assert {op: entry.routes for op, entry in parsed.entries.items()} == {**pinned, "native_layer_norm": ("native",)}
+    assert parsed.default is not None and parsed.default.routes == ("native",)
+    assert parsed.qualified == {"flaggems": "5.0.2"}
+    for op in ISSUE_6212_OPS | {"native_layer_norm"}:
+        assert parsed.entries[op].routes == ("native",), op  # the pins win over the report
+    report = _report()
+    on_flaggems = {op for op, e in parsed.entries.items() if e.routes == ("flaggems", "native")}
+    passing = {op for op, r in report["ops"].items() if r["verdict"] == "pass"}
+    assert on_flaggems == passing - ISSUE_6212_OPS - {"native_layer_norm"}
     text = (CONFIGS / "backends_dcu.conf").read_text()
     assert "TruncFOpConversion::createDestOps (FlagGems #6212)" in text
+
+
+def test_the_flaggems_first_conf_is_the_report() -> None:
+    report = _report()
+    parsed = conf.parse_conf(CONFIGS / "backends_cuda_flaggems.conf")
+    assert parsed.default is not None and parsed.default.routes == ("native",)
+    routes = {op: e.routes for op, e in parsed.entries.items()}
+    assert set(routes) == set(report["ops"])  # every claimed operator has a line, with its reason above
+    for op, r in report["ops"].items():
+        assert routes[op] == (("flaggems", "native") if r["verdict"] == "pass" else ("native",)), op
+    text = (CONFIGS / "backends_cuda_flaggems.conf").read_text()
+    failed = next(op for op, r in report["ops"].items() if r.get("failure"))
+    comments = " ".join(line.removeprefix("# ") for line in text.splitlines() if line.startswith("#"))
+    assert report["ops"][failed]["failure"]["repro"] in comments  # the reproduction is cited
+
+
+def test_the_tuned_conf_keeps_only_ops_measured_faster_with_a_steady_aa() -> None:
+    report = _report()
+    parsed = conf.parse_conf(CONFIGS / "backends_cuda_flaggems_tuned.conf")
+    tuned = {op for op, e in parsed.entries.items() if e.routes == ("flaggems", "native")}
+    for op in tuned:
+        speed = report["ops"][op]["speed"]
+        assert speed["ratio"] <= 1.0 and abs(speed["aa"] - 1.0) <= 0.10, (op, speed)
+    assert tuned < {op for op, r in report["ops"].items() if r["verdict"] == "pass"}
+
+
+def test_a_changed_report_makes_the_confs_stale(tmp_path: Path) -> None:
+    import json
+
+    report = _report()
+    op = next(op for op, r in report["ops"].items() if r["verdict"] == "pass")
+    report["ops"][op] = {"verdict": "wrong values", "dtypes": {}, "failure": {
+        "verdict": "wrong values", "dtype": "float32", "index": 0, "sample": f"{op}(float32[4])", "detail": "off",
+        "repro": "python -m torch_fl qualify --provider flaggems --ops x"}}
+    (tmp_path / "qualified").mkdir()
+    (tmp_path / "qualified" / "r.json").write_text(json.dumps(report))
+    data = source()
+    data["qualified"] = {"flaggems": str(tmp_path / "qualified" / "r.json")}
+    rendered = gen.render(data)
+    diffs = gen.stale(CONFIGS, rendered)
+    assert any(f"-{op} = flaggems, native" in d and f"+{op} = native" in d for d in diffs), diffs
+
+
+def test_a_qualified_table_needs_its_report() -> None:
+    data = source()
+    data["qualified"] = {}
+    with pytest.raises(gen.SourceError, match="no report for 'flaggems'"):
+        gen.render(data)
+    data = source()
+    data["qualified"] = {"flaggems": "qualified/missing.json"}
+    with pytest.raises(gen.SourceError, match="cannot read the report"):
+        gen.render(data)
 
 
 def test_cuda_routes_every_op_natively() -> None:
