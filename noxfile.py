@@ -144,16 +144,21 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Host tests, no docker: tests/unit, then build + install the wheel here for what needs the host (a compiler
-    for torch.compile, both cores for torch's op database); the suites of the matrix run in the test containers."""
+    """Host tests, no docker: tests/unit, then test-cpu's repaired wheel installed here for what needs the host (a
+    compiler for torch.compile, both cores for torch's op database); the suites of the matrix run in the test
+    containers. Needs `nox -s test-cpu` first (build-cpu's wheel of this checkout; CI runs it before)."""
     cpu = MATRIX.vendor("cpu")
+    try:  # before any install: a missing or stale wheel stops the session at once
+        wheel = flow.built_wheel(ROOT, cpu, MATRIX.build)
+    except flow.UserError as exc:
+        session.error(f"nox -s tests installs the cpu wheel of `nox -s test-cpu`: {exc}")
     host = flow.env.from_environ(os.environ)
     wheelhouses = [p.name for d in host.find_links_dirs for p in d.iterdir()]
     torch_args, note = plan.torch_source(cpu, wheelhouses)
     session.log(note)
     session.install(*torch_args, cpu.torch.requirement)
     session.install(
-        "-r", "docker/cpu/requirements-build.txt", "-r", "docker/cpu/requirements-test.txt", "cmake>=3.25", "ninja",
+        "-r", "docker/cpu/requirements-build.txt", "-r", "docker/cpu/requirements-test.txt",
         "-r", "build_tools/requirements-index.txt",  # tests/unit/distribution writes real indexes
         "nox==2026.10.20",  # tests/unit/toolchain drives the noxfile itself
     )
@@ -163,11 +168,8 @@ def tests(session: nox.Session) -> None:
     hipify_torch = torch_headers.unpack(ROOT / "build" / "hipify-torch", HIPIFY_TORCH, session.log)
     session.run("pytest", "tests/unit", *session.posargs, env={"TORCH_FL_HIPIFY_TORCH": str(hipify_torch)})
 
-    out = ROOT / "build" / "host-wheel"
-    shutil.rmtree(out, ignore_errors=True)
-    session.run("pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(out), str(ROOT))
-    wheels = sorted(out.glob("*.whl"))
-    session.run("pip", "install", "--force-reinstall", "--no-deps", *map(str, wheels))
+    # the wheel the cpu test container ran, not a second compile of the same sources and torch
+    session.run("pip", "install", "--force-reinstall", "--no-deps", str(wheel))
     with tempfile.TemporaryDirectory(prefix="torch-fl-tests-") as tmp:
         copy = Path(tmp) / "tests"  # outside the source tree: `import torch_fl` imports the installed wheel
         shutil.copytree(ROOT / "tests", copy, ignore=shutil.ignore_patterns("unit", "__pycache__"))

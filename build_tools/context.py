@@ -167,6 +167,16 @@ def input_files(repo: Path, spec: BuildSpec) -> list[tuple[Path, Path]]:
     return out
 
 
+def sources_digest(repo: Path, chain: Toolchain, spec: BuildSpec) -> str:
+    """Hash of what a wheel of ``chain`` is compiled from: the row and the build inputs (paths and contents, as a
+    fresh clone has them), read in place, without staging. The host session compares it with the one build-<v>
+    recorded, to know whether that wheel is the checkout's."""
+    h = hashlib.sha256(chain.fingerprint().encode() + b"\n")
+    for f, rel in sorted(input_files(repo, spec), key=lambda pair: pair[1].as_posix()):
+        h.update(rel.as_posix().encode() + b"\0" + file_sha256(f).encode() + b"\n")
+    return h.hexdigest()
+
+
 def stage_build(repo: Path, chain: Toolchain, spec: BuildSpec, wheelhouses: Iterable[Path]) -> Staged:
     """Stage src/, scripts/, vendor/ and wheelhouse/ for ``chain``."""
     root = context_dir(repo, chain.vendor)

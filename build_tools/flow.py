@@ -19,12 +19,12 @@ from pathlib import Path
 
 from . import context, dockercli, env, gpu, hostdev, locks, outputs, plan, wheelcheck
 from .images import Images
-from .matrix import Matrix, MatrixError, Toolchain
+from .matrix import BuildSpec, Matrix, MatrixError, Toolchain
 from .runner import Result, Runner, StepFailed, UserError
 from .state import State
 from .summary import Summary, parse_junit
 
-__all__ = ["ERRORS", "Flow", "UserError", "bench", "build", "test", "test_image"]
+__all__ = ["ERRORS", "Flow", "UserError", "bench", "build", "built_wheel", "test", "test_image"]
 
 ERRORS = (
     UserError,
@@ -130,6 +130,7 @@ def build(flow: Flow, vendor: str, summary: Summary) -> Built:
     builder_base = flow.images.resolve_base(chain.builder_image, chain.image_hint)
     test_base = flow.images.resolve_base(chain.test_image, chain.image_hint)
     staged = context.stage_build(flow.repo, chain, flow.matrix.build, host.find_links_dirs)
+    sources = context.sources_digest(flow.repo, chain, flow.matrix.build)  # what built_wheel compares
     torch_args, torch_note = plan.torch_source(chain, _staged_wheel_names(staged))
     flow.echo(torch_note)
     if chain.collectives:
@@ -160,6 +161,8 @@ def build(flow: Flow, vendor: str, summary: Summary) -> Built:
         wheel = wheel_dir / state.get("wheel", "")
         if wheel.is_file() and context.file_sha256(wheel) == state.get("sha256"):
             built.wheel, built.info = wheel, wheelcheck.inspect(wheel)
+            if state.get("sources") != sources:  # a state written before it recorded its sources
+                flow.state.write(vendor, sources=sources)
             summary.add("build wheel", "up to date", 0.0, "inputs unchanged since the last build")
             summary.wheel, summary.wheel_path = built.info, wheel.relative_to(flow.repo)
             _keep_image(flow, summary, "builder", builder_tag)
@@ -182,7 +185,14 @@ def build(flow: Flow, vendor: str, summary: Summary) -> Built:
     finally:
         flow.runner.remove(export)
     info = wheelcheck.inspect(final)
-    flow.state.write(vendor, key=key, wheel=final.name, sha256=info.sha256, builder_image=builder_tag)
+    flow.state.write(
+        vendor,
+        key=key,
+        wheel=final.name,
+        sha256=info.sha256,
+        builder_image=builder_tag,
+        sources=sources,
+    )
     built.wheel, built.info = final, info
     summary.add("build wheel", "ran", time.monotonic() - t1, f"docker build (builder {builder_base[0]})")
     summary.wheel, summary.wheel_path = info, final.relative_to(flow.repo)
@@ -213,6 +223,25 @@ def _accept_wheel(flow: Flow, chain: Toolchain, export: Path, wheel_dir: Path) -
 
 
 BUILD_REPORTS = ("auditwheel-show.txt", "build-info.json")
+
+
+def built_wheel(repo: Path, chain: Toolchain, spec: BuildSpec) -> Path:
+    """The repaired wheel of ``chain`` that build-<vendor> (or test-<vendor>) last made, when it was made from the
+    checkout's build inputs ``spec`` and this row as they are now. Otherwise a ``UserError`` that names the session
+    making it: a host session that installs this wheel never tests another build, nor skips because there is none."""
+    vendor = chain.vendor
+    state = State(repo / "build" / "state").read(vendor)
+    wheel = repo / "wheels" / chain.wheel_dir / state.get("wheel", "")
+    fix = f"run `nox -s test-{vendor}` first: it builds, repairs and tests the wheel that this session installs"
+    if not state.get("wheel") or not wheel.is_file():
+        raise UserError(f"build/state/{vendor}.json names no repaired wheel under wheels/{chain.wheel_dir}/; {fix}")
+    if context.file_sha256(wheel) != state.get("sha256"):
+        raise UserError(f"{wheel.relative_to(repo)} is not the file build-{vendor} wrote (its sha256 differs); {fix}")
+    if state.get("sources") != context.sources_digest(repo, chain, spec):
+        raise UserError(
+            f"{wheel.relative_to(repo)} was built from other sources or another {vendor} row than the checkout's; {fix}"
+        )
+    return wheel
 
 
 # ------------------------------------------------------------------------------------------------------- test

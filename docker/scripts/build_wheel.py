@@ -11,12 +11,18 @@ The key hashes everything an object file depends on besides the sources: torch's
 lists each header's hash), the Python, the compiler and the build environment. Rows of one Dockerfile share the
 cache mount, and a torch header's mtime is when its (cached) builder layer was made, often before objects compiled
 since against another torch: ninja, comparing mtimes, would keep those objects and link them.
+
+Each build directory also keeps a manifest of the sources it was last started on (path, sha256, mtime). A source
+that is byte for byte the one in the manifest gets the manifest's mtime back before the build; any other gets the
+current time. A fresh clone, whose checkout gives every file a new mtime, then recompiles only the sources whose
+contents changed (ninja compares mtimes, never contents), and an edited file always recompiles.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import os
 import shutil
 import subprocess
@@ -49,6 +55,44 @@ def toolchain_key(env: dict[str, str]) -> str:
     return digest.hexdigest()[:16]
 
 
+MANIFEST = "torch-fl-sources.json"  # in the build directory: the sources the last build there started on
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def settle_mtimes(src: Path, build_dir: Path) -> tuple[int, int]:
+    """Give each file under ``src`` its mtime of the last build in ``build_dir`` when its content is the same, else
+    the current time; then record the sources this build starts on. Returns (kept, renewed).
+
+    The manifest is written before compiling, so a build that fails or is stopped midway leaves one that matches
+    the objects it may have written: a file reverted to an older content afterwards differs from the manifest and
+    recompiles."""
+    manifest = build_dir / MANIFEST
+    try:
+        last = json.loads(manifest.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        last = {}
+    now = time.time_ns()
+    kept = renewed = 0
+    record: dict[str, list] = {}
+    for path in sorted(p for p in src.rglob("*") if p.is_file() and not p.is_symlink()):
+        rel, digest = path.relative_to(src).as_posix(), _sha256(path)
+        entry = last.get(rel)
+        if entry and entry[0] == digest:
+            mtime, kept = int(entry[1]), kept + 1
+        else:
+            mtime, renewed = now, renewed + 1
+        os.utime(path, ns=(mtime, mtime))
+        record[rel] = [digest, mtime]
+    build_dir.mkdir(parents=True, exist_ok=True)
+    tmp = manifest.with_name(manifest.name + ".tmp")
+    tmp.write_text(json.dumps(record, sort_keys=True))
+    os.replace(tmp, manifest)
+    return kept, renewed
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -64,6 +108,8 @@ def main(argv: list[str]) -> int:
     if env.get("SKBUILD_CACHE"):
         env["SKBUILD_BUILD_DIR"] = str(Path(env["SKBUILD_CACHE"]) / toolchain_key(env))
         print(f"build_wheel: build directory {env['SKBUILD_BUILD_DIR']}", flush=True)
+        kept, renewed = settle_mtimes(src, Path(env["SKBUILD_BUILD_DIR"]))
+        print(f"build_wheel: {kept} sources as the last build here had them, {renewed} new or changed", flush=True)
     for key in sorted(extra):
         print(f"build_wheel: {key}={env[key]}", flush=True)
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v", "-w", str(dist), str(src)]

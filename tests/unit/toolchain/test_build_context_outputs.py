@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from build_tools import context, matrix, outputs
+from build_tools import context, flow, matrix, outputs
+from build_tools.state import State
 
 SPEC = matrix.BuildSpec(
     inputs=("pyproject.toml", "csrc"),
@@ -99,6 +101,56 @@ def test_staging_is_a_sync_and_the_digest_tracks_content(fake_repo, tmp_path):
     assert changed.src_digest != first.src_digest
     assert changed.scripts_digest == first.scripts_digest
     assert changed.wheelhouse_digest == first.wheelhouse_digest
+
+
+def test_sources_digest_tracks_the_inputs_and_the_row_only(fake_repo, tmp_path):
+    row = chain(fake_repo)
+    first = context.sources_digest(fake_repo, row, SPEC)
+    (fake_repo / "tests" / "routing" / "test_routing.py").write_text("def test(): assert 1\n")  # not an input
+    (fake_repo / "csrc" / "other.so").write_bytes(b"a build product")  # never an input
+    assert context.sources_digest(fake_repo, row, SPEC) == first
+    (fake_repo / "csrc" / "a.cpp").write_text("int a = 2;\n")
+    edited = context.sources_digest(fake_repo, row, SPEC)
+    assert edited != first
+    (fake_repo / "csrc" / "a.cpp").write_text("int a;\n")
+    assert context.sources_digest(fake_repo, row, SPEC) == first
+    (fake_repo / "csrc" / "a.cpp").rename(fake_repo / "csrc" / "c.cpp")  # same content, another path
+    assert context.sources_digest(fake_repo, row, SPEC) != first
+    (fake_repo / "csrc" / "c.cpp").rename(fake_repo / "csrc" / "a.cpp")
+    other_torch = dataclasses.replace(row, torch=matrix.TorchSpec("torch==2.14.1"))
+    assert context.sources_digest(fake_repo, other_torch, SPEC) != first
+
+
+def _record_build(repo: Path, row: matrix.Toolchain, data: bytes = b"a repaired wheel") -> Path:
+    """What build-<vendor> leaves: the wheel under wheels/<variant>/ and its state."""
+    wheel = repo / "wheels" / row.wheel_dir / "torch_fl-0.1.0+pt213cpu-cp311-cp311-manylinux_2_34_x86_64.whl"
+    wheel.parent.mkdir(parents=True, exist_ok=True)
+    wheel.write_bytes(data)
+    State(repo / "build" / "state").write(
+        row.vendor, wheel=wheel.name, sha256=context.file_sha256(wheel), sources=context.sources_digest(repo, row, SPEC)
+    )
+    return wheel
+
+
+def test_built_wheel_is_the_checkouts_build_or_names_the_session_that_makes_it(fake_repo):
+    row = chain(fake_repo)
+    with pytest.raises(flow.UserError, match=r"names no repaired wheel.*run `nox -s test-cpu` first"):
+        flow.built_wheel(fake_repo, row, SPEC)
+    wheel = _record_build(fake_repo, row)
+    assert flow.built_wheel(fake_repo, row, SPEC) == wheel
+
+    (fake_repo / "csrc" / "a.cpp").write_text("int a = 3;\n")  # a source edited after the build
+    with pytest.raises(flow.UserError, match=r"built from other sources.*run `nox -s test-cpu` first"):
+        flow.built_wheel(fake_repo, row, SPEC)
+    _record_build(fake_repo, row)  # rebuilt from the edited source
+    assert flow.built_wheel(fake_repo, row, SPEC) == wheel
+
+    wheel.write_bytes(b"another file under the recorded name")
+    with pytest.raises(flow.UserError, match=r"sha256 differs.*run `nox -s test-cpu` first"):
+        flow.built_wheel(fake_repo, row, SPEC)
+    wheel.unlink()
+    with pytest.raises(flow.UserError, match=r"names no repaired wheel"):
+        flow.built_wheel(fake_repo, row, SPEC)
 
 
 def test_missing_required_input_is_a_clear_error(fake_repo):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -134,6 +135,37 @@ def test_build_directories_are_keyed_by_the_torch_install(monkeypatch):
     assert build.toolchain_key({**env, "TORCH_FL_VARIANT": "cu130"}) != first
     records["record"] = "torch/include/c10/core/impl/PyObjectSlot.h,sha256=bbb,120\n"
     assert build.toolchain_key(env) != first, "another torch install must get another build directory"
+
+
+def test_unchanged_sources_keep_the_mtime_of_the_last_build_and_changed_ones_recompile(tmp_path):
+    build = load_script("build_wheel")
+    src, build_dir = tmp_path / "src", tmp_path / "cache" / "key"
+    (src / "csrc").mkdir(parents=True)
+    (src / "csrc" / "a.cpp").write_text("int a;\n")
+    (src / "csrc" / "b.h").write_text("#pragma once\n")
+    assert build.settle_mtimes(src, build_dir) == (0, 2)  # an empty build directory: everything is new
+    first = {p.name: p.stat().st_mtime_ns for p in (src / "csrc").iterdir()}
+
+    def fresh_clone() -> None:  # a checkout gives every file a new mtime, later than any object of the last build
+        later = max(first.values()) + 10**12
+        for f in (src / "csrc").iterdir():
+            os.utime(f, ns=(later, later))
+
+    fresh_clone()
+    assert build.settle_mtimes(src, build_dir) == (2, 0)
+    assert {p.name: p.stat().st_mtime_ns for p in (src / "csrc").iterdir()} == first
+
+    fresh_clone()
+    (src / "csrc" / "b.h").write_text("#pragma once\nint b;\n")
+    started = time.time_ns()
+    assert build.settle_mtimes(src, build_dir) == (1, 1)
+    assert (src / "csrc" / "a.cpp").stat().st_mtime_ns == first["a.cpp"]
+    assert (src / "csrc" / "b.h").stat().st_mtime_ns >= started  # newer than every object: ninja rebuilds
+    # that build may have compiled objects from the edited header before it failed: reverting the edit recompiles
+    (src / "csrc" / "b.h").write_text("#pragma once\n")
+    reverted = time.time_ns()
+    assert build.settle_mtimes(src, build_dir) == (1, 1)
+    assert (src / "csrc" / "b.h").stat().st_mtime_ns >= reverted
 
 
 def _host_torch_lib() -> Path | None:
