@@ -102,7 +102,7 @@ class _Worker:
         self.route(op, provider=True)
         resolved = self.torch_fl.route(op)
         if resolved.route != self.provider:
-            why = "; ".join(f"{r}: {reason}" for r, reason in resolved.skipped) or resolved.source
+            why = "; ".join(f"{r}: {reason}" for r, reason in resolved.skipped) or resolved.origin
             self.route(op, provider=False)
             self.emit("verdict", op=op, dtypes={}, unsupported=f"the route resolver passed the provider over ({why})")
             return
@@ -115,10 +115,11 @@ class _Worker:
             sample = samples[i]
             self.emit("sample", op=op, index=i, dtype=sample.dtype, sample=sample.describe()[:400])
             self.torch_fl._C.reset_router_counters()
-            # three times, on fresh inputs each time: the replay records the first two calls of a key while the
-            # provider runs them, and the third runs from its plan in C++, as every later call of a training run
+            # three times, on fresh inputs each time: for a provider that replays, the first two calls of a key are
+            # recorded while the provider runs them and the third runs from the plan in C++, as every later call of
+            # a training run does
             outcome = None
-            for attempt in ("first call", "second call", "replayed call"):
+            for attempt in ("call 1", "call 2", "call 3"):
                 try:
                     args, kwargs = calls.moved((sample.args, sample.kwargs), "flagos")
                     out = func(*args, **kwargs)
