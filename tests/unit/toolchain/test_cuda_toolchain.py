@@ -224,11 +224,21 @@ def test_test_cuda_dry_run_reports_the_missing_gpu_and_plans_a_gpu_container(fak
 
 def test_plan_of_the_cuda_test_run_keeps_the_row_flags_after_the_environment(cuda, tmp_path):
     c = plan.plan_test_run(
-        "docker", cuda, "img:1", tmp_path / "r", env.from_environ({}), bench="short", pytest_args=[], user="1:1"
+        "docker", cuda, "img:1", tmp_path / "r", env.from_environ({}), bench="short", pytest_args=[], user="1:1",
+        suites=("routing", "bench"),
     )
     argv = list(c.argv)
     assert argv.index("-e") < argv.index("--gpus=all") < argv.index("img:1")
     assert argv[argv.index("--bench") + 1] == "short"
+
+
+@pytest.mark.parametrize(("asked", "ran"), [("short", "none"), ("full", "full"), ("none", "none")])
+def test_a_row_without_the_bench_suite_runs_no_short_benchmark(cuda, tmp_path, asked, ran):
+    c = plan.plan_test_run(
+        "docker", cuda, "img:1", tmp_path / "r", env.from_environ({}), bench=asked, pytest_args=[], user="1:1",
+        suites=("routing", "correctness"),
+    )
+    assert c.argv[c.argv.index("--bench") + 1] == ran
 
 
 def _cuda_toolkit():
