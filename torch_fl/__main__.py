@@ -67,6 +67,8 @@ def _info() -> dict[str, Any]:
         "device_count": torch_fl.flagos.device_count(),
         "torch": torch.__version__,
         "conf": state.conf_path,
+        # what FLAGOS_CONF=<name> can choose here
+        "shipped_confs": list(torch_fl._shipped.confs(torch_fl.CONF_DIR, torch_fl.accelerator())),
         "default_route": state.table.default.route,
         "overrides": {o.var: ", ".join(o.routes) for o in state.settings.overrides},
         "explicit_routes": dict(sorted(counts.items())),

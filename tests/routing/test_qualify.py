@@ -149,3 +149,7 @@ def test_shipped_confs_are_chosen_by_name(tmp_path):
                          env={**os.environ, "FLAGOS_CONF": "flaggems"})
     assert res.returncode != 0
     assert "FLAGOS_CONF='flaggems': no such conf is shipped for cpu; choose one of default" in res.stderr
+    res = subprocess.run([sys.executable, "-m", "torch_fl", "info", "--json"], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["shipped_confs"] == ["default"]
