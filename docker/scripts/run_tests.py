@@ -124,7 +124,7 @@ def main(argv: list[str]) -> int:
             failures.append(f"pytest failed (exit {rc})")
 
     if args.bench == "none":
-        print("run_tests: benchmark skipped (--no-bench)", flush=True)
+        print("run_tests: benchmark skipped (--bench none: --no-bench, or a row without the bench suite)", flush=True)
     else:
         cmd = [sys.executable, "-m", "torch_fl.bench", "--vendor", args.vendor, "--out", str(args.reports)]
         if args.bench == "short":
