@@ -6,36 +6,14 @@ so a saved report can be re-rendered or compared without measuring again.
 
 from __future__ import annotations
 
-import os
 import statistics
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 SCHEMA = 1
 # The acceptance goals: flagos native per call <= this many times the plain vendor device. Emulation
 # adds the host-side re-tagging to a ~1 µs CPU kernel; on a GPU it must hide behind the launch.
 GOAL_RATIO = {"cpu": 1.5, "cuda": 1.10, "dcu": 1.10}
-
-
-# ---- atomic output --------------------------------------------------------------------------------
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write through a temporary file in the same directory and ``os.replace`` it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # ---- statistics -----------------------------------------------------------------------------------

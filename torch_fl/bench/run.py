@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._atomic import write_atomic
 from . import cases, lockstep, plot, report
 
 # Started by its path, not with -m: `-m torch_fl.bench.child` would import the torch_fl package into every child,
@@ -564,7 +565,7 @@ def write_reports(result: dict[str, Any], out: Path) -> list[Path]:
         "bench.png": plot.render_png(result),
     }
     for name, data in files.items():
-        report.write_atomic(out / name, data)
+        write_atomic(out / name, data)
     return [out / name for name in files]
 
 

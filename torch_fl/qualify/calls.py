@@ -13,6 +13,7 @@ a model's 8 layers make the same calls 8 times.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import _atomic
+from .._atomic import write_atomic
 
 SAMPLE_SUFFIX = ".pt"
 
@@ -182,7 +183,9 @@ class SampleStore:
         for op, new in sorted(self._pending.items()):
             path = self.path(op)
             old = torch.load(path, weights_only=False) if path.is_file() else []
-            _atomic.replace(path, lambda fh, data=old + new: torch.save(data, fh))
+            buffer = io.BytesIO()
+            torch.save(old + new, buffer)
+            write_atomic(path, buffer.getvalue())
             written += len(new)
         self._pending.clear()
         return written

@@ -10,7 +10,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from . import _atomic, verdict
+from .._atomic import write_atomic
+from . import verdict
 
 SLOW = 2.0  # the seed's regression threshold: a provider route dearer than twice native is flagged
 
@@ -143,6 +144,5 @@ def write(report: dict, out: Path) -> tuple[Path, Path]:
     paths = (out / "report.json", out / "report.md")
     texts = (json.dumps(report, indent=1, sort_keys=True) + "\n", markdown(report))
     for path, text in zip(paths, texts, strict=True):
-        data = text.encode()
-        _atomic.replace(path, lambda fh, data=data: fh.write(data))
+        write_atomic(path, text.encode())
     return paths
