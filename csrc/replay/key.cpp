@@ -65,7 +65,9 @@ class Builder {
 
   // nullptr, or why this value cannot be part of a key.
   const char* value(const c10::IValue& v) {
-    if (v.isNone()) {
+    if (v.isNone() || (v.isTensor() && !v.toTensor().defined())) {
+      // An undefined tensor in a Tensor? argument (autograd passes nll_loss_backward's absent weight so) reaches
+      // a Python provider as None and takes no slot there (torch_fl/replay/_record.py): here neither.
       w_.push_back(kNone);
     } else if (v.isTensor()) {
       tensor(v.toTensor());

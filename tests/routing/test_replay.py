@@ -300,3 +300,55 @@ def test_bad_settings_name_the_variable(run_child):
     )
     assert "FLAGOS_FLAGGEMS_VERIFY='yes' is not 0 or 1" in child.stderr
     assert "FLAGOS_REPLAY_CACHE_SIZE='0' is out of range" in child.stderr
+
+
+# nll_loss_backward's weight is a Tensor? argument; autograd passes an absent weight as an undefined tensor, which a
+# Python provider receives as None. The kernel reads total_weight, the argument after it: a replay that numbered the
+# undefined weight as a slot would hand the kernel the wrong tensor.
+NLL = r"""
+import torch.nn.functional as F
+
+@KERNEL_T
+def nll_backward_kernel(grid, params):
+    g, target, total, out = (_param(params, i, ctypes.c_uint64) for i in range(4))
+    n, c, ignore = (_param(params, i, ctypes.c_int64) for i in range(4, 7))
+    scale = -F32.from_address(g).value / F32.from_address(total).value
+    for i in range(n):
+        t = ctypes.c_int64.from_address(target + 8 * i).value
+        if t != ignore:
+            F32.from_address(out + 4 * (i * c + t)).value = scale
+
+NLL_BACKWARD = ctypes.cast(nll_backward_kernel, ctypes.c_void_p).value
+
+def nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index, total_weight):
+    python_calls.append(f"nll_loss_backward weight={weight!r}")
+    out = torch.zeros_like(x)
+    torch_fl.replay.launch(NLL_BACKWARD, (1, 1, 1), (1, 1, 1), ["*fp32", "*i64", "*fp32", "*fp32", "i64", "i64", "i64"],
+        [grad_output, target, total_weight, out, x.shape[0], x.shape[1], ignore_index])
+    return out
+
+torch_fl.register_provider("emu_nll", {"nll_loss_backward": nll_loss_backward}, replay=True)
+os.environ["FLAGOS_LOG"] = "dispatch"
+reload(FLAGOS_OP_nll_loss_backward="emu_nll")
+for i in range(4):
+    logits, target = torch.randn(5, 3, generator=gen), torch.randint(0, 3, (5,), generator=gen)
+    x = logits.to("flagos").requires_grad_()
+    mark(f"nll{i}")
+    F.nll_loss(x, target.to("flagos")).backward()
+    mark(f"nll{i}:after")
+    ref = logits.clone().requires_grad_()
+    F.nll_loss(ref, target).backward()
+    report(f"nll{i}", {"equal": bool(torch.equal(x.grad.cpu(), ref.grad)), "python_calls": list(python_calls)})
+    del python_calls[:]
+report("stats", stats_of("nll_loss_backward"))
+"""
+
+
+def test_an_absent_optional_tensor_from_autograd_replays(module_child):
+    child = module_child(PROVIDERS + NLL)
+    assert [child.routes_of("nll_loss_backward", f"nll{i}") for i in range(4)] == [
+        ["emu_nll"], ["emu_nll"], ["emu_nll/replay"], ["emu_nll/replay"]
+    ], child.describe()
+    assert all(child.data[f"nll{i}"]["equal"] for i in range(4)), child.data
+    assert child.data["nll0"]["python_calls"] == ["nll_loss_backward weight=None"]
+    assert child.data["stats"]["hits"] == 2 and child.data["stats"]["refused_keys"] == 0
