@@ -39,7 +39,7 @@
 # At most 8 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md,png};
 # train: train.txt; models: models.txt; dist: dist.txt; checks: models.txt, pytest.txt, junit.xml, exit.txt;
 # opinfo: opinfo-{native,cpu}.{txt,json}; compile: compile.txt; stepops: step_ops.txt; flaggems: flaggems.txt,
-# qualify-report.{json,md}, flaggems-first.json): a lent machine hands
+# qualify-report.{json,md}, qualify-events.jsonl, flaggems-first.json): a lent machine hands
 # back only a few.
 set -euo pipefail
 mode=${1:-full}
@@ -272,6 +272,7 @@ if [ "$mode" = flaggems ]; then
      --dtypes "${QUALIFY_DTYPES:-float32,bfloat16}" --timeout 120 --budget "$budget" || rc=$?
    echo "qualify: exit $rc after $(( $(date +%s) - start )) s"  # 3: operators left pending (a rerun resumes)
    cp "$q/report.json" "$OUT/qualify-report.json"; cp "$q/report.md" "$OUT/qualify-report.md"
+   cp "$q/events.jsonl" "$OUT/qualify-events.jsonl"  # carried back, a cold machine's rerun resumes from it
    "$PY" "$tests_copy/node/flaggems_first.py" --conf "$q/qualified.conf" --tuned "$q/qualified-tuned.conf" \
      --json "$OUT/flaggems-first.json" || echo "flaggems_first: exit $?"
    echo "real workloads done after $(( $(date +%s) - start )) s"
