@@ -12,10 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 DRIVER = Path(__file__).with_name("exit_driver.py")
 RUNS = 200
 
 
+@pytest.mark.stress
 def test_short_backward_then_exit_runs_always_exit_cleanly(run_argv) -> None:
     spinner = [sys.executable, "-c", "import time\nend = time.time() + 900\nwhile time.time() < end: pass"]
     load = [subprocess.Popen(spinner) for _ in range(2)]  # other work competing for the CPUs
