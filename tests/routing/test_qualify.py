@@ -18,8 +18,15 @@ from qualify_demo_provider import EXPECTED  # noqa: E402
 OPS = ",".join(EXPECTED)
 
 
+def emulation_env(**extra: str) -> dict[str, str]:
+    """The emulation, on any machine (a GPU node too), with the demo provider importable beside the installed
+    torch_fl: the node's own PYTHONPATH (where the wheel may be installed) stays on the path."""
+    path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, "FLAGOS_ACCELERATOR": "cpu", **extra}
+
+
 def qualify(out: Path, *extra: str, samples: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
+    env = emulation_env()
     cmd = [sys.executable, "-m", "torch_fl", "qualify", "--provider", "demo", "--import", "qualify_demo_provider",
            "--out", str(out), "--ops", OPS, "--dtypes", "float32", "--timeout", "20", "--workers", "2", *extra]
     if samples is not None:
@@ -88,7 +95,7 @@ def test_the_passing_conf_runs_the_provider(run, tmp_path):
         "print(torch_fl.route('neg').route, torch_fl.route('exp').route)\n"
         "assert torch.equal((-x).cpu(), -(x.cpu()))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    env = emulation_env()
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["demo", "native"]
@@ -103,7 +110,7 @@ def test_another_provider_version_warns_once(run, tmp_path):
         f"os.environ['FLAGOS_BACKEND_CONFIG'] = {str(conf)!r}\n"
         "torch_fl.reload_routes()\ntorch_fl.reload_routes()\n"  # twice: the warning comes once
     )
-    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    env = emulation_env()
     res = subprocess.run([sys.executable, "-W", "always", "-c", code], env=env, capture_output=True, text=True,
                          cwd=tmp_path)
     assert res.returncode == 0, res.stderr
@@ -128,7 +135,7 @@ def test_a_cut_run_resumes(run, tmp_path):
 def test_one_sample_reproduces(run, tmp_path):
     out, _, report = run
     index = report["ops"]["exp"]["failure"]["index"]
-    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    env = emulation_env()
     cmd = [sys.executable, "-m", "torch_fl", "qualify", "--provider", "demo", "--import", "qualify_demo_provider",
            "--ops", "exp", "--sample", str(index), "--samples", str(out / "samples"), "--out", str(tmp_path / "one")]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
@@ -142,14 +149,15 @@ def test_shipped_confs_are_chosen_by_name(tmp_path):
         "from torch_fl import _shipped\n"
         "print(json.dumps(sorted(_shipped.confs(torch_fl.CONF_DIR, 'cuda'))))\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                         env=emulation_env())
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout) == ["default", "flaggems", "flaggems_tuned"]
     res = subprocess.run([sys.executable, "-c", "import torch_fl"], capture_output=True, text=True, cwd=tmp_path,
-                         env={**os.environ, "FLAGOS_CONF": "flaggems"})
+                         env=emulation_env(FLAGOS_CONF="flaggems"))
     assert res.returncode != 0
     assert "FLAGOS_CONF='flaggems': no such conf is shipped for cpu; choose one of default" in res.stderr
     res = subprocess.run([sys.executable, "-m", "torch_fl", "info", "--json"], capture_output=True, text=True,
-                         cwd=tmp_path)
+                         cwd=tmp_path, env=emulation_env())
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["shipped_confs"] == ["default"]
