@@ -2,9 +2,12 @@
 
 ``import torch_fl`` registers it and maps the flagos device to it, so these all send flagos tensors through it::
 
-    dist.init_process_group()                                   # the default map: flagos -> flagos
+    dist.init_process_group()                                   # no backend: cpu -> gloo, flagos -> flagos
     dist.init_process_group("flagos")
     dist.init_process_group("cpu:gloo,flagos:flagos")
+
+A backend named alone (``"gloo"``, ``"nccl"``) maps only the devices torch knows for it; flagos tensors then have
+no backend, so ``init_process_group`` warns at once and names the string that serves both.
 
 The work is done by the vendor's own c10d backend on views of the caller's flagos memory (no copies):
 
@@ -20,6 +23,10 @@ own Python constructors, so the options, timeouts and environment variables of G
 
 from __future__ import annotations
 
+import functools
+import inspect
+import warnings
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -61,8 +68,53 @@ def _create(opts: Any, pg_options: Any) -> dist.Backend:
     return _C.comm_backend(_vendor_backend(opts, pg_options))
 
 
+def default_backend() -> str:
+    """What ``init_process_group()`` with no backend takes in a flagos process: Gloo for host tensors (as torch's
+    default gives them), flagos for flagos tensors."""
+    return f"cpu:gloo,{DEVICE}:{BACKEND}" if dist.is_gloo_available() else f"{DEVICE}:{BACKEND}"
+
+
+def _serves_flagos(backend: str) -> bool:
+    name = backend.lower()
+    if ":" in name:
+        return any(pair.split(":")[0].strip() == DEVICE for pair in name.split(","))
+    return name == BACKEND or DEVICE in dist.Backend.backend_capability.get(name, ())
+
+
+def _with_flagos_default(init: Callable[..., Any]) -> Callable[..., Any]:
+    """torch's ``init_process_group``, where no backend means :func:`default_backend`.
+
+    torch's own default for a plugin accelerator maps it to its backend but gives the group Gloo's default
+    backend type without creating Gloo, and ``DistributedDataParallel`` then fails looking for it
+    ("Could not find backend type 1 ... gloo"). Naming the map keeps the default group whole."""
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind_partial(*args, **kwargs)
+        backend = bound.arguments.get("backend")
+        if backend is None or str(backend).lower() == dist.Backend.UNDEFINED:
+            bound.arguments["backend"] = default_backend()
+        elif not _serves_flagos(str(backend)):
+            warnings.warn(
+                f"init_process_group({str(backend)!r}) gives flagos tensors no backend, so their collectives fail; "
+                f"name no backend, or {default_backend()!r}, to send them through flagos",
+                stacklevel=2,
+            )
+        return init(*bound.args, **bound.kwargs)
+
+    init_process_group.__wrapped_by_torch_fl__ = True  # type: ignore[attr-defined]
+    return init_process_group
+
+
 def register() -> None:
-    """Register the flagos backend and map the flagos device to it (done by ``import torch_fl``)."""
+    """Register the flagos backend, map the flagos device to it, and make it the default for flagos tensors
+    (done by ``import torch_fl``)."""
     if BACKEND.upper() in dist.Backend._plugins:
         return
     dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=[DEVICE])
+    c10d = dist.distributed_c10d
+    if not getattr(c10d.init_process_group, "__wrapped_by_torch_fl__", False):
+        wrapped = _with_flagos_default(c10d.init_process_group)
+        c10d.init_process_group = wrapped
+        dist.init_process_group = wrapped

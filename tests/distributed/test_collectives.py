@@ -149,6 +149,40 @@ def test_ddp_equals_one_process_on_the_whole_batch(tmp_path, world):
     _same_params(per_rank, want, rtol=1e-5, atol=1e-6)
 
 
+def test_ddp_with_no_backend_named_trains_on_flagos(tmp_path):
+    """The README's example: init_process_group() with no backend, then DDP of a flagos model, trains as with the
+    flagos backend named (torch's own default leaves DDP looking for a Gloo backend it never made)."""
+    per_rank = launch("ddp-default", WORLDS[0] if WORLDS else 1, tmp_path)
+    assert {res["backend"] for res in per_rank} == {torch_fl.distributed.default_backend()}
+    reference = worker.tiny_model()
+    worker.train("tiny", reference, 0, 1, torch.device("cpu"))
+    _same_params(per_rank, {n: p.detach() for n, p in reference.named_parameters()}, rtol=1e-5, atol=1e-6)
+
+
+def test_a_backend_that_leaves_out_flagos_warns_with_what_to_write():
+    """init_process_group("gloo") maps cpu and cuda only: the warning comes at once and names the string that also
+    serves flagos tensors; no backend, or a map that names flagos, passes through without a word."""
+    import warnings
+
+    from torch_fl import distributed as fl_dist
+
+    assert getattr(torch.distributed.init_process_group, "__wrapped_by_torch_fl__", False)
+    calls = []
+
+    def init(backend=None, init_method=None, timeout=None):
+        calls.append(backend)
+
+    wrapped = fl_dist._with_flagos_default(init)
+    with pytest.warns(UserWarning, match=r"init_process_group\('gloo'\) gives flagos tensors no backend"):
+        wrapped("gloo")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        wrapped()
+        wrapped(backend="flagos")
+        wrapped("cpu:gloo,flagos:flagos")
+    assert calls == ["gloo", fl_dist.default_backend(), "flagos", "cpu:gloo,flagos:flagos"]
+
+
 @needs_two
 def test_ddp_encoder_equals_one_device(tmp_path):
     """The 2-layer TransformerEncoder: DDP over two flagos devices ends where one flagos device ends that

@@ -210,14 +210,15 @@ def train(name: str, model: torch.nn.Module, rank: int, world: int, device: torc
         opt.step()
 
 
-def scenario_ddp(name: str) -> dict:
-    dist.init_process_group("flagos")
+def scenario_ddp(name: str, backend: str | None = "flagos") -> dict:
+    dist.init_process_group(backend)  # None: no backend named, as the README's example does
     from torch.nn.parallel import DistributedDataParallel
 
+    chosen = str(dist.get_backend())
     model = DistributedDataParallel(MODELS[name][0]().to(DEV))
     train(name, model, RANK, WORLD, DEV)
     dist.destroy_process_group()
-    return {"params": {n: p.detach().cpu().tolist() for n, p in model.module.named_parameters()}}
+    return {"backend": chosen, "params": {n: p.detach().cpu().tolist() for n, p in model.module.named_parameters()}}
 
 
 def scenario_dead_peer() -> dict:
@@ -247,6 +248,7 @@ def main() -> None:
     scenarios = {
         "collectives": scenario_collectives,
         "ddp": lambda: scenario_ddp("tiny"),
+        "ddp-default": lambda: scenario_ddp("tiny", backend=None),
         "ddp-encoder": lambda: scenario_ddp("encoder"),
         "dead-peer": scenario_dead_peer,
     }
