@@ -29,7 +29,7 @@ from .matrix import Toolchain
 
 LABEL_PREFIX = "org.torch-fl"
 TESTS_IN_IMAGE = "/opt/torch-fl-tests"
-BENCH_MODULE = "torch_fl.bench"  # the benchmark ships in the wheel: `python -m torch_fl.bench`
+BENCH_MODULE = "harness"  # the benchmark harness, `python -m harness` from the tests' bench/ (docs/bench.md)
 SCRIPTS_IN_IMAGE = "/opt/torch-fl/scripts"
 REPORTS_IN_CONTAINER = "/reports"
 
@@ -291,8 +291,8 @@ def plan_bench_run(
     commit: str = "",
     host_flags: Sequence[str] = (),
 ) -> Command:
-    """``docker run`` of the benchmark alone, ``python -m torch_fl.bench`` (full length unless ``bench_args`` say
-    otherwise).
+    """``docker run`` of the benchmark alone, ``python -m harness`` in the image's copy of tests/bench (full length
+    unless ``bench_args`` say otherwise).
 
     Its bench.json, bench.md and bench.png land in ``out_dir`` (bind-mounted at /reports); ``commit`` (the
     checkout's HEAD) reaches the report as TORCH_FL_COMMIT, since the container has no checkout to ask.
@@ -300,11 +300,13 @@ def plan_bench_run(
     env = [f"TORCH_FL_COMMIT={commit}"] if commit else []
     argv = _docker_run(docker, chain, out_dir, host, user, env, host_flags)
     argv += [
+        "-w",
+        f"{TESTS_IN_IMAGE}/bench",
         image,
         "python",
         "-m",
         BENCH_MODULE,
-        "--vendor",
+        "--accelerator",
         chain.bench_vendor,
         "--out",
         REPORTS_IN_CONTAINER,
@@ -367,7 +369,7 @@ FLAGS_OF = {
     "base-image": ("--dry-run", "--rebuild"),
     "clean": ("--dry-run", "--all"),
 }
-PASSES_ON = {"test": "pytest", "bench": "torch_fl.bench", "qualify": "python -m torch_fl qualify"}
+PASSES_ON = {"test": "pytest", "bench": f"python -m {BENCH_MODULE}", "qualify": "python -m torch_fl qualify"}
 SEPARATOR = "--"
 
 

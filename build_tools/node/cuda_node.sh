@@ -314,9 +314,11 @@ if [ "$mode" != bench ]; then  # bench: the benchmark alone
   echo "routing and correctness suites: $(( $(date +%s) - t0 )) s"; t0=$(date +%s)
 fi
 # straight into $OUT: the bench rewrites its reports after every part, and what is under $OUT comes back even
-# from a call cut at its time limit
+# from a call cut at its time limit. The harness runs from the tests' copy (its folder holds no torch_fl, so the
+# installed one is measured); the report names the checkout's HEAD, which only the caller can ask.
+commit=${TORCH_FL_COMMIT:-$(git -C "$repo" rev-parse HEAD 2>/dev/null || true)}
 # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
-(cd /tmp && "$PY" -m torch_fl.bench --vendor cuda --out "$OUT/bench" ${BENCH_ARGS:-} 2>&1 \
-   | tee "$OUT/bench.txt") || status=$?
+(cd "$tests_copy/bench" && TORCH_FL_COMMIT=$commit "$PY" -m harness --accelerator cuda --out "$OUT/bench" \
+   ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt") || status=$?
 echo "bench: $(( $(date +%s) - t0 )) s"
 exit "$status"

@@ -3,7 +3,7 @@
 # correctness suites and the route A/B benchmark run from the installed wheel (never from the checkout).
 #   bash build_tools/node/index_node.sh            BENCH_ARGS="--runs 2" replaces the default "--short"
 # Environment: VARIANT (default cu130), PYTHON, REUSE_BUILD=1 (keep a wheel an earlier call built), PYTEST_ARGS (added to pytest), ROUTES (smoke routes, default
-# "native flaggems"), FLAGOS_ACCELERATOR and BENCH_VENDOR (default cuda; cpu to try it on a laptop).
+# "native flaggems"), FLAGOS_ACCELERATOR and BENCH_ACCELERATOR (default cuda; cpu to try it on a laptop).
 # The index is the carried wheels/<variant>/ (made by `nox -s build-cuda` + `nox -s index`). When it holds no wheel
 # for this node's Python and torch line (a cp312 node, while the local builder's Debian base has Python 3.11), the
 # wheel is made here the way the builder makes it (docker/scripts/build_wheel.py, then repair_wheel.py with the
@@ -128,8 +128,10 @@ t0=$(date +%s)
 log "routing and correctness suites from the installed wheel: $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/pytest.txt")"
 t0=$(date +%s)
 # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
-("$node_py" -m torch_fl.bench --vendor "${BENCH_VENDOR:-cuda}" --out /tmp/torch-fl-bench ${BENCH_ARGS:---short} 2>&1 \
-   | tee "$OUT/bench.txt"; exit "${PIPESTATUS[0]}") || status=$?
+# the harness from the tests' copy (its folder holds no torch_fl: the installed wheel is what it measures)
+(cd "$tests_copy/bench" && TORCH_FL_COMMIT=${TORCH_FL_COMMIT:-$(git -C "$repo" rev-parse HEAD 2>/dev/null || true)} \
+   "$node_py" -m harness --accelerator "${BENCH_ACCELERATOR:-cuda}" --out /tmp/torch-fl-bench ${BENCH_ARGS:---short} \
+   2>&1 | tee "$OUT/bench.txt"; exit "${PIPESTATUS[0]}") || status=$?
 mkdir -p "$OUT/bench" && cp /tmp/torch-fl-bench/bench.json /tmp/torch-fl-bench/bench.md "$OUT/bench/" 2>/dev/null || true
 log "bench: $(( $(date +%s) - t0 )) s"
 exit "$status"

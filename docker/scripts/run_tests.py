@@ -6,7 +6,7 @@ usage: python run_tests.py --tests DIR --reports DIR --markers EXPR --vendor V -
 1. smoke: the extension module loads without importing torch first (its RPATH finds torch's libraries), no
    compiler is on PATH, and ``import torch_fl`` imports the installed wheel (not a checkout);
 2. pytest on the suites (``--suites``, from the matrix's [build].test_suites), JUnit XML to REPORTS/junit.xml;
-3. the benchmark of the installed wheel, ``python -m torch_fl.bench`` (its failure fails the run).
+3. the benchmark of the installed wheel, ``python -m harness`` from the tests' bench/ (its failure fails the run).
 Everything is written under REPORTS; the exit status is non-zero when any part failed.
 """
 
@@ -126,15 +126,16 @@ def main(argv: list[str]) -> int:
     if args.bench == "none":
         print("run_tests: benchmark skipped (--bench none: --no-bench, or a row without the bench suite)", flush=True)
     else:
-        cmd = [sys.executable, "-m", "torch_fl.bench", "--vendor", args.vendor, "--out", str(args.reports)]
+        # the harness beside the tests, from their copy's bench/ (python -m finds it there; torch_fl is the wheel's)
+        cmd = [sys.executable, "-m", "harness", "--accelerator", args.vendor, "--out", str(args.reports)]
         if args.bench == "short":
             cmd.append("--short")
         print("run_tests: " + " ".join(cmd), flush=True)
         t = time.monotonic()
-        rc = subprocess.call(cmd, cwd=args.tests)
+        rc = subprocess.call(cmd, cwd=args.tests / "bench")
         timings["bench"] = time.monotonic() - t
         if rc != 0:
-            failures.append(f"benchmark (python -m torch_fl.bench) failed (exit {rc})")
+            failures.append(f"benchmark (python -m harness in {args.tests / 'bench'}) failed (exit {rc})")
 
     (args.reports / "run.json").write_text(
         json.dumps(

@@ -15,7 +15,7 @@ plain cpu when flagos runs the CPU emulation) runs in processes that never impor
             relative L2 difference of all parameters after the steps (bar 1e-3, widened to twice what the
             reference's own two attention kernels differ by); the cold compile time of each arm
   refusal   mode="reduce-overhead" on flagos raises torch_fl's CudaGraphsUnsupported with its message
-  time      --pairs lockstep sets (torch_fl/bench/lockstep.py): one process per arm, all alive at once,
+  time      --pairs lockstep sets (tests/bench/harness/lockstep.py): one process per arm, all alive at once,
             compiled flagos, eager flagos, compiled reference and compiled reference again (the A/A control).
             Each compiles and warms up (3 steps, out of the timing), then all are pinned to one CPU and take
             turns of 5 synchronized steps, one arm at a time, the order rotated per round, 10 rounds per set.
@@ -54,14 +54,11 @@ REFUSAL_TYPE = "CudaGraphsUnsupported"
 
 
 def _lockstep():
-    """torch_fl/bench/lockstep.py, loaded by its path: the reference arm's process never imports torch_fl."""
+    """tests/bench/harness/lockstep.py, loaded by its path: the reference arm's process never imports torch_fl."""
     import importlib.util
 
-    found = importlib.util.find_spec("torch_fl")
-    if found is None or not found.submodule_search_locations:
-        raise SystemExit("compile check: torch_fl is not installed in this Python")
-    spec = importlib.util.spec_from_file_location(
-        "lockstep", os.path.join(found.submodule_search_locations[0], "bench", "lockstep.py"))
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "bench", "harness", "lockstep.py")
+    spec = importlib.util.spec_from_file_location("lockstep", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -15,6 +15,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 import model_zoo  # noqa: E402  (imports transformers and torchvision the way the model suite does, offline)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from harness import workloads  # noqa: E402  (the benchmark's step model)
+
 Step = Callable[[], torch.Tensor]
 
 
@@ -66,17 +69,15 @@ def resnet50(device: str, tiny: bool = False, seed: int = 0) -> tuple[Step, torc
 
 
 def encoder(d_model: int) -> Callable[[str, bool], tuple[Step, torch.nn.Module]]:
-    """The bench's training step (torch_fl.bench.cases.build_step's model), returning its loss."""
+    """The bench's training step (the model of workloads.build_step), returning its loss."""
 
     def build(device: str, tiny: bool = False, seed: int = 0) -> tuple[Step, torch.nn.Module]:
-        from torch_fl.bench import cases
-
         d = 32 if tiny else d_model
         torch.manual_seed(seed)
-        layer = torch.nn.TransformerEncoderLayer(d, cases.STEP_HEADS, 4 * d, dropout=0.0, batch_first=True)
-        model = torch.nn.TransformerEncoder(layer, cases.STEP_LAYERS, enable_nested_tensor=False).to(device)
+        layer = torch.nn.TransformerEncoderLayer(d, workloads.STEP_HEADS, 4 * d, dropout=0.0, batch_first=True)
+        model = torch.nn.TransformerEncoder(layer, workloads.STEP_LAYERS, enable_nested_tensor=False).to(device)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-        x = torch.randn(cases.STEP_BATCH, cases.STEP_SEQ, d).to(device)
+        x = torch.randn(workloads.STEP_BATCH, workloads.STEP_SEQ, d).to(device)
 
         def step() -> torch.Tensor:
             opt.zero_grad(set_to_none=True)

@@ -3,8 +3,8 @@ replayed in one process on flagos tensors and on plain vendor tensors.
 
   python step_ops.py [--d-model 256,1024] [--rounds 8] [--top 30]
 
-One eager step of the benchmark's model (torch_fl.bench.cases.build_step: a 2-layer TransformerEncoder, forward,
-backward and AdamW) runs on flagos under a TorchDispatchMode that records every ATen call it makes: the forward,
+One eager step of the benchmark's model (build_step of tests/bench/harness/workloads.py: a 2-layer
+TransformerEncoder, forward, backward and AdamW) runs on flagos under a TorchDispatchMode that records every ATen call it makes: the forward,
 the backward kernels (the mode reaches autograd's threads) and the optimizer's list ops, about 340 calls. The
 replay then calls the same ops with the same arguments, under no_grad and without the autograd engine:
 
@@ -34,15 +34,17 @@ import collections
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from harness import workloads  # noqa: E402  (the benchmark's step model; it imports no torch)
 
 
 def record_step(torch: Any, d_model: int) -> list[tuple[Any, tuple, dict]]:
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from torch_fl.bench import cases
-
-    step = cases.build_step(torch.device("flagos"), d_model)
+    step = workloads.build_step(torch.device("flagos"), d_model)
     for _ in range(3):  # the optimizer's state exists from here on, as in a long run
         step()
     calls: list[tuple[Any, tuple, dict]] = []

@@ -1,4 +1,4 @@
-"""``python -m torch_fl.bench [options]``: the benchmark on the installed torch_fl (docs/bench.md)."""
+"""``python -m torch_fl.bench [options]``: the node check on the installed torch_fl (docs/bench.md)."""
 
 import sys
 

@@ -1,14 +1,14 @@
-"""torch_fl benchmark: route A/B per case, host overhead per op class and the training step, in readable reports.
+"""The node check: the seed's route A/B against the installed wheel, each arm's route confirmed from the log.
 
-    python -m torch_fl.bench                       # full: 2 runs, warm-up 30, repeat 200
-    python -m torch_fl.bench --short --out /tmp/b  # CI: 1 run, few repeats
-    python -m torch_fl.bench --compare reports/cpu/bench/bench.json --max-ratio 1.5
+    python -m torch_fl.bench                              # 2 runs, warm-up 30, repeat 200
+    python -m torch_fl.bench --short --json /tmp/ab.json  # 1 run, few repeats, the figures kept as JSON
 
-Each measurement runs in a process of its own (child.py): one per (case, arm, run) for the A/B, one per
-run for the overhead ops (both arms in it), and for the training step sets of one process per arm, all alive
-together and timed in turns (lockstep.py). This module only plans,
-collects, checks routes and writes reports; it makes no tensor and touches no device (the package import that
-``-m`` makes does load torch_fl here). docs/bench.md lists every option and the report format.
+Each measurement runs in a process of its own (child.py), one per (case, arm, run): the plain arm on plain
+tensors of the accelerator's torch device without torch_fl, each flagos arm with the op forced onto its route,
+which the dispatch log confirms on one call outside the timed loop. This module only plans, collects, checks
+routes and prints; it makes no tensor and touches no device (the package import that ``-m`` makes does load
+torch_fl here). The research harness (paired sets, overhead, the training step, reports, goals) builds on these
+functions from tests/bench/harness/; docs/bench.md describes both.
 """
 
 from __future__ import annotations
@@ -18,20 +18,19 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._atomic import write_atomic
-from . import cases, lockstep, plot, report
+from . import cases, stats
 
 # Started by its path, not with -m: `-m torch_fl.bench.child` would import the torch_fl package into every child,
 # plain arms included, and before child.py pins its CPU.
 CHILD = Path(__file__).resolve().with_name("child.py")
-FULL = {"runs": 2, "warmup": 30, "repeat": 200, "step": [256], "step_procs": 5, "step_steps": 200}
-SHORT = {"runs": 1, "warmup": 5, "repeat": 50, "step": [64], "step_procs": 2, "step_steps": 3}
+FULL = {"runs": 2, "warmup": 30, "repeat": 200}
+SHORT = {"runs": 1, "warmup": 5, "repeat": 50}
 ROUTE_ALIASES = {"cuda": "native"}  # as the router logs them
 
 
@@ -41,8 +40,7 @@ class BenchError(RuntimeError):
 
 @dataclass(frozen=True)
 class Options:
-    vendor: str | None
-    out: Path | None
+    accelerator: str | None
     runs: int
     warmup: int
     repeat: int
@@ -51,63 +49,10 @@ class Options:
     cpu: int | None
     routes: tuple[str, ...]
     cases: tuple[cases.Case, ...]
-    overhead: bool
-    step: tuple[int, ...]
-    step_procs: int
-    step_steps: int
-    step_profile: bool
     control: bool
-    paired: int
-    paired_arms: tuple[str, ...]
     steady_malloc: bool
     timeout: float
     short: bool
-
-
-AB_METHOD = (
-    "One process per (case, arm, run). The plain arm runs the op on plain torch tensors of the vendor device "
-    "in a process without torch_fl; a flagos arm forces the op's route with FLAGOS_OP_<op>=<route> and confirms "
-    "it from the dispatch log on one call made before the timed loop (log off while timing). Inputs are built "
-    "on the host and moved to the device. After the warm-up, a synchronized batch of `repeat` calls: µs per "
-    "call = batch time / repeat ({batches}). Ratios are taken run against run. Only ratios carry over between "
-    "machines."
-)
-PAIRED_METHOD = (
-    "One process per (case, run) with torch_fl loaded. The same inputs are built on the plain vendor device and "
-    "on flagos; the flagos arms ({arms}) share the flagos inputs and switch the op's route at run time "
-    "(FLAGOS_OP_<op> and torch_fl.reload_routes, then torch_fl.replay.configure: `flaggems` runs FlagGems' Python "
-    "path with the replay off, `flaggems/replay` the same route with the replay on). Each arm's route is confirmed "
-    "from the dispatch log on one call after its warm-up; an arm whose route this machine lacks is reported "
-    "unavailable with the reason. Then {pairs} rounds of synchronized batches of `repeat` calls, one batch per "
-    "arm, the order rotated every round (P A B, A B P, ...), each batch after a few untimed calls of its arm. "
-    "Each batch's ratio to the plain batch of its round is kept; a case's figure per arm is the median ratio over "
-    "every round of every run. Calls on plain vendor tensors never reach torch_fl, so the plain arm is plain "
-    "torch; what the process itself does to all arms (its memory layout, its core) cancels in each ratio."
-)
-OVERHEAD_METHOD = (
-    "One process per run with torch_fl loaded and a conf that routes every op to native. For each op, the same "
-    f"small inputs (16x16 float32; lists of {cases.LIST_LEN} such tensors) are built on the plain vendor device "
-    f"and on flagos, and {cases.OVERHEAD_PAIRS} rounds of synchronized batches of `repeat` calls alternate between "
-    "them. Calls on plain vendor tensors never reach torch_fl, so that arm is plain torch. µs per call is the "
-    "median over the rounds; the host overhead is flagos minus plain, per round. A third arm in the same rotation "
-    "runs the same flagos tensors with vendor aliases built anew on every call (alias reuse switched off): the "
-    "overhead before that reuse, measured beside it. Bookkeeping ops are the device's own kernels (views, "
-    "allocation, copies): they never reach the router and log nothing."
-)
-STEP_METHOD = (
-    f"The training step of a {cases.STEP_LAYERS}-layer TransformerEncoder ({cases.STEP_HEADS} heads, ffn 4 x "
-    f"d_model, sequence {cases.STEP_SEQ}, batch {cases.STEP_BATCH}), forward, backward and AdamW (foreach). Arms: "
-    "plain {plain} without torch_fl, flagos with the shipped conf, flagos with every op native, and plain {plain} "
-    "again (the A/A control). They cannot share a process (one accelerator per process), so each process set "
-    "holds one process per arm, all alive at once: each sets its step up and takes {warmup} untimed steps (the "
-    "first with the dispatch log on, to record the routes), then all are pinned to one CPU and take turns of "
-    "{turn} synchronized steps, one arm at a time while the others wait, the order rotated every round, "
-    "{rounds} rounds per set. A turn's figure is its median step; an arm's ratio to plain is taken within each "
-    "round (the arms of a round ran within a fraction of a second of each other) and its median over every "
-    "round of every set is the figure reported, beside the range of the per-set medians. The A/A arm's ratio is "
-    "the noise floor: a ratio inside it is not a measured difference."
-)
-STEP_TURN = 5  # synchronized steps per turn: long enough to time, short enough to pair closely
 
 
 # ---- command line --------------------------------------------------------------------------------------
@@ -132,37 +77,13 @@ def _cpu_choice(text: str) -> int | None:
     return int(text)
 
 
-def _step_sizes(text: str) -> list[int]:
-    if text == "none":
-        return []
-    try:
-        sizes = [int(part) for part in _csv(text)]
-    except ValueError:
-        sizes = []
-    if not sizes or any(d < 4 or d % cases.STEP_HEADS for d in sizes):
-        raise argparse.ArgumentTypeError(f"{text!r}: d_model values must be multiples of {cases.STEP_HEADS} "
-                                         "(the heads), comma separated, or 'none'")
-    return sizes
-
-
 def _csv(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def _paired_arms(text: str) -> list[str]:
-    arms = list(dict.fromkeys(_csv(text)))
-    unknown = [a for a in arms if a not in cases.PAIRED_ARMS]
-    if not arms or unknown:
-        raise argparse.ArgumentTypeError(f"{text!r}: paired arms are comma separated names among "
-                                         f"{', '.join(cases.PAIRED_ARMS)}")
-    return arms
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m torch_fl.bench", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, help="report directory (default reports/<vendor>/bench)")
-    p.add_argument("--vendor", choices=tuple(cases.PLAIN_DEVICE), help="default: torch_fl.accelerator()")
+def add_options(p: argparse.ArgumentParser) -> None:
+    """The A/B's options, shared with the harness's command line."""
+    p.add_argument("--accelerator", choices=tuple(cases.PLAIN_DEVICE), help="default: torch_fl.accelerator()")
     p.add_argument("--short", action="store_true", help="CI mode: 1 run, warm-up 5, repeat 50 unless given")
     p.add_argument("--runs", type=_positive, help="independent runs, all reported (default 2)")
     p.add_argument("--warmup", type=int, help="calls before the timed batch (default 30)")
@@ -179,60 +100,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cases", type=_csv, help="A/B cases to run, comma separated (default all)")
     p.add_argument("--control", action="store_true",
                    help="measure the plain arm twice per run (A/A): the ratio between the two is the noise floor")
-    p.add_argument("--paired", type=int, default=0, metavar="PAIRS",
-                   help="also time plain and flagos native in one process per (case, run), PAIRS alternating "
-                        "batches each: differences smaller than the noise between processes (default 0: off)")
-    p.add_argument("--paired-arms", type=_paired_arms, default=list(cases.DEFAULT_PAIRED_ARMS), metavar="A[,A...]",
-                   help="the flagos arms of --paired, timed beside plain in the same process: "
-                        f"{', '.join(cases.PAIRED_ARMS)} (flaggems: the replay off; default native)")
     p.add_argument("--malloc", choices=("steady", "default"), default="steady",
                    help="steady: the same fixed glibc malloc thresholds in every child (GLIBC_TUNABLES), so no "
                         "process pays page faults another does not; default: glibc's adaptive behaviour")
-    p.add_argument("--no-overhead", action="store_true", help="skip the dispatch-overhead part")
-    p.add_argument("--step", type=_step_sizes, metavar="D[,D...]|none",
-                   help="training-step part: the d_model values to time (default 256; --short 64; none: skip)")
-    p.add_argument("--step-procs", type=_positive,
-                   help="process sets (one process per arm, timed in turns) per d_model (default 5; --short 2)")
-    p.add_argument("--step-steps", type=_positive,
-                   help=f"timed steps per arm and set, in turns of {STEP_TURN} (default 200; --short 3)")
-    p.add_argument("--step-profile", action="store_true",
-                   help="also profile each --step d_model's plain and all-native arms in its first lockstep set "
-                        "(torch's profiler): calls and self host µs per op and step, side by side")
-    p.add_argument("--timeout", type=float, default=600,
-                   help="seconds allowed per child process (for the step: per lockstep set, start-up included)")
-    p.add_argument("--compare", type=Path, metavar="OLD.json", help="print the change per case against OLD.json")
-    p.add_argument("--max-ratio", type=float, metavar="R",
-                   help="exit 3 when a case's mean flagos native / plain ratio exceeds R")
-    p.add_argument("--render", type=Path, metavar="BENCH.json",
-                   help="measure nothing: rewrite the reports from an existing bench.json")
+    p.add_argument("--timeout", type=float, default=600, help="seconds allowed per child process")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m torch_fl.bench", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_options(p)
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the A/B's figures to FILE")
     return p
 
 
-def options_from(args: argparse.Namespace) -> Options:
+def option_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The A/B's settings from parsed arguments, as keyword arguments of Options (and of the harness's)."""
     defaults = SHORT if args.short else FULL
-    return Options(
-        vendor=args.vendor,
-        out=args.out,
-        runs=args.runs or defaults["runs"],
-        warmup=defaults["warmup"] if args.warmup is None else args.warmup,
-        repeat=args.repeat or defaults["repeat"],
-        batches=args.batches,
-        threads=args.threads,
-        cpu=args.cpu,
-        routes=tuple(dict.fromkeys(args.routes)),
-        cases=cases.find_cases(args.cases),
-        overhead=not args.no_overhead,
-        step=tuple(defaults["step"] if args.step is None else args.step),
-        step_procs=args.step_procs or defaults["step_procs"],
-        step_steps=args.step_steps or defaults["step_steps"],
-        step_profile=args.step_profile,
-        control=args.control,
-        paired=args.paired,
-        paired_arms=tuple(args.paired_arms),
-        steady_malloc=args.malloc == "steady",
-        timeout=args.timeout,
-        short=args.short,
-    )
+    return {
+        "accelerator": args.accelerator,
+        "runs": args.runs or defaults["runs"],
+        "warmup": defaults["warmup"] if args.warmup is None else args.warmup,
+        "repeat": args.repeat or defaults["repeat"],
+        "batches": args.batches,
+        "threads": args.threads,
+        "cpu": args.cpu,
+        "routes": tuple(dict.fromkeys(args.routes)),
+        "cases": cases.find_cases(args.cases),
+        "control": args.control,
+        "steady_malloc": args.malloc == "steady",
+        "timeout": args.timeout,
+        "short": args.short,
+    }
+
 
 
 # ---- child processes -------------------------------------------------------------------------------------
@@ -249,7 +149,7 @@ def _log(message: str) -> None:
 STEADY_MALLOC = "glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=134217728"
 
 
-def child_env(vendor: str | None, arm: str | None, overrides: dict[str, str] | None = None,
+def child_env(accelerator: str | None, arm: str | None, overrides: dict[str, str] | None = None,
               steady_malloc: bool = True) -> dict[str, str]:
     """The parent's environment without FLAGOS_OP_*/FLAGOS_LOG (they would change or slow every arm)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGOS_OP_") and k != "FLAGOS_LOG"}
@@ -258,17 +158,19 @@ def child_env(vendor: str | None, arm: str | None, overrides: dict[str, str] | N
         env.setdefault("GLIBC_TUNABLES", STEADY_MALLOC)
     if arm is not None and cases.is_plain(arm):
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # an installed torch_fl would load with torch otherwise
-    elif vendor is not None:
-        env["FLAGOS_ACCELERATOR"] = vendor
+    elif accelerator is not None:
+        env["FLAGOS_ACCELERATOR"] = accelerator
     env.update(overrides or {})
     return env
 
 
-def run_child(spec: dict[str, Any], env: dict[str, str], timeout: float) -> dict[str, Any]:
+def run_child(spec: dict[str, Any], env: dict[str, str], timeout: float,
+              command: Sequence[str] = (sys.executable, str(CHILD))) -> dict[str, Any]:
+    """Run one measurement process (``command`` and the spec as its last argument); its BENCH-RESULT."""
     what = " ".join(str(spec[k]) for k in ("mode", "case", "arm") if k in spec)
     try:
-        proc = subprocess.run([sys.executable, str(CHILD), json.dumps(spec)], capture_output=True, text=True,
-                              env=env, timeout=timeout, check=False)
+        proc = subprocess.run([*command, json.dumps(spec)], capture_output=True, text=True, env=env,
+                              timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
         raise BenchError(f"{what}: no result within {timeout:.0f} s") from exc
     for line in proc.stdout.splitlines():
@@ -290,24 +192,24 @@ def confirm_route(what: str, logged: list[list[str]], op: str | None, arm: str) 
     return expected
 
 
-# ---- the two parts ------------------------------------------------------------------------------------------
+# ---- the A/B ----------------------------------------------------------------------------------------------
 
 
 def probe(opts: Options) -> dict[str, Any]:
     spec = {"mode": "probe", "routes": list(opts.routes), "threads": opts.threads, "cpu": opts.cpu}
-    return run_child(spec, child_env(opts.vendor, None, steady_malloc=opts.steady_malloc), opts.timeout)
+    return run_child(spec, child_env(opts.accelerator, None, steady_malloc=opts.steady_malloc), opts.timeout)
 
 
-def device_of(arm: str, vendor: str) -> str:
-    return cases.PLAIN_DEVICE[vendor] if cases.is_plain(arm) else cases.FLAGOS_DEVICE
+def device_of(arm: str, accelerator: str) -> str:
+    return cases.PLAIN_DEVICE[accelerator] if cases.is_plain(arm) else cases.FLAGOS_DEVICE
 
 
-def measure_case(opts: Options, vendor: str, case: cases.Case, arm: str, run: int) -> dict[str, Any]:
-    spec = {"mode": "case", "case": case.name, "arm": arm, "device": device_of(arm, vendor),
+def measure_case(opts: Options, accelerator: str, case: cases.Case, arm: str, run: int) -> dict[str, Any]:
+    spec = {"mode": "case", "case": case.name, "arm": arm, "device": device_of(arm, accelerator),
             "warmup": opts.warmup, "repeat": opts.repeat, "batches": opts.batches, "threads": opts.threads,
             "cpu": opts.cpu}
     overrides = {} if cases.is_plain(arm) else {cases.override_var(case.op): arm}
-    result = run_child(spec, child_env(vendor, arm, overrides, opts.steady_malloc), opts.timeout)
+    result = run_child(spec, child_env(accelerator, arm, overrides, opts.steady_malloc), opts.timeout)
     what = f"run {run + 1} {case.name} {arm}"
     result["route"] = None if cases.is_plain(arm) else confirm_route(what, result["logged"], case.op, arm)
     confirmed = f" (route {result['route']} confirmed)" if result["route"] else ""
@@ -317,13 +219,13 @@ def measure_case(opts: Options, vendor: str, case: cases.Case, arm: str, run: in
 
 def _arm_summary(results: list[dict[str, Any]], label: str, reason: str | None) -> dict[str, Any]:
     route = results[0]["route"] if results else None
-    entry = report.arm_entry(label, [r["us"] for r in results] or None, reason, route)
+    entry = stats.arm_entry(label, [r["us"] for r in results] or None, reason, route)
     if results and len(results[0]["batches"]) > 1:
         entry["batches_us"] = [r["batches"] for r in results]
     return entry
 
 
-def measure_ab(opts: Options, vendor: str, unavailable: dict[str, dict[str, str | None]]) -> list[dict[str, Any]]:
+def measure_ab(opts: Options, accelerator: str, unavailable: dict[str, dict[str, str | None]]) -> list[dict[str, Any]]:
     arms = (cases.PLAIN, *opts.routes, *((cases.CONTROL,) if opts.control else ()))
     unavailable = {**unavailable, cases.CONTROL: unavailable[cases.PLAIN]}
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -331,268 +233,44 @@ def measure_ab(opts: Options, vendor: str, unavailable: dict[str, dict[str, str 
         for case in opts.cases:
             for arm in arms:
                 if unavailable[arm][case.op] is None:
-                    runs.setdefault((case.name, arm), []).append(measure_case(opts, vendor, case, arm, run))
+                    runs.setdefault((case.name, arm), []).append(measure_case(opts, accelerator, case, arm, run))
     summary = []
     for case in opts.cases:
-        entries = {arm: _arm_summary(runs.get((case.name, arm), []), cases.arm_label(arm, vendor),
+        entries = {arm: _arm_summary(runs.get((case.name, arm), []), cases.arm_label(arm, accelerator),
                                      unavailable[arm][case.op]) for arm in arms}
-        report.add_ratios(entries, cases.PLAIN, "native")
+        stats.add_ratios(entries, cases.PLAIN, "native")
         summary.append({"case": case.name, "op": case.op, "note": case.note, "arms": entries})
     return summary
 
 
-def _confirm_paired(what: str, op: str, result: dict[str, Any]) -> None:
-    """Every measured arm of one paired process took its own route (the log's route string is the arm's name)."""
-    for arm, got in result["arms"].items():
-        if "reason" not in got:
-            got["route"] = confirm_route(f"{what} {arm}", got["logged"], op, arm)
 
 
-def _paired_log(what: str, result: dict[str, Any], pairs: int) -> None:
-    for arm, got in result["arms"].items():
-        if "reason" in got:
-            _log(f"{what}: flagos {arm} unavailable: {got['reason']}")
-        else:
-            _log(f"{what}: median flagos {arm} / plain {report.median(got['ratios']):.3f}x over {pairs} pairs "
-                 f"(route {got['route']} confirmed)")
-
-
-def _check_availability(case: str, runs: list[dict[str, Any]]) -> None:
-    """An arm is measured in every run or in none: a route that comes and goes is not a measurement."""
-    for arm in runs[0]["arms"]:
-        unavailable = ["reason" in run["arms"][arm] for run in runs]
-        if any(unavailable) and not all(unavailable):
-            reason = next(run["arms"][arm]["reason"] for run in runs if "reason" in run["arms"][arm])
-            raise BenchError(f"paired {case} {arm}: measured in some runs, unavailable in others ({reason})")
-
-
-def measure_paired(opts: Options, vendor: str) -> dict[str, Any]:
-    per_case: dict[str, list[dict[str, Any]]] = {case.name: [] for case in opts.cases}
-    for run in range(opts.runs):
-        for case in opts.cases:
-            spec = {"mode": "paired", "case": case.name, "arm": "native", "arms": list(opts.paired_arms),
-                    "device": cases.FLAGOS_DEVICE, "plain_device": cases.PLAIN_DEVICE[vendor],
-                    "warmup": opts.warmup, "repeat": opts.repeat, "pairs": opts.paired, "threads": opts.threads,
-                    "cpu": opts.cpu}
-            # The process starts on native, a route every vendor loads; the child switches arms itself.
-            env = child_env(vendor, "native", {cases.override_var(case.op): "native"}, opts.steady_malloc)
-            result = run_child(spec, env, opts.timeout)
-            what = f"paired run {run + 1} {case.name}"
-            _confirm_paired(what, case.op, result)
-            _paired_log(what, result, opts.paired)
-            per_case[case.name].append(result)
-    labels = {arm: cases.arm_label(arm, vendor) for arm in opts.paired_arms}
-    for case in opts.cases:
-        _check_availability(case.name, per_case[case.name])
-    return {"method": PAIRED_METHOD.format(pairs=opts.paired, arms=", ".join(opts.paired_arms)),
-            "arms": list(opts.paired_arms),
-            "cases": [report.paired_entry(case.name, per_case[case.name], labels) for case in opts.cases]}
-
-
-def _all_native_conf(tmp: str) -> Path:
-    conf = Path(tmp, "all_native.conf")
-    conf.write_text(cases.OVERHEAD_CONF)
-    return conf
-
-
-def measure_overhead(opts: Options, vendor: str) -> dict[str, Any]:
-    per_run: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="torch_fl_bench_") as tmp:
-        env = child_env(vendor, "native", {"FLAGOS_BACKEND_CONFIG": str(_all_native_conf(tmp))}, opts.steady_malloc)
-        for run in range(opts.runs):
-            spec = {"mode": "overhead", "arm": "native", "device": cases.FLAGOS_DEVICE,
-                    "plain_device": cases.PLAIN_DEVICE[vendor], "warmup": opts.warmup, "repeat": opts.repeat,
-                    "threads": opts.threads, "cpu": opts.cpu}
-            per_run.append(run_child(spec, env, opts.timeout)["ops"])
-            _log(f"run {run + 1} overhead: done")
-    ops = []
-    for item in cases.OVERHEAD_OPS:
-        runs = [r[item.name] for r in per_run]
-        for run in runs:
-            confirm_route(f"overhead {item.name}", run["logged"], None, "native")
-        ops.append(report.overhead_entry(item.name, item.kind, item.note, runs, cases.arm_label(cases.PLAIN, vendor)))
-    return {"method": OVERHEAD_METHOD, "ops": ops}
-
-
-def measure_step(opts: Options, vendor: str, done: Callable[[dict[str, Any]], None],
-                 profiles: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The step part in lockstep sets (lockstep.py); ``done`` gets the part after every d_model (a partial
-    report's). With ``profiles``, the first set of each d_model also profiles its plain and all-native arms."""
-    arms = (*cases.STEP_ARMS, cases.CONTROL)
-    turn = min(STEP_TURN, opts.step_steps)
-    rounds = -(-opts.step_steps // turn)
-    method = STEP_METHOD.format(plain=cases.PLAIN_DEVICE[vendor], warmup=3, turn=turn, rounds=rounds)
-    labels = {arm: cases.arm_label(arm, vendor) if arm != cases.STEP_SHIPPED else "flagos shipped conf"
-              for arm in arms}
-    sizes: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="torch_fl_bench_") as tmp:
-        conf = _all_native_conf(tmp)
-        for d_model in opts.step:
-            sets = []
-            for number in range(opts.step_procs):
-                children = {}
-                for arm in arms:
-                    spec = {"mode": "step_lockstep", "arm": arm, "device": device_of(arm, vendor), "d_model": d_model,
-                            "warmup": 3, "threads": opts.threads, "cpu": None, "time_cpu": opts.cpu}
-                    overrides = {"FLAGOS_BACKEND_CONFIG": str(conf)} if arm == "native" else {}
-                    children[arm] = ([sys.executable, str(CHILD), json.dumps(spec)],
-                                     child_env(vendor, arm, overrides, opts.steady_malloc))
-                what = f"step d_model {d_model} set {number + 1}"
-                try:
-                    with lockstep.Group(children, opts.timeout) as group:
-                        confirm_route(f"{what} native", group.info["native"]["logged"], None, "native")
-                        first = number % len(arms)  # each set starts its rotation one arm later
-                        measured = group.rounds(rounds, turn, order=arms[first:] + arms[:first])
-                        if profiles is not None and number == 0:
-                            profiles[d_model] = {arm: group.ask(arm, "profile", cases.STEP_PROFILE_STEPS)["ops"]
-                                                 for arm in (cases.PLAIN, "native")}
-                except lockstep.LockstepError as exc:
-                    raise BenchError(f"{what}: {exc} (no result within {opts.timeout:.0f} s for the set)") from exc
-                sets.append({"info": group.info, "rounds": measured})
-                entry = report.step_set_summary(measured)
-                _log(f"{what}: " + ", ".join(f"{arm} {entry[arm]['ms']:.2f} ms ({entry[arm]['vs_plain']:.3f}x)"
-                                              for arm in arms))
-            sizes.append(report.step_entry(d_model, labels, sets))
-            done({"method": method, "sizes": list(sizes)})
-    return {"method": method, "sizes": sizes}
-
-
-STEP_PROFILE_METHOD = (
-    "In the first lockstep set of each d_model, after its timed rounds, the plain {plain} process and the flagos "
-    "one with every op native each run {steps} steps under torch.profiler with host activity only, one right "
-    "after the other while the other arms wait. Per op name (what the dispatcher saw), calls and self host µs "
-    "per step; flagos minus plain, largest first. The profiler adds its own cost to every op it records, so "
-    "these are leads to where time goes, larger than the step times' difference; ops only one arm runs show as "
-    "0 calls in the other."
-)
-
-
-def step_profile_part(vendor: str, profiles: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """The step profile from what measure_step collected: per d_model, the plain and the all-native arm's ops."""
-    sizes = []
-    for d_model, ops in profiles.items():
-        sizes.append(report.step_profile_entry(d_model, ops[cases.PLAIN], ops["native"]))
-        _log(f"step profile d_model {d_model}: self host µs per step, plain {sizes[-1]['plain_us']:.0f}, "
-             f"flagos {sizes[-1]['flagos_us']:.0f}")
-    method = STEP_PROFILE_METHOD.format(plain=cases.PLAIN_DEVICE[vendor], steps=cases.STEP_PROFILE_STEPS)
-    return {"method": method, "sizes": sizes}
-
-
-# ---- environment and assembly ---------------------------------------------------------------------------------
-
-
-def git_commit(package_dir: str) -> str:
-    """TORCH_FL_COMMIT, else HEAD of the checkout torch_fl was imported from, else "unknown"."""
-    if os.environ.get("TORCH_FL_COMMIT"):
-        return os.environ["TORCH_FL_COMMIT"]
-    try:
-        # Only when torch_fl's own files are tracked there: a venv inside some checkout is not a source tree.
-        tracked = subprocess.run(["git", "-C", package_dir, "ls-files", "--error-unmatch", "__init__.py"],
-                                 capture_output=True, check=False, timeout=10)
-        if tracked.returncode != 0:
-            return "unknown"
-        head = subprocess.run(["git", "-C", package_dir, "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=False, timeout=10)
-        return head.stdout.strip() if head.returncode == 0 else "unknown"
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-
-
-def _batches_text(batches: int) -> str:
-    return "one batch per process" if batches == 1 else f"median of {batches} batches per process"
-
-
-def measure(opts: Options, checkpoint: Callable[[dict[str, Any]], None] = lambda result: None) -> dict[str, Any]:
-    """Every part in turn. ``checkpoint`` gets the report after each part (``complete`` false until the end), so a
-    run stopped from outside (a node's time limit) still leaves what it measured."""
-    facts = probe(opts)
-    env = facts["environment"]
-    vendor = env["vendor"]
-    env["commit"] = git_commit(env["torch_fl_path"])
+def report_unavailable(facts: dict[str, Any]) -> None:
+    """One log line per arm and op that this machine cannot measure, with the reason."""
+    accelerator = facts["environment"]["vendor"]
     for arm, reasons in facts["unavailable"].items():
         for op, reason in reasons.items():
             if reason is not None:
-                _log(f"{cases.arm_label(arm, vendor)} unavailable for {op}: {reason}")
-    _log(f"vendor {vendor}, device {env['device']}, {opts.runs} run(s), warm-up {opts.warmup}, repeat {opts.repeat}")
-    ab = measure_ab(opts, vendor, facts["unavailable"])
-    result: dict[str, Any] = {
-        "schema": report.SCHEMA,
-        "environment": env,
-        "settings": {"runs": opts.runs, "warmup": opts.warmup, "repeat": opts.repeat, "batches": opts.batches,
-                     "threads": opts.threads, "cpu": opts.cpu,
-                     "short": opts.short, "routes": list(opts.routes), "cases": [c.name for c in opts.cases],
-                     "overhead_pairs": cases.OVERHEAD_PAIRS, "paired": opts.paired,
-                     "paired_arms": list(opts.paired_arms),
-                     "step": list(opts.step), "step_procs": opts.step_procs, "step_steps": opts.step_steps,
-                     "step_profile": opts.step_profile,
-                     "glibc_tunables": os.environ.get("GLIBC_TUNABLES", STEADY_MALLOC if opts.steady_malloc else None)},
-        "method": {"ab": AB_METHOD.format(batches=_batches_text(opts.batches)), "overhead": OVERHEAD_METHOD},
-        "ab": ab,
-        "acceptance": report.acceptance(ab, report.goal_for(vendor)),
-        "complete": False,
-        "paired": None, "overhead": None, "step": None, "step_profile": None,
-    }
-    result["acceptance"]["paired"] = None
-    checkpoint(result)
-    if opts.paired:
-        result["paired"] = measure_paired(opts, vendor)
-        result["acceptance"]["paired"] = report.paired_acceptance(result["paired"], report.goal_for(vendor))
-        checkpoint(result)
-    if opts.overhead:
-        result["overhead"] = measure_overhead(opts, vendor)
-        checkpoint(result)
-    if opts.step:
-        profiles: dict[int, dict[str, Any]] | None = {} if opts.step_profile else None
-        result["step"] = measure_step(opts, vendor, lambda step: checkpoint({**result, "step": step}), profiles)
-        if profiles is not None:
-            result["step_profile"] = step_profile_part(vendor, profiles)
-    result["complete"] = True
-    return result
-
-
-def load_saved(path: Path) -> dict[str, Any]:
-    result = json.loads(path.read_text())
-    goal = report.goal_for(result["environment"]["vendor"])
-    result["acceptance"] = report.acceptance(result["ab"], goal)  # derived data follows this version's rules
-    result["acceptance"]["paired"] = report.paired_acceptance(result.get("paired"), goal)
-    return result
-
-
-def write_reports(result: dict[str, Any], out: Path) -> list[Path]:
-    files = {
-        "bench.json": (json.dumps(result, indent=2) + "\n").encode(),
-        "bench.md": report.to_markdown(result).encode(),
-        "bench.png": plot.render_png(result),
-    }
-    for name, data in files.items():
-        write_atomic(out / name, data)
-    return [out / name for name in files]
+                _log(f"{cases.arm_label(arm, accelerator)} unavailable for {op}: {reason}")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    plot.require_matplotlib()
-    opts = options_from(args)
-    def out_for(result: dict[str, Any]) -> Path:
-        return opts.out or Path("reports") / result["environment"]["vendor"] / "bench"
-
+    opts = Options(**option_values(args))
     try:
-        result = load_saved(args.render) if args.render else measure(opts, lambda r: write_reports(r, out_for(r)))
+        facts = probe(opts)
+        report_unavailable(facts)
+        env = facts["environment"]
+        _log(f"accelerator {env['vendor']}, device {env['device']}, {opts.runs} run(s), warm-up {opts.warmup}, "
+             f"repeat {opts.repeat}")
+        ab = measure_ab(opts, env["vendor"], facts["unavailable"])
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    out = out_for(result)
-    for path in write_reports(result, out):
-        print(f"wrote {path}")
-    if args.compare:
-        print(report.compare(json.loads(args.compare.read_text()), result))
-    print(report.short_table(result))
-    if args.max_ratio is not None:
-        failed = report.gate(result, args.max_ratio)
-        for line in failed:
-            print(f"gate failed: {line}", file=sys.stderr)
-        if failed:
-            return 3
+    if args.json:
+        write_atomic(args.json, (json.dumps({"environment": env, "ab": ab}, indent=2) + "\n").encode())
+        print(f"wrote {args.json}")
+    print("\n".join(stats.ab_table(ab)))
     return 0
 
 

@@ -48,17 +48,18 @@ def test_bench_run_is_the_wheels_benchmark_in_the_test_image(m, vendor, tmp_path
     assert f"{tmp_path / 'out'}:/reports" in argv
     assert argv[argv.index("--user") + 1] == "1000:1000"
     i = argv.index(f"torch-fl/{vendor}-test:abc")
+    assert argv[i - 2 : i] == ["-w", "/opt/torch-fl-tests/bench"], "the harness runs from the image's tests copy"
     assert argv[i + 1 :] == [
         "python",
         "-m",
-        "torch_fl.bench",
-        "--vendor",
+        "harness",
+        "--accelerator",
         chain.bench_vendor,
         "--out",
         "/reports",
         "--cases",
         "a,b",
-    ], "the installed wheel's benchmark, full length unless asked (no --short), reports into the mounted directory"
+    ], "the harness on the installed wheel, full length unless asked (no --short), reports into the mounted directory"
     assert "TORCH_FL_COMMIT=0123abcd" in argv and f"FLAGOS_ACCELERATOR={vendor}" in argv
     for flag in chain.docker_run_flags:
         assert argv.index(flag) < i
@@ -162,7 +163,7 @@ def test_a_failed_gate_keeps_its_reports_and_fails_in_one_line(m, bench_repo):
     with pytest.raises(flow.UserError) as err:
         flow.bench(make_flow(repo, m), "cpu", Summary("cpu"))
     assert str(err.value) == (
-        "bench-cpu failed: python -m torch_fl.bench exited 3 (reports in reports/cpu/bench); log /logs/bench.log"
+        "bench-cpu failed: python -m harness exited 3 (reports in reports/cpu/bench); log /logs/bench.log"
     )
     assert (repo / "reports" / "cpu" / "bench" / "bench.json").is_file()
 

@@ -1,4 +1,5 @@
-"""Turn raw per-run timings into bench.json's summary, bench.md, a comparison and the printed table.
+"""Turn raw per-run timings into bench.json's summary, the project's goals, a comparison, a gate and the printed
+table; markdown.py writes bench.md from the same dicts.
 
 Pure Python (no torch, no matplotlib): everything here works on the plain dicts bench.json holds,
 so a saved report can be re-rendered or compared without measuring again.
@@ -10,62 +11,20 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from torch_fl.bench import stats
+
 SCHEMA = 1
 # The acceptance goals: flagos native per call <= this many times the plain vendor device. Emulation
 # adds the host-side re-tagging to a ~1 µs CPU kernel; on a GPU it must hide behind the launch.
 GOAL_RATIO = {"cpu": 1.5, "cuda": 1.10, "dcu": 1.10}
 
 
-# ---- statistics -----------------------------------------------------------------------------------
-
-
-def spread_pct(values: Sequence[float]) -> float:
-    """(max - min) / mean across runs, in percent (0 for a single run)."""
-    mean = statistics.fmean(values)
-    return 0.0 if len(values) < 2 or mean == 0 else (max(values) - min(values)) / mean * 100
-
-
-def summarize(values: Sequence[float]) -> dict[str, float]:
-    return {
-        "mean_us": statistics.fmean(values),
-        "min_us": min(values),
-        "max_us": max(values),
-        "spread_pct": spread_pct(values),
-    }
-
-
-def ratios(num: Sequence[float] | None, den: Sequence[float] | None) -> list[float] | None:
-    """Per-run ratios, run i against run i (both arms of one run share the machine's state)."""
-    if not num or not den:
-        return None
-    return [a / b for a, b in zip(num, den, strict=True)]
-
 
 def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 
 
-def _mean(values: Sequence[float] | None) -> float | None:
-    return statistics.fmean(values) if values else None
-
-
 # ---- building the summary ---------------------------------------------------------------------------
-
-
-def arm_entry(label: str, us: list[float] | None, reason: str | None, route: str | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"label": label, "available": reason is None, "reason": reason, "route": route, "us": us}
-    if us:
-        entry.update(summarize(us))
-    return entry
-
-
-def add_ratios(arms: dict[str, dict[str, Any]], plain: str, native: str) -> None:
-    """Give every measured arm its per-run ratios against ``native`` and against ``plain``."""
-    for entry in arms.values():
-        for key, ref in (("vs_native", native), ("vs_plain", plain)):
-            per_run = ratios(entry.get("us"), arms.get(ref, {}).get("us"))
-            entry[key] = per_run
-            entry[f"{key}_mean"] = _mean(per_run)
 
 
 def _paired_arm(label: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -188,7 +147,7 @@ def acceptance(ab: list[dict[str, Any]], goal: float) -> dict[str, Any]:
             "control_per_case": control}
 
 
-def _acceptance_runs(acc: dict[str, Any]) -> str:
+def acceptance_runs(acc: dict[str, Any]) -> str:
     text = "; ".join(f"run {r['run']} {'met' if r['met'] else 'NOT met'} (worst {r['worst']:.2f}x, {r['worst_case']})"
                      for r in acc["per_run"])
     if len(acc["per_run"]) > 2 and acc.get("median_per_case"):
@@ -202,78 +161,6 @@ def _acceptance_runs(acc: dict[str, Any]) -> str:
     return text
 
 
-# ---- markdown ------------------------------------------------------------------------------------------
-
-
-def _runs(values: Sequence[float] | None, fmt: str, suffix: str = "") -> str:
-    return " / ".join(format(v, fmt) + suffix for v in values) if values else "—"
-
-
-def _pinning(cpu: int | None) -> str:
-    return "children not pinned" if cpu is None else f"every child pinned to CPU {cpu}"
-
-
-def _us_cell(entry: dict[str, Any]) -> str:
-    if not entry["available"]:
-        return "unavailable"
-    cell = _runs(entry["us"], ".2f")
-    return f"{cell} ({entry['spread_pct']:.1f}%)" if len(entry["us"]) > 1 else cell
-
-
-def _ratio_cell(entry: dict[str, Any], key: str) -> str:
-    if not entry["available"]:
-        return "unavailable"
-    return _runs(entry.get(key), ".2f", "x")
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
-
-
-def _environment_md(report: dict[str, Any]) -> list[str]:
-    env = report["environment"]
-    keys = ("device", "vendor", "torch", "triton", "flag_gems", "torch_fl", "commit", "conf", "host", "date",
-            "python", "cpu", "cpu_count", "torch_threads", "load_average")
-    rows = [(k, "not installed" if env[k] is None else f"`{env[k]}`") for k in keys if k in env]
-    s = report["settings"]
-    rows.append(("settings", f"warm-up {s['warmup']}, repeat {s['repeat']}, runs {s['runs']}, "
-                             f"threads {s['threads'] or 'torch default'}, {_pinning(s.get('cpu'))}, "
-                             f"GLIBC_TUNABLES {s.get('glibc_tunables') or 'unset'}"
-                             f"{', short' if s['short'] else ''}"))
-    return _table(("environment", ""), rows)
-
-
-def _ab_md(report: dict[str, Any]) -> list[str]:
-    ab = report["ab"]
-    if not ab:
-        return []
-    arm_names = list(ab[0]["arms"])
-    labels = [ab[0]["arms"][a]["label"] for a in arm_names]
-    out = ["## Route A/B", "", report["method"]["ab"], "",
-           "µs per call, runs separated by `/`, spread across runs in brackets:", ""]
-    out += _table(["case", *labels], [[c["case"], *(_us_cell(c["arms"][a]) for a in arm_names)] for c in ab])
-    titles = (("vs_plain", "Ratio against the plain vendor device"), ("vs_native", "Ratio against flagos native"))
-    for key, title in titles:
-        out += ["", f"{title} (per run):", ""]
-        out += _table(["case", *labels],
-                      [[c["case"], *(_ratio_cell(c["arms"][a], key) for a in arm_names)] for c in ab])
-    unavailable = {a["label"]: a["reason"] for c in ab for a in c["arms"].values() if not a["available"]}
-    if unavailable:
-        out += ["", "Arms not measured here:", ""] + [f"- **{k}**: {v}" for k, v in unavailable.items()]
-    return out
-
-
-def _acceptance_md(report: dict[str, Any]) -> list[str]:
-    acc = report.get("acceptance") or {}
-    if not acc.get("per_run"):
-        return []
-    verdict = "met" if acc["met"] else "**not met**"
-    return ["", f"Goal: flagos native ≤ {acc['goal']}x the plain vendor device per call, in every case and run: "
-                f"{verdict}. {_acceptance_runs(acc)}."]
-
-
 def paired_arms_of(case: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """A paired case's flagos arms; a report from before --paired-arms has its one native arm at the case's level."""
     if "arms" in case:
@@ -281,86 +168,6 @@ def paired_arms_of(case: dict[str, Any]) -> dict[str, dict[str, Any]]:
     native = {k: case[k] for k in ("ratio_median", "ratio_min", "ratio_max", "run_medians", "pairs")}
     return {"native": {"label": "flagos native", "available": True, "reason": None, "route": "native",
                        "us_median": case["flagos_us_median"], **native}}
-
-
-def _paired_rows(case: dict[str, Any], plain_label: str) -> list[list[str]]:
-    rows = [[case["case"], plain_label, f"{case['plain_us_median']:.2f}", "—", "—", "—", str(case["pairs"])]]
-    for arm in paired_arms_of(case).values():
-        if not arm["available"]:
-            rows.append([case["case"], arm["label"], "unavailable", "—", "—", "—", "—"])
-            continue
-        rows.append([case["case"], arm["label"], f"{arm['us_median']:.2f}", f"{arm['ratio_median']:.3f}x",
-                     f"{arm['ratio_min']:.2f}x to {arm['ratio_max']:.2f}x", _runs(arm["run_medians"], ".3f", "x"),
-                     str(arm["pairs"])])
-    return rows
-
-
-def _paired_unavailable(cases: list[dict[str, Any]]) -> list[str]:
-    """One line per (arm, reason), naming the cases only where the reason is not every case's."""
-    where: dict[tuple[str, str], list[str]] = {}
-    for case in cases:
-        for arm in paired_arms_of(case).values():
-            if not arm["available"]:
-                where.setdefault((arm["label"], arm["reason"]), []).append(case["case"])
-    lines = []
-    for (label, reason), names in where.items():
-        scope = "" if len(names) == len(cases) else f" ({', '.join(names)})"
-        lines.append(f"- **{label}**{scope}: {reason}")
-    return ["", "Arms not measured here:", "", *lines] if lines else []
-
-
-def _paired_md(report: dict[str, Any]) -> list[str]:
-    paired = report.get("paired")
-    if not paired or not paired["cases"]:
-        return []
-    plain_label = f"plain {report['environment']['plain_device']}"
-    rows = [row for case in paired["cases"] for row in _paired_rows(case, plain_label)]
-    header = ["case", "arm", "µs per call (median)", "median arm/plain", "pair range", "median per run", "pairs"]
-    acc = (report.get("acceptance") or {}).get("paired")
-    verdict = []
-    if acc:
-        verdict = ["", f"Goal on the paired medians: native/plain ≤ {acc['goal']}x in every case: "
-                       f"{'met' if acc['met'] else '**not met**'} (worst {acc['worst']:.3f}x, {acc['worst_case']})."]
-    return ["", "## Paired in-process A/B", "", paired["method"], "", *_table(header, rows),
-            *_paired_unavailable(paired["cases"]), *verdict]
-
-
-def _overhead_md(report: dict[str, Any]) -> list[str]:
-    oh = report.get("overhead")
-    if not oh or not oh["ops"]:
-        return []
-    rows = []
-    for item in oh["ops"]:
-        routes = ", ".join(item["routes"]) or "device kernel (not routed)"
-        fresh = item.get("fresh_overhead_us")
-        rows.append([item["kind"], item["op"], item["note"], f"{item['plain_us_median']:.2f}",
-                     f"{item['flagos_us_median']:.2f}", f"{item['overhead_us']:+.2f}",
-                     "—" if fresh is None else f"{fresh:+.2f}",
-                     f"{item['ratio_median']:.2f}x ({item['ratio_min']:.2f} to {item['ratio_max']:.2f})", routes])
-    header = ["class", "op", "call", f"{oh['ops'][0]['plain_label']} µs", "flagos native µs", "overhead µs",
-              "overhead, aliases built per call µs", "flagos/plain (pair range)", "flagos route logged"]
-    return ["", "## Host overhead per op class", "", oh["method"], "", *_table(header, rows)]
-
-
-def _step_md(report: dict[str, Any]) -> list[str]:
-    step = report.get("step")
-    if not step or not step["sizes"]:
-        return []
-    rows = []
-    for size in step["sizes"]:
-        if "sets" not in size:  # a report from before the lockstep sets, rendered again
-            continue
-        for arm in size["arms"].values():
-            routes = ", ".join(f"{n} {r}" for r, n in sorted(arm["routed_calls"].items())) or "—"
-            per_set = arm["vs_plain_sets"]
-            rows.append([str(size["d_model"]), arm["label"], f"{arm['ms_median']:.2f}",
-                         f"{arm['ms_min']:.2f} to {arm['ms_max']:.2f}", f"**{arm['vs_plain']:.3f}x**",
-                         f"{min(per_set):.3f} to {max(per_set):.3f}",
-                         f"{size['sets']} x {size['rounds'] // size['sets']}",
-                         routes])
-    header = ["d_model", "arm", "ms per step (median)", "range of the set medians", "against plain (per round)",
-              "against plain, range of the set medians", "sets x rounds", "routed calls in one step"]
-    return ["", "## Training step", "", step["method"], "", *_table(header, rows)]
 
 
 def step_profile_entry(d_model: int, plain: dict[str, list[float]], flagos: dict[str, list[float]]) -> dict[str, Any]:
@@ -376,60 +183,20 @@ def step_profile_entry(d_model: int, plain: dict[str, list[float]], flagos: dict
             "flagos_us": sum(r["flagos_us"] for r in rows), "ops": rows}
 
 
-STEP_PROFILE_ROWS = 25  # the markdown lists the ops that add the most; bench.json keeps all of them
-
-
-def _step_profile_md(report: dict[str, Any]) -> list[str]:
-    prof = report.get("step_profile")
-    if not prof or not prof["sizes"]:
-        return []
-    lines = ["", "## Training step, host time per op (profiler)", "", prof["method"]]
-    for size in prof["sizes"]:
-        rows = [[r["op"], f"{r['plain_calls']:g}", f"{r['flagos_calls']:g}", f"{r['plain_us']:.1f}",
-                 f"{r['flagos_us']:.1f}", f"{r['delta_us']:+.1f}"] for r in size["ops"][:STEP_PROFILE_ROWS]]
-        rows.append(["all ops", "", "", f"{size['plain_us']:.1f}", f"{size['flagos_us']:.1f}",
-                     f"{size['flagos_us'] - size['plain_us']:+.1f}"])
-        header = ["op", "calls plain", "calls flagos", "self µs plain", "self µs flagos", "flagos − plain µs"]
-        lines += ["", f"d_model {size['d_model']}, per step:", "", *_table(header, rows)]
-    return lines
-
-
-def to_markdown(report: dict[str, Any]) -> str:
-    env = report["environment"]
-    partial = ([] if report.get("complete", True) else
-               ["**Partial report**: the run stopped before its end; below is what it had measured.", ""])
-    lines = [f"# torch_fl benchmark: {env['vendor']}", "", *partial, *_environment_md(report), "", *_ab_md(report),
-             *_acceptance_md(report), *_paired_md(report), *_overhead_md(report), *_step_md(report),
-             *_step_profile_md(report), ""]
-    return "\n".join(lines)
-
-
 # ---- the printed table ------------------------------------------------------------------------------------
 
 
 def short_table(report: dict[str, Any]) -> str:
-    ab = report["ab"]
-    if not ab:
-        return "(no A/B cases)"
-    others = [a for a in ab[0]["arms"] if a not in ("plain", "native")]
-    header = f"{'case':32s} {'plain µs':>18s} {'native µs':>18s} {'native/plain':>16s}"
-    header += "".join(f" {a + '/native':>16s}" for a in others)
-    lines = [header]
-    for c in ab:
-        arms = c["arms"]
-        plain, native = arms.get("plain", {}), arms.get("native", {})
-        row = (f"{c['case']:32s} {_runs(plain.get('us'), '.2f'):>18s} {_runs(native.get('us'), '.2f'):>18s}"
-               f" {_runs(native.get('vs_plain'), '.2f', 'x'):>16s}")
-        for a in others:
-            cell = _runs(arms[a].get("vs_native"), ".2f", "x") if arms[a]["available"] else "unavailable"
-            row += f" {cell:>16s}"
-        lines.append(row)
+    """The node check's A/B table, then the step, the goal and the paired lines."""
+    lines = stats.ab_table(report["ab"])
+    if not report["ab"]:
+        return "\n".join(lines)
     for size in (report.get("step") or {}).get("sizes", []):
         lines.append(f"training step d_model {size['d_model']}: " + ", ".join(
             f"{a['label']} {a['ms_median']:.2f} ms ({a['vs_plain']:.3f}x)" for a in size["arms"].values()))
     acc = report.get("acceptance") or {}
     if acc.get("per_run"):
-        lines.append(f"goal native/plain <= {acc['goal']}x: {_acceptance_runs(acc)}")
+        lines.append(f"goal native/plain <= {acc['goal']}x: {acceptance_runs(acc)}")
     paired = (acc or {}).get("paired")
     if paired:
         lines.append(f"paired in-process medians: {'met' if paired['met'] else 'NOT met'} "

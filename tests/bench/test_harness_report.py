@@ -1,56 +1,44 @@
-"""The benchmark CLI, ``python -m torch_fl.bench``, produces complete reports (what is in them, never how fast
-anything was).
+"""The benchmark harness, ``python -m harness`` (tests/bench/harness), produces complete reports (what is in them,
+never how fast anything was).
 
 One ``--short`` run into a temporary directory (about 30-45 s on two cores), then checks of the files. The
-benchmark ships in the wheel: these tests run the installed package, from a copy of tests/ outside any checkout
-(the test image, ``nox -s tests``, a node script), like every suite here.
+harness runs against the installed package, from a copy of tests/ outside any checkout (the test image,
+``nox -s tests``, a node script), like every suite here.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import os
 import statistics
 import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-# lockstep.py loaded by its path, as a plain arm's child loads it: without importing the torch_fl package
-BENCH_DIR = Path(importlib.util.find_spec("torch_fl").submodule_search_locations[0]) / "bench"
-_spec = importlib.util.spec_from_file_location("lockstep", BENCH_DIR / "lockstep.py")
-lockstep = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(lockstep)
+from harness import report
+
 
 CASES = ("residual_101x3x320_noncontig", "attention_60x101x16_noncontig", "ffn_101x3x1280_scalar", "bias_3x101x33")
+Done = subprocess.CompletedProcess[str]
+Run = Callable[..., Done]  # conftest.py's harness_cli
 ENV_KEYS = ("device", "vendor", "torch", "triton", "flag_gems", "torch_fl", "commit", "conf", "host", "date")
 
 
-def cli(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "torch_fl.bench", *map(str, args)], capture_output=True, text=True,
-                          timeout=600, check=False)
-    if check and proc.returncode != 0:
-        what = " ".join(map(str, args))
-        pytest.fail(f"torch_fl.bench {what} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
 @pytest.fixture(scope="module")
-def short_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+def short_run(harness_cli: Run, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Done]:
     out = tmp_path_factory.mktemp("bench")
-    return out, cli("--short", "--step-profile", "--out", out)
+    return out, harness_cli("--short", "--step-profile", "--out", out)
 
 
 @pytest.fixture(scope="module")
-def bench(short_run: tuple[Path, subprocess.CompletedProcess[str]]) -> dict[str, Any]:
+def bench(short_run: tuple[Path, Done]) -> dict[str, Any]:
     return json.loads((short_run[0] / "bench.json").read_text())
 
 
-def test_files_are_written(short_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+def test_files_are_written(short_run: tuple[Path, Done]) -> None:
     out, proc = short_run
     for name in ("bench.json", "bench.md", "bench.png"):
         assert (out / name).stat().st_size > 0, name
@@ -118,53 +106,6 @@ def test_training_step(bench: dict[str, Any]) -> None:
     assert size["arms"]["plain"]["routed_calls"] == {}
 
 
-def test_lockstep_turns_rotate_and_pair(tmp_path: Path) -> None:
-    # two stand-in arms that sleep for a known time per step: the parent gets every turn's times and the order
-    # of the arms rotates from round to round
-    script = tmp_path / "arm.py"
-    script.write_text(
-        "import sys, time\n"
-        f"sys.path.insert(0, {str(BENCH_DIR)!r})\n"
-        "import lockstep\n"
-        "delay = float(sys.argv[1])\n"
-        "log = open(sys.argv[2], 'a')\n"
-        "def step():\n"
-        "    log.write(sys.argv[3] + '\\n'); log.flush(); time.sleep(delay)\n"
-        "lockstep.serve(step, lambda: None, {'arm': sys.argv[3]})\n")
-    order = tmp_path / "order.txt"
-    arms = {name: ([sys.executable, str(script), delay, str(order), name], dict(os.environ))
-            for name, delay in (("fast", "0.002"), ("slow", "0.02"))}
-    with lockstep.Group(arms, timeout=60) as group:
-        assert group.info == {"fast": {"arm": "fast"}, "slow": {"arm": "slow"}}
-        rounds = group.rounds(3, 2)
-    assert [sorted(r) for r in rounds] == [["fast", "slow"]] * 3
-    assert all(len(t) == 2 for r in rounds for t in r.values())
-    assert all(min(r["slow"]) > max(r["fast"]) for r in rounds)
-    assert order.read_text().split() == ["fast"] * 2 + ["slow"] * 4 + ["fast"] * 4 + ["slow"] * 2
-
-
-def test_lockstep_requests_beside_the_turns(tmp_path: Path) -> None:
-    # serve() answers the requests it was given (the bench's profile) between turns; an unknown one ends the
-    # child with an error that names what it accepts, and the parent names the arm
-    script = tmp_path / "arm.py"
-    script.write_text(
-        "import sys\n"
-        f"sys.path.insert(0, {str(BENCH_DIR)!r})\n"
-        "import lockstep\n"
-        "lockstep.serve(lambda: None, lambda: None, {}, requests={'echo': lambda n: {'n': n}})\n")
-    with lockstep.Group({"a": ([sys.executable, str(script)], dict(os.environ))}, timeout=60) as group:
-        assert group.ask("a", "echo", 3) == {"n": 3}
-        assert len(group.turn("a", 2)) == 2
-        with pytest.raises(lockstep.LockstepError, match=r"a: the process ended[\s\S]*'run <n>', 'echo <n>'"):
-            group.ask("a", "nonsense", 1)
-
-
-def test_lockstep_names_an_arm_that_dies(tmp_path: Path) -> None:
-    arms = {"broken": ([sys.executable, "-c", "import sys; sys.exit('cannot set the step up')"], dict(os.environ))}
-    with pytest.raises(lockstep.LockstepError, match=r"broken: the process ended \(exit 1\)[\s\S]*cannot set"):
-        lockstep.Group(arms, timeout=60)
-
-
 def test_step_profile(bench: dict[str, Any]) -> None:
     (size,) = bench["step_profile"]["sizes"]
     assert size["d_model"] == 64
@@ -178,7 +119,7 @@ def test_step_profile(bench: dict[str, Any]) -> None:
         assert o["delta_us"] == pytest.approx(o["flagos_us"] - o["plain_us"]), o["op"]
 
 
-def test_markdown_tables(short_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+def test_markdown_tables(short_run: tuple[Path, Done]) -> None:
     md = (short_run[0] / "bench.md").read_text()
     for text in ("## Route A/B", "## Host overhead per op class", "## Training step", "| case |", *CASES,
                  "## Training step, host time per op (profiler)",
@@ -186,50 +127,39 @@ def test_markdown_tables(short_run: tuple[Path, subprocess.CompletedProcess[str]
         assert text in md, text
 
 
-def test_a_partial_report_says_so(short_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path) -> None:
+def test_a_partial_report_says_so(short_run: tuple[Path, Done], tmp_path: Path, harness_cli: Run) -> None:
     # reports are written after every part: a run stopped from outside leaves its last one, marked partial
     bench = json.loads((short_run[0] / "bench.json").read_text())
     assert bench["complete"] is True and "Partial report" not in (short_run[0] / "bench.md").read_text()
     (tmp_path / "partial.json").write_text(json.dumps({**bench, "complete": False, "step": None, "step_profile": None}))
-    cli("--render", tmp_path / "partial.json", "--out", tmp_path)
+    harness_cli("--render", tmp_path / "partial.json", "--out", tmp_path)
     md = (tmp_path / "bench.md").read_text()
     assert "**Partial report**" in md and "## Host overhead per op class" in md and "## Training step" not in md
 
 
-def test_a_run_stopped_in_a_later_part_keeps_the_earlier_ones(tmp_path: Path) -> None:
+def test_a_run_stopped_in_a_later_part_keeps_the_earlier_ones(tmp_path: Path, harness_cli: Run,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     # the step child cannot finish 100000 steps within the time allowed; the A/B part before it was written
-    proc = cli("--short", "--routes", "native", "--cases", "bias_3x101x33", "--no-overhead", "--step", "64",
+    monkeypatch.setenv("TORCH_FL_COMMIT", "0123abc")  # the caller's HEAD: the report names it
+    proc = harness_cli("--short", "--routes", "native", "--cases", "bias_3x101x33", "--no-overhead", "--step", "64",
                "--step-steps", "100000", "--timeout", "30", "--out", tmp_path, check=False)
     assert proc.returncode == 1 and "no result within 30 s" in proc.stderr, proc.stderr
     saved = json.loads((tmp_path / "bench.json").read_text())
     assert saved["complete"] is False and [c["case"] for c in saved["ab"]] == ["bias_3x101x33"]
+    assert saved["environment"]["commit"] == "0123abc"
     assert saved["step"] is None and "**Partial report**" in (tmp_path / "bench.md").read_text()
 
 
-def test_render_compare_and_gate(short_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path) -> None:
+def test_render_compare_and_gate(short_run: tuple[Path, Done], tmp_path: Path, harness_cli: Run) -> None:
     old = short_run[0] / "bench.json"
-    proc = cli("--render", old, "--out", tmp_path, "--compare", old, "--max-ratio", "1e9")
+    proc = harness_cli("--render", old, "--out", tmp_path, "--compare", old, "--max-ratio", "1e9")
     assert (tmp_path / "bench.md").is_file() and "+0.0%" in proc.stdout
-    failed = cli("--render", old, "--out", tmp_path, "--max-ratio", "0.0001", check=False)
+    failed = harness_cli("--render", old, "--out", tmp_path, "--max-ratio", "0.0001", check=False)
     assert failed.returncode == 3 and "gate failed" in failed.stderr
 
 
-def _load_run() -> Any:
-    return importlib.import_module("torch_fl.bench.run")  # on first use: importing it loads torch_fl
-
-
-def test_a_route_other_than_the_arm_fails_the_run() -> None:
-    run = _load_run()
-    assert run.confirm_route("x", [["add.Tensor", "native"]], "add.Tensor", "native") == "native"
-    assert run.confirm_route("x", [["add.Tensor", "native"]], "add.Tensor", "cuda") == "native"  # the alias
-    with pytest.raises(run.BenchError, match="shows \\['cpu'\\]"):
-        run.confirm_route("x", [["add.Tensor", "cpu"]], "add.Tensor", "native")
-    with pytest.raises(run.BenchError, match="unconfirmed"):
-        run.confirm_route("x", [["mul.Tensor", "native"]], "add.Tensor", "native")
-
-
-def test_paired_control_and_pinning(tmp_path: Path) -> None:
-    proc = cli("--short", "--cases", "bias_3x101x33", "--routes", "native", "--control", "--paired", "3",
+def test_paired_control_and_pinning(tmp_path: Path, harness_cli: Run) -> None:
+    proc = harness_cli("--short", "--cases", "bias_3x101x33", "--routes", "native", "--control", "--paired", "3",
                "--no-overhead", "--cpu", "auto", "--out", tmp_path)
     bench = json.loads((tmp_path / "bench.json").read_text())
     assert bench["settings"]["cpu"] == max(os.sched_getaffinity(0)) and bench["settings"]["paired"] == 3
@@ -248,10 +178,11 @@ def test_paired_control_and_pinning(tmp_path: Path) -> None:
     assert "paired in-process medians" in proc.stdout
 
 
-def test_paired_arms_measure_native_and_report_flaggems_unavailable(tmp_path: Path) -> None:
+def test_paired_arms_measure_native_and_report_flaggems_unavailable(tmp_path: Path, harness_cli: Run) -> None:
     """Several flagos arms in one paired process; under emulation both flaggems arms are reported, not measured."""
     arms = ["native", "flaggems", "flaggems/replay"]
-    proc = cli("--short", "--vendor", "cpu", "--cases", "bias_3x101x33", "--routes", "native", "--paired", "3",
+    proc = harness_cli("--short", "--accelerator", "cpu", "--cases", "bias_3x101x33", "--routes", "native",
+                       "--paired", "3",
                "--paired-arms", ",".join(arms), "--no-overhead", "--step", "none", "--out", tmp_path)
     bench = json.loads((tmp_path / "bench.json").read_text())
     assert bench["settings"]["paired_arms"] == arms and bench["paired"]["arms"] == arms
@@ -274,14 +205,18 @@ def test_paired_arms_measure_native_and_report_flaggems_unavailable(tmp_path: Pa
     assert "paired flagos flaggems/replay / plain medians: unavailable (" in proc.stdout
 
 
-def test_paired_arms_are_checked() -> None:
-    proc = cli("--paired", "3", "--paired-arms", "native,replay", "--short", check=False)
+def test_paired_arms_are_checked(harness_cli: Run) -> None:
+    proc = harness_cli("--paired", "3", "--paired-arms", "native,replay", "--short", check=False)
     assert proc.returncode == 2 and "paired arms are comma separated names among" in proc.stderr
+
+
+def test_cpu_choice_is_checked(harness_cli: Run) -> None:
+    proc = harness_cli("--cpu", "100000", "--short", check=False)
+    assert proc.returncode == 2 and "is not a CPU this process may use" in proc.stderr
 
 
 def test_paired_report_from_before_the_arms_renders() -> None:
     """A bench.json written before --paired-arms has its native figures at the case's level only."""
-    report = importlib.import_module("torch_fl.bench.report")
     old = {"case": "c", "ratio_median": 1.02, "ratio_min": 1.0, "ratio_max": 1.1, "run_medians": [1.02],
            "pairs": 3, "plain_us_median": 10.0, "flagos_us_median": 10.2, "runs": []}
     (native,) = report.paired_arms_of(old).values()
@@ -289,28 +224,3 @@ def test_paired_report_from_before_the_arms_renders() -> None:
     acc = report.paired_acceptance({"cases": [old]}, 1.1)
     assert acc["met"] and acc["worst_case"] == "c"
     assert report.paired_acceptance({"cases": [{"case": "c", "arms": {}}]}, 1.1) is None  # no native arm paired
-
-
-def test_cpu_choice_is_checked() -> None:
-    proc = cli("--cpu", "100000", "--short", check=False)
-    assert proc.returncode == 2 and "is not a CPU this process may use" in proc.stderr
-
-
-def test_children_get_steady_malloc_unless_the_caller_chose(monkeypatch: pytest.MonkeyPatch) -> None:
-    run = _load_run()
-    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
-    assert run.child_env("cpu", "native")["GLIBC_TUNABLES"] == run.STEADY_MALLOC
-    assert run.child_env("cpu", "plain")["GLIBC_TUNABLES"] == run.STEADY_MALLOC  # every arm alike
-    assert "GLIBC_TUNABLES" not in run.child_env("cpu", "native", steady_malloc=False)
-    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=1")
-    assert run.child_env("cpu", "native")["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=1"
-
-
-def test_a_child_is_the_installed_file_and_needs_no_package_import(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Children start child.py by its path (a plain arm must not import torch_fl); PYTHONSAFEPATH cannot stop them."""
-    run = _load_run()
-    monkeypatch.setenv("PYTHONSAFEPATH", "1")
-    assert run.CHILD.parent == Path(run.__file__).resolve().parent
-    spec = {"mode": "probe", "routes": ["native"], "threads": 1, "cpu": None}
-    facts = run.run_child(spec, run.child_env(None, None), 300)
-    assert facts["environment"]["torch_fl_path"] == str(Path(run.__file__).resolve().parents[1])

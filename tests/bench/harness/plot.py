@@ -7,7 +7,7 @@ import io
 import sys
 from typing import Any
 
-PIP_HINT = "pip install matplotlib   (or: pip install 'torch-fl[bench]')"
+PIP_HINT = "pip install matplotlib   (the test images have it: docker/<vendor>/requirements-test.txt)"
 
 
 def require_matplotlib() -> None:

@@ -1,0 +1,8 @@
+"""The benchmark harness beside the tests: ``python -m harness`` from tests/bench (docs/bench.md).
+
+It imports nothing here: worker.py's plain arms start as ``-m harness.worker`` and must not load torch_fl.
+cli.py is the command line; measure.py plans the parts and collects them, on top of the installed node check
+(torch_fl/bench); worker.py is one measurement process; workloads.py says what is measured beyond the seed's A/B;
+lockstep.py times arms that cannot share a process; report.py, markdown.py and plot.py turn the numbers into
+bench.json, bench.md and bench.png.
+"""

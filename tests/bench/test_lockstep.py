@@ -1,0 +1,61 @@
+"""The harness's lockstep sets (tests/bench/harness/lockstep.py): arms that cannot share a process, timed turn by
+turn, with stand-in arms that need no torch."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import lockstep
+
+HARNESS = Path(lockstep.__file__).resolve().parent
+
+
+def _arm_script(tmp_path: Path, body: str) -> Path:
+    """A stand-in arm: a script that loads lockstep.py by its folder, as a plain arm does, then runs ``body``."""
+    script = tmp_path / "arm.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(HARNESS)!r})\nimport lockstep\n{body}")
+    return script
+
+
+def test_lockstep_turns_rotate_and_pair(tmp_path: Path) -> None:
+    # two stand-in arms that sleep for a known time per step: the parent gets every turn's times and the order
+    # of the arms rotates from round to round
+    script = _arm_script(tmp_path, (
+        "import time\n"
+        "delay = float(sys.argv[1])\n"
+        "log = open(sys.argv[2], 'a')\n"
+        "def step():\n"
+        "    log.write(sys.argv[3] + '\\n'); log.flush(); time.sleep(delay)\n"
+        "lockstep.serve(step, lambda: None, {'arm': sys.argv[3]})\n"))
+    order = tmp_path / "order.txt"
+    arms = {name: ([sys.executable, str(script), delay, str(order), name], dict(os.environ))
+            for name, delay in (("fast", "0.002"), ("slow", "0.02"))}
+    with lockstep.Group(arms, timeout=60) as group:
+        assert group.info == {"fast": {"arm": "fast"}, "slow": {"arm": "slow"}}
+        rounds = group.rounds(3, 2)
+    assert [sorted(r) for r in rounds] == [["fast", "slow"]] * 3
+    assert all(len(t) == 2 for r in rounds for t in r.values())
+    assert all(min(r["slow"]) > max(r["fast"]) for r in rounds)
+    assert order.read_text().split() == ["fast"] * 2 + ["slow"] * 4 + ["fast"] * 4 + ["slow"] * 2
+
+
+def test_lockstep_requests_beside_the_turns(tmp_path: Path) -> None:
+    # serve() answers the requests it was given (the bench's profile) between turns; an unknown one ends the
+    # child with an error that names what it accepts, and the parent names the arm
+    echo = "requests={'echo': lambda n: {'n': n}}"
+    script = _arm_script(tmp_path, f"lockstep.serve(lambda: None, lambda: None, {{}}, {echo})\n")
+    with lockstep.Group({"a": ([sys.executable, str(script)], dict(os.environ))}, timeout=60) as group:
+        assert group.ask("a", "echo", 3) == {"n": 3}
+        assert len(group.turn("a", 2)) == 2
+        with pytest.raises(lockstep.LockstepError, match=r"a: the process ended[\s\S]*'run <n>', 'echo <n>'"):
+            group.ask("a", "nonsense", 1)
+
+
+def test_lockstep_names_an_arm_that_dies(tmp_path: Path) -> None:
+    arms = {"broken": ([sys.executable, "-c", "import sys; sys.exit('cannot set the step up')"], dict(os.environ))}
+    with pytest.raises(lockstep.LockstepError, match=r"broken: the process ended \(exit 1\)[\s\S]*cannot set"):
+        lockstep.Group(arms, timeout=60)
