@@ -110,7 +110,7 @@ class Toolchain:
     pytest_markers: str = _key(
         '-m expression selecting this vendor\'s tests ("" runs everything; markers: tests/conftest.py)', default=""
     )
-    bench_vendor: str = _key("--vendor passed to the benchmark (python -m torch_fl.bench)", default="")
+    accelerator: str = _key("the accelerator the benchmark measures (its --accelerator: cpu, cuda or dcu)", default="")
     test_suites: tuple[str, ...] = _key(
         "(optional) the suites this row's test container runs, a subset of [build].test_suites (default: all of "
         "them); the test image installs the model suite's libraries only when it runs `models`",
@@ -370,7 +370,7 @@ def _toolchain(path: Path, vendor: str, table: Mapping[str, Any]) -> Toolchain:
         build_env=r.str_map("build_env"),
         test_env=r.str_map("test_env"),
         pytest_markers=r.str("pytest_markers"),
-        bench_vendor=r.str("bench_vendor"),
+        accelerator=r.str("accelerator"),
         collectives=r.str("collectives", required=False),
         test_suites=r.str_list("test_suites", required=False),
     )

@@ -27,7 +27,7 @@ MINIMAL = {
             "torch": {"requirement": "torch==2.13.0+cpu"},
             "auditwheel": {"exclude": ["libtorch*.so*"]},
             "pytest_markers": "not cuda",
-            "bench_vendor": "cpu",
+            "accelerator": "cpu",
         }
     },
 }
@@ -72,7 +72,7 @@ def test_every_vendor_row_is_complete(repo):
         assert chain.dockerfile in {f"docker/{v}/Dockerfile" for v in owners}
         assert (repo / chain.dockerfile).is_file()
         assert chain.torch.requirement
-        assert chain.bench_vendor
+        assert chain.accelerator
         # a vendor's own tests are never deselected ("" runs everything; GPU tests skip with a reason)
         assert f"not {chain.vendor}" not in chain.pytest_markers
 
@@ -108,7 +108,7 @@ def test_minimal_parses():
         ({"vendors__cpu__builder_image": "Debian:Bookworm"}, "vendors.cpu.builder_image"),
         ({"schema": 2}, "schema: expected 1"),
         ({"build__inputs": ["../outside"]}, "build.inputs"),
-        # the benchmark ships in the wheel (python -m torch_fl.bench): a matrix that still names a script is refused
+        # the benchmark is no script of the matrix (the harness beside the tests): a matrix that names one is refused
         ({"build__bench_script": "bench/run.py"}, "build.bench_script: unknown key"),
         ({"local_bases__x/debian:bookworm__tool": "mmdebstrap"}, "tool: only 'debootstrap'"),
         ({"vendors": {}}, "vendors: no vendor tables"),

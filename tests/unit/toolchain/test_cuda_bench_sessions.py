@@ -54,7 +54,7 @@ def test_bench_run_is_the_wheels_benchmark_in_the_test_image(m, vendor, tmp_path
         "-m",
         "harness",
         "--accelerator",
-        chain.bench_vendor,
+        chain.accelerator,
         "--out",
         "/reports",
         "--cases",

@@ -26,7 +26,7 @@ torch.requirement = "torch==2.13.0+cpu"
 auditwheel.exclude = ["libc10*.so*", "libtorch*.so*"]
 test_env = { FLAGOS_ACCELERATOR = "cpu" }
 pytest_markers = ""
-bench_vendor = "cpu"
+accelerator = "cpu"
 """
 
 
