@@ -17,9 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from harness import report
-
 
 CASES = ("residual_101x3x320_noncontig", "attention_60x101x16_noncontig", "ffn_101x3x1280_scalar", "bias_3x101x33")
 Done = subprocess.CompletedProcess[str]

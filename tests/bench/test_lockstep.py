@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from harness import lockstep
 
 HARNESS = Path(lockstep.__file__).resolve().parent

@@ -4,9 +4,10 @@ replayed in one process on flagos tensors and on plain vendor tensors.
   python step_ops.py [--d-model 256,1024] [--rounds 8] [--top 30]
 
 One eager step of the benchmark's model (build_step of tests/bench/harness/workloads.py: a 2-layer
-TransformerEncoder, forward, backward and AdamW) runs on flagos under a TorchDispatchMode that records every ATen call it makes: the forward,
-the backward kernels (the mode reaches autograd's threads) and the optimizer's list ops, about 340 calls. The
-replay then calls the same ops with the same arguments, under no_grad and without the autograd engine:
+TransformerEncoder, forward, backward and AdamW) runs on flagos under a TorchDispatchMode that records every ATen
+call it makes: the forward, the backward kernels (the mode reaches autograd's threads) and the optimizer's list
+ops, about 340 calls. The replay then calls the same ops with the same arguments, under no_grad and without
+the autograd engine:
 
 - ``flagos``: on the step's own flagos tensors;
 - ``flagos, reuse off``: the same, with vendor aliases built anew on every call (torch_fl._C.set_alias_reuse);

@@ -30,7 +30,7 @@ def _step_sizes(text: str) -> list[int]:
     if text == "none":
         return []
     try:
-        sizes = [int(part) for part in _csv(text)]
+        sizes = [int(part) for part in node._csv(text)]
     except ValueError:
         sizes = []
     if not sizes or any(d < 4 or d % workloads.STEP_HEADS for d in sizes):

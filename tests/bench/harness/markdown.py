@@ -12,6 +12,7 @@ from torch_fl.bench import stats
 
 from .report import acceptance_runs, paired_arms_of
 
+
 def _pinning(cpu: int | None) -> str:
     return "children not pinned" if cpu is None else f"every child pinned to CPU {cpu}"
 

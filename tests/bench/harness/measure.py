@@ -102,8 +102,6 @@ STEP_METHOD = (
 STEP_TURN = 5  # synchronized steps per turn: long enough to time, short enough to pair closely
 
 
-
-
 def _confirm_paired(what: str, op: str, result: dict[str, Any]) -> None:
     """Every measured arm of one paired process took its own route (the log's route string is the arm's name)."""
     for arm, got in result["arms"].items():

@@ -37,7 +37,6 @@ sys.path.insert(0, _node_check_dir())
 import cases  # noqa: E402  (torch_fl/bench/cases.py, by its folder)
 import child  # noqa: E402  (torch_fl/bench/child.py, by its folder)
 
-
 # ---- mode: paired ---------------------------------------------------------------------------------
 
 # A plan needs two recordings that agree, so the third call of a key is the first one replayed: with less warm-up
