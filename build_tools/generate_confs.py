@@ -115,7 +115,8 @@ def build_tables(source: Mapping[str, Any], known_ops: Collection[str] | None = 
         raise SourceError("routes.toml: no [vendors.<name>] tables; add one per vendor")
     used: set[str] = set()
     reports = _reports(source.get("qualified", {}), routes)
-    tables = [_vendor(name, vendors[name], routes, groups, known_ops, used, reports) for name in sorted(vendors)]
+    scope = _Scope(routes, groups, known_ops, used)
+    tables = [_vendor(name, vendors[name], scope, reports) for name in sorted(vendors)]
     unused = sorted(set(groups) - used)
     if unused:
         raise SourceError(f"routes.toml: [groups] {', '.join(unused)} defined but never used; delete or use them")
@@ -207,26 +208,28 @@ def _check_chain(chain: Any, where: str, routes: set[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _vendor(
-    name: str,
-    table: Any,
-    routes: set[str],
-    groups: Mapping[str, list[str]],
-    known_ops: Collection[str] | None,
-    used_groups: set[str],
-    reports: Mapping[str, dict[str, Any]] | None = None,
-) -> VendorTable:
+@dataclass(frozen=True)
+class _Scope:
+    """What every table of routes.toml is checked against, and the groups the tables use (filled as they are read)."""
+
+    routes: set[str]
+    groups: Mapping[str, list[str]]
+    known_ops: Collection[str] | None
+    used_groups: set[str]
+
+
+def _vendor(name: str, table: Any, scope: _Scope, reports: Mapping[str, dict[str, Any]] | None = None) -> VendorTable:
     where = f"routes.toml: [vendors.{name}]"
     if not ROUTE_NAME_RE.fullmatch(name):
         raise SourceError(f"{where}: vendor names are lowercase identifiers (they name backends_<vendor>.conf)")
     _check_keys(table, _VENDOR_KEYS, where)
-    default = _check_chain(table.get("default"), f"{where} default", routes)
+    default = _check_chain(table.get("default"), f"{where} default", scope.routes)
     if not any(route in BUILTIN_ROUTES for route in default):
         raise SourceError(f"{where} default: the chain must contain native or cpu so every operator has a route")
     blocks = []
     seen: dict[str, int] = {}  # op -> block number, to name both blocks of a duplicate
     for number, block in enumerate(table.get("routes", []), start=1):
-        blocks.append(_block(block, f"{where} routes #{number}", routes, groups, known_ops, used_groups))
+        blocks.append(_block(block, f"{where} routes #{number}", scope))
         for op in blocks[-1].ops:
             if op in seen:
                 raise SourceError(f"{where}: '{op}' is in routes #{seen[op]} and routes #{number}; keep one")
@@ -253,33 +256,27 @@ def _vendor(
     )
 
 
-def _block(
-    block: Any,
-    where: str,
-    routes: set[str],
-    groups: Mapping[str, list[str]],
-    known_ops: Collection[str] | None,
-    used_groups: set[str],
-) -> Block:
+def _block(block: Any, where: str, scope: _Scope) -> Block:
     _check_keys(block, _BLOCK_KEYS, where)
     if "reason" not in block:
         raise SourceError(f"{where}: no 'reason'; every per-op route says why it leaves the default")
     reason = _text(block["reason"], f"{where} reason")
     ops = list(_strings(block.get("ops", []), f"{where} ops"))
     for group in _strings(block.get("groups", []), f"{where} groups"):
-        if group not in groups:
-            raise SourceError(f"{where}: unknown group '{group}'; defined: {', '.join(sorted(groups)) or 'none'}")
-        used_groups.add(group)
-        ops.extend(groups[group])
+        if group not in scope.groups:
+            defined = ", ".join(sorted(scope.groups)) or "none"
+            raise SourceError(f"{where}: unknown group '{group}'; defined: {defined}")
+        scope.used_groups.add(group)
+        ops.extend(scope.groups[group])
     if not ops:
         raise SourceError(f"{where}: no ops; list them in 'ops' or name a [groups] entry in 'groups'")
     for op in ops:
-        _check_op(op, f"{where} ops", known_ops)
+        _check_op(op, f"{where} ops", scope.known_ops)
     if len(set(ops)) != len(ops):
         twice = sorted(op for op in set(ops) if ops.count(op) > 1)
         raise SourceError(f"{where}: an operator is listed twice: {', '.join(twice)}")
     return Block(
-        ops=tuple(sorted(ops)), chain=_check_chain(block.get("chain"), f"{where} chain", routes), reason=reason
+        ops=tuple(sorted(ops)), chain=_check_chain(block.get("chain"), f"{where} chain", scope.routes), reason=reason
     )
 
 
