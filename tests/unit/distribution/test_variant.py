@@ -18,17 +18,18 @@ sys.modules[_spec.name] = variant
 _spec.loader.exec_module(variant)
 
 
-@pytest.mark.parametrize(
-    ("torch_version", "toolchain", "label"),
-    [
-        ("2.13.0+cpu", "cpu", "pt213cpu"),
-        ("2.11.0", "cu130", "pt211cu130"),
-        ("2.10.0+das.opt1.dtk2604", "dtk2604", "pt210dtk2604"),
-        ("2.9.1", "cpu", "pt209cpu"),
-    ],
-)
-def test_label_names_torch_line_and_toolchain(torch_version, toolchain, label):
-    v = variant.make(torch_version, toolchain)
+# (torch version, toolchain label) -> the wheel's local label
+LABELS = {
+    ("2.13.0+cpu", "cpu"): "pt213cpu",
+    ("2.11.0", "cu130"): "pt211cu130",
+    ("2.10.0+das.opt1.dtk2604", "dtk2604"): "pt210dtk2604",
+    ("2.9.1", "cpu"): "pt209cpu",
+}
+
+
+@pytest.mark.parametrize(("build", "label"), LABELS.items())
+def test_label_names_torch_line_and_toolchain(build, label):
+    v = variant.make(*build)
     assert v.label == label
     assert variant.parse(label) == v
     assert variant.from_version(f"0.1.0+{label}") == v
