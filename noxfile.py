@@ -1,4 +1,4 @@
-"""torch-fl sessions. Thin and table-driven: one build/test/bench session per vendor of configs/toolchains.toml.
+"""torch-fl sessions. Thin and table-driven: one build/test/bench session per toolchain of configs/toolchains.toml.
 
     nox -s test-cpu                  build + repair the wheel in Docker, test it in a compiler-free image
     nox -s test-cpu -- --rebuild -- -k add   session flags after `--`; pytest's arguments after a second `--`
@@ -16,7 +16,7 @@ Flags of build-*/test-*/bench-* (given after `--`): --dry-run, --rebuild (ignore
 --bench-full / --no-bench (test-*; default: the short benchmark). An unknown flag is an error naming the valid ones
 (build_tools/plan.py SESSION_FLAGS); what follows a second `--` goes to pytest (test-*) or the benchmark
 (bench-*: python -m torch_fl.bench).
-test-<gpu vendor> and bench-<gpu vendor> stop at once on a host without the GPU or its container runtime.
+test-<gpu toolchain> and bench-<gpu toolchain> stop at once on a host without the GPU or its container runtime.
 The logic lives in build_tools/ (unit-tested in tests/unit/toolchain/); see docker/README.md.
 """
 
@@ -33,7 +33,7 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from build_tools import context, distribute, flow, locks, matrix, plan, torch_headers, upkeep  # noqa: E402
+from build_tools import containers, context, distribute, flow, locks, matrix, plan, torch_headers, upkeep  # noqa: E402
 from build_tools.summary import Summary  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
@@ -52,11 +52,11 @@ HIPIFY_TORCH = "torch==2.9.1"
 
 ACTIONS = {
     "build": ("Build + auditwheel-repair the {v} wheel in Docker into wheels/{variant}/", flow.build),
-    "test": ("Test the repaired {v} wheel in a compiler-free container; reports in reports/{v}/", flow.test),
-    "bench": ("Full benchmark of the {v} wheel in its test container; reports in reports/{v}/bench/", flow.bench),
+    "test": ("Test the repaired {v} wheel in a compiler-free container; reports in reports/{v}/", containers.test),
+    "bench": ("Full benchmark of the {v} wheel in its test container; reports in reports/{v}/bench/", containers.bench),
     "qualify": (
         "Qualify a provider (default flaggems) op by op in the {v} test container; run dir reports/{v}/qualify/",
-        flow.qualify,
+        containers.qualify,
     ),
     "install": (
         "Install the {v} wheel from wheels/{variant}/'s index as a node does, in containers with only Python + torch",
@@ -81,22 +81,22 @@ def _run(session: nox.Session, action: str, name: str, body) -> None:
     summary.show()
 
 
-def _vendor_session(action: str, vendor: str) -> None:
-    chain = MATRIX.vendors[vendor]
+def _toolchain_session(action: str, name: str) -> None:
+    toolchain = MATRIX.toolchains[name]
     doc, fn = ACTIONS[action]
 
     def session(s: nox.Session) -> None:
-        _run(s, action, vendor, lambda f, summary: fn(f, vendor, summary))
+        _run(s, action, name, lambda f, summary: fn(f, name, summary))
 
-    planned = "" if (ROOT / chain.dockerfile).is_file() else " [planned: no Dockerfile yet]"
-    session.__doc__ = doc.format(v=vendor, variant=chain.wheel_dir) + planned
-    session.__name__ = f"{action}_{vendor}"
-    nox.session(name=f"{action}-{vendor}", python=False)(session)
+    planned = "" if (ROOT / toolchain.dockerfile).is_file() else " [planned: no Dockerfile yet]"
+    session.__doc__ = doc.format(v=name, variant=toolchain.wheel_dir) + planned
+    session.__name__ = f"{action}_{name}"
+    nox.session(name=f"{action}-{name}", python=False)(session)
 
 
-for _vendor in MATRIX.vendors:
+for _name in MATRIX.toolchains:
     for _action in ACTIONS:
-        _vendor_session(_action, _vendor)
+        _toolchain_session(_action, _name)
 
 
 @nox.session(name="base-image", python=False)
@@ -147,7 +147,7 @@ def tests(session: nox.Session) -> None:
     """Host tests, no docker: tests/unit, then test-cpu's repaired wheel installed here for what needs the host (a
     compiler for torch.compile, both cores for torch's op database); the suites of the matrix run in the test
     containers. Needs `nox -s test-cpu` first (build-cpu's wheel of this checkout; CI runs it before)."""
-    cpu = MATRIX.vendor("cpu")
+    cpu = MATRIX.toolchain("cpu")
     try:  # before any install: a missing or stale wheel stops the session at once
         wheel = flow.built_wheel(ROOT, cpu, MATRIX.build)
     except flow.UserError as exc:

@@ -15,11 +15,11 @@ Modules, one concern each:
 - ``hostdev``     what a test container's ``--device`` flags and optional mounts need from the host (DCU)
 - ``summary``     run summary (stages, images, wheel, test counts) as a table and as markdown
 - ``images``      the docker client, base images (present > stand-in > pulled), pruning, the history check
-- ``state``       what the last build of each vendor left (build/state/<vendor>.json)
+- ``state``       what the last build of each toolchain left (build/state/<toolchain>.json)
 - ``flow``        the build/test/bench flows that the nox sessions call (test and bench share one tail)
 - ``upkeep``      the base-image and clean sessions
-- ``distribute``  the index, publish and install-<vendor> sessions (index.py writes the pages)
-- ``generate_confs``  write configs/backends_<vendor>.conf from configs/routes.toml (run as a script)
+- ``distribute``  the index, publish and install-<toolchain> sessions (index.py writes the pages)
+- ``generate_confs``  write configs/backends_<accelerator>.conf from configs/routes.toml (run as a script)
 
 ``wheel_metadata`` belongs to the package build (not to this tooling).
 

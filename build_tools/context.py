@@ -1,11 +1,11 @@
 """Stage the docker build context and hash what goes into it.
 
-The context of vendor ``v`` is ``build/docker/<v>/context/`` (git-ignored), holding exactly what the Dockerfile
+The context of toolchain ``t`` is ``build/docker/<t>/context/`` (git-ignored), holding exactly what the Dockerfile
 may see, so ``docker build`` never uploads the repository's build outputs and the cache keys are easy to state::
 
     src/          the build inputs listed in [build] of the matrix (pyproject.toml, CMakeLists.txt, csrc/, ...)
-    scripts/      docker/scripts/ (shared by every vendor: build, repair, run-tests)
-    vendor/       docker/<v>/ minus the Dockerfile (requirement files)
+    scripts/      docker/scripts/ (shared by every toolchain: build, repair, run-tests)
+    vendor/       the Dockerfile's folder minus the Dockerfile (requirement files)
     wheelhouse/N/ the N-th local PIP_FIND_LINKS directory (distribution files only; hard links where possible)
     dist/         the repaired wheel (test image only)
     tests/        a copy of tests/ minus host-only suites, with a pytest.ini taken from pyproject.toml
@@ -138,7 +138,7 @@ def sync(pairs: Iterable[tuple[Path, Path]], dest_root: Path, *, link: bool = Fa
 
 @dataclass(frozen=True)
 class Staged:
-    """The staged context of one vendor and the digests of its parts."""
+    """The staged context of one toolchain and the digests of its parts."""
 
     root: Path
     src_digest: str
@@ -147,8 +147,8 @@ class Staged:
     dockerfile_digest: str
 
 
-def context_dir(repo: Path, vendor: str) -> Path:
-    return repo / "build" / "docker" / vendor / "context"
+def context_dir(repo: Path, name: str) -> Path:
+    return repo / "build" / "docker" / name / "context"
 
 
 def input_files(repo: Path, spec: BuildSpec) -> list[tuple[Path, Path]]:
@@ -167,23 +167,23 @@ def input_files(repo: Path, spec: BuildSpec) -> list[tuple[Path, Path]]:
     return out
 
 
-def sources_digest(repo: Path, chain: Toolchain, spec: BuildSpec) -> str:
-    """Hash of what a wheel of ``chain`` is compiled from: the row and the build inputs (paths and contents, as a
+def sources_digest(repo: Path, toolchain: Toolchain, spec: BuildSpec) -> str:
+    """Hash of what a wheel of ``toolchain`` is compiled from: the row and the build inputs (paths and contents, as a
     fresh clone has them), read in place, without staging. The host session compares it with the one build-<v>
     recorded, to know whether that wheel is the checkout's."""
-    h = hashlib.sha256(chain.fingerprint().encode() + b"\n")
+    h = hashlib.sha256(toolchain.fingerprint().encode() + b"\n")
     for f, rel in sorted(input_files(repo, spec), key=lambda pair: pair[1].as_posix()):
         h.update(rel.as_posix().encode() + b"\0" + file_sha256(f).encode() + b"\n")
     return h.hexdigest()
 
 
-def stage_build(repo: Path, chain: Toolchain, spec: BuildSpec, wheelhouses: Iterable[Path]) -> Staged:
-    """Stage src/, scripts/, vendor/ and wheelhouse/ for ``chain``."""
-    root = context_dir(repo, chain.vendor)
+def stage_build(repo: Path, toolchain: Toolchain, spec: BuildSpec, wheelhouses: Iterable[Path]) -> Staged:
+    """Stage src/, scripts/, vendor/ and wheelhouse/ for ``toolchain``."""
+    root = context_dir(repo, toolchain.name)
     sync(((f, root / "src" / rel) for f, rel in input_files(repo, spec)), root / "src")
     scripts = repo / "docker" / "scripts"
     sync(((f, root / "scripts" / f.relative_to(scripts)) for f in walk_files(scripts)), root / "scripts")
-    dockerfile = repo / chain.dockerfile
+    dockerfile = repo / toolchain.dockerfile
     vendor_dir = dockerfile.parent
     vendor_files = [f for f in walk_files(vendor_dir) if f != dockerfile] if vendor_dir.is_dir() else []
     sync(((f, root / "vendor" / f.relative_to(vendor_dir)) for f in vendor_files), root / "vendor")
@@ -226,9 +226,9 @@ def pytest_ini(pyproject: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def stage_tests(repo: Path, vendor: str, spec: BuildSpec, wheel: Path) -> tuple[str, str]:
+def stage_tests(repo: Path, name: str, spec: BuildSpec, wheel: Path) -> tuple[str, str]:
     """Stage dist/<wheel> and tests/ (minus host-only suites); returns (tests digest, dist digest)."""
-    root = context_dir(repo, vendor)
+    root = context_dir(repo, name)
     sync([(wheel, root / "dist" / wheel.name)], root / "dist", link=True)
     tests = repo / "tests"
     excluded = {tests / e for e in spec.test_excludes}

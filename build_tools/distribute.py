@@ -1,8 +1,8 @@
-"""The flows behind ``nox -s index``, ``nox -s publish -- DEST`` and ``nox -s install-<vendor>``.
+"""The flows behind ``nox -s index``, ``nox -s publish -- DEST`` and ``nox -s install-<toolchain>``.
 
 - index:   every ``wheels/<variant>/`` that holds wheels gets its PEP 503 tree and flat page (build_tools/index.py).
 - publish: copies each indexed variant to DEST/<variant>/ (a directory or a mounted share), swapped in whole.
-- install-<vendor>: what a cluster node does, in containers that have only Python and the row's torch: the wheels
+- install-<toolchain>: what a cluster node does, in containers that have only Python and the row's torch: the wheels
   of every torch line of the variant (the matrix rows sharing its wheel directory) are built if needed and
   indexed, then torch-fl is installed from the index served over HTTP on the container's loopback, from a file://
   index and with ``--no-index --find-links``; each time pip must pick the wheel of the container's torch line, and
@@ -19,7 +19,7 @@ from pathlib import Path
 from . import context, dockercli, flow, index, locks, matrix, plan
 from .dockercli import BUILDKIT_ENV
 from .matrix import Matrix, Toolchain
-from .summary import Summary
+from .summary import ImageRef, Summary
 
 NODE_DOCKERFILE = Path("docker") / "install" / "Dockerfile"
 INDEX_IN_CONTAINER = "/index"
@@ -28,12 +28,12 @@ HOWS = ("http", "file", "find-links")
 
 def variant_dirs(matrix: Matrix) -> dict[str, str]:
     """wheels/ directory name -> variant pattern, over every row (rows of one variant share a directory)."""
-    return {c.wheel_dir: c.variant for c in matrix.vendors.values()}
+    return {c.wheel_dir: c.variant for c in matrix.toolchains.values()}
 
 
-def line_rows(matrix: Matrix, chain: Toolchain) -> list[Toolchain]:
-    """The rows whose wheels share ``chain``'s directory: one per torch line of that variant."""
-    return [c for c in matrix.vendors.values() if c.wheel_dir == chain.wheel_dir]
+def line_rows(matrix: Matrix, toolchain: Toolchain) -> list[Toolchain]:
+    """The rows whose wheels share ``toolchain``'s directory: one per torch line of that variant."""
+    return [c for c in matrix.toolchains.values() if c.wheel_dir == toolchain.wheel_dir]
 
 
 # ------------------------------------------------------------------------------------------------------ index
@@ -55,7 +55,7 @@ def index_all(f: flow.Flow, summary: Summary) -> list[index.Result]:
         f.echo(f"wheels/{name}/simple/: {len(res.dists)} wheels ({'written' if res.changed else 'unchanged'})")
         results.append(res)
     if not results:
-        raise flow.UserError("no wheels under wheels/<variant>/ to index: run `nox -s build-<vendor>` first")
+        raise flow.UserError("no wheels under wheels/<variant>/ to index: run `nox -s build-<toolchain>` first")
     return results
 
 
@@ -83,18 +83,18 @@ class NodeImage:
     command: plan.Command
 
 
-def plan_node_image(docker: str, chain: Toolchain, inp: plan.BuildInputs) -> NodeImage:
+def plan_node_image(docker: str, toolchain: Toolchain, inp: plan.BuildInputs) -> NodeImage:
     """``docker build`` of the bare node image (Python and the row's torch) from the staged context."""
-    tag = plan.image_tag(chain.vendor, "node", inp.key)
+    tag = plan.image_tag(toolchain.name, "node", inp.key)
     argv = (
         *plan.docker_build(docker, inp.dockerfile),
         "--build-arg",
         f"BASE_IMAGE={inp.test_image}",
         "--build-arg",
-        f"INSTALL_LOCK={plan.vendor_path(chain, locks.lock_path(chain, 'install'))}",
+        f"INSTALL_LOCK={plan.vendor_path(toolchain, locks.lock_path(toolchain, 'install'))}",
         *[a for name in inp.host.proxies for a in ("--build-arg", name)],
         *plan.secrets(inp),
-        *plan.labels(chain, "node", inp.key),
+        *plan.labels(toolchain, "node", inp.key),
         "-t",
         tag,
         str(inp.context),
@@ -102,25 +102,27 @@ def plan_node_image(docker: str, chain: Toolchain, inp: plan.BuildInputs) -> Nod
     return NodeImage(
         tag,
         plan.Command(
-            f"install {chain.vendor}: the bare node image {tag}",
+            f"install {toolchain.name}: the bare node image {tag}",
             argv,
             BUILDKIT_ENV,
-            f"{chain.vendor}/docker-build-node.log",
+            f"{toolchain.name}/docker-build-node.log",
             "build",
         ),
     )
 
 
-def plan_install_run(docker: str, chain: Toolchain, image: str, wheel_dir: Path, how: str, expect: str) -> plan.Command:
+def plan_install_run(
+    docker: str, toolchain: Toolchain, image: str, wheel_dir: Path, how: str, expect: str
+) -> plan.Command:
     """``docker run`` of one install check: no network (the HTTP index is on the container's own loopback), the
     variant's directory read-only at /index, the row's test environment."""
     if how not in HOWS:
         raise ValueError(f"how={how!r}: one of {', '.join(HOWS)}")
     argv = [docker, "run", "--rm", "--network", "none", "-v", f"{wheel_dir}:{INDEX_IN_CONTAINER}:ro"]
-    for k, v in sorted(chain.test_env.items()):
+    for k, v in sorted(toolchain.test_env.items()):
         argv += ["-e", f"{k}={v}"]
     # a GPU row's node image runs the smoke on the always-built CPU emulation runtime (no GPU needed to install)
-    argv += ["-e", "FLAGOS_ACCELERATOR=cpu"] if chain.test_env.get("FLAGOS_ACCELERATOR", "cpu") != "cpu" else []
+    argv += ["-e", "FLAGOS_ACCELERATOR=cpu"] if toolchain.test_env.get("FLAGOS_ACCELERATOR", "cpu") != "cpu" else []
     argv += [
         image,
         "python",
@@ -132,73 +134,78 @@ def plan_install_run(docker: str, chain: Toolchain, image: str, wheel_dir: Path,
         "--expect",
         expect,
     ]
-    return plan.Command(f"install {chain.vendor}: {how}", tuple(argv), log_name=f"{chain.vendor}/install-{how}.log")
+    return plan.Command(f"install {toolchain.name}: {how}", tuple(argv), log_name=f"{toolchain.name}/install-{how}.log")
 
 
-def require_index(f: flow.Flow, chain: Toolchain) -> list[index.Dist]:
+def require_index(f: flow.Flow, toolchain: Toolchain) -> list[index.Dist]:
     """The variant's wheels, one per torch line of the matrix, with a current index; else the command to run."""
-    d = f.repo / "wheels" / chain.wheel_dir
-    for row in line_rows(f.matrix, chain):
-        name = f.state.read(row.vendor).get("wheel")
+    d = f.repo / "wheels" / toolchain.wheel_dir
+    for row in line_rows(f.matrix, toolchain):
+        name = f.state.read(row.name).get("wheel")
         if not name or not (d / name).is_file():
             raise flow.UserError(
-                f"wheels/{chain.wheel_dir} has no wheel of row {row.vendor}: run `nox -s build-{row.vendor}`"
+                f"wheels/{toolchain.wheel_dir} has no wheel of row {row.name}: run `nox -s build-{row.name}`"
             )
     try:
-        dists = index.collect(d, chain.variant)
+        dists = index.collect(d, toolchain.variant)
     except index.IndexBuildError as exc:
         raise flow.UserError(str(exc)) from None
     if not (d / index.SIMPLE / index.PROJECT / "index.html").is_file() or index.check_tree(d / index.SIMPLE, d, dists):
         raise flow.UserError(
-            f"wheels/{chain.wheel_dir}/simple/ is missing or does not list its wheels: run `nox -s index`"
+            f"wheels/{toolchain.wheel_dir}/simple/ is missing or does not list its wheels: run `nox -s index`"
         )
     return dists
 
 
-def install(f: flow.Flow, vendor: str, summary: Summary) -> None:
-    chain = f.chain(vendor)
-    rows = line_rows(f.matrix, chain)
-    wheel_dir = f.repo / "wheels" / chain.wheel_dir
+def offered(f: flow.Flow, toolchain: Toolchain, rows: list[Toolchain]) -> list[index.Dist]:
+    """The variant's wheels, one per torch line of the matrix (require_index), said aloud."""
+    dists = require_index(f, toolchain)
+    labels = sorted(x.label for x in dists)
+    f.echo(f"wheels/{toolchain.wheel_dir} offers {', '.join(labels)} ({len(rows)} torch line(s) in the matrix)")
+    if len({lab[:5] for lab in labels}) < len(rows):
+        raise flow.UserError(f"wheels/{toolchain.wheel_dir} should hold {len(rows)} torch lines but has {labels}")
+    return dists
+
+
+def install(f: flow.Flow, name: str, summary: Summary) -> None:
+    toolchain = f.toolchain(name)
+    rows = line_rows(f.matrix, toolchain)
+    wheel_dir = f.repo / "wheels" / toolchain.wheel_dir
     host = f.host()
-    test_base = f.images.resolve_base(chain.test_image, chain.image_hint)
-    staged = context.stage_build(f.repo, chain, f.matrix.build, host.find_links_dirs)
-    torch_args, note = plan.torch_source(chain, flow._staged_wheel_names(staged))
+    test_base = f.images.resolve_base(toolchain.test_image, toolchain.image_hint)
+    staged = context.stage_build(f.repo, toolchain, f.matrix.build, host.find_links_dirs)
+    torch_args, note = plan.torch_source(toolchain, flow.staged_wheel_names(staged))
     f.echo(note)
-    if f.runner.planning:
-        dists: list[index.Dist] = []
-        f.runner.note("a real run needs the wheels of every torch line and a current index (nox -s index)")
-    else:
-        dists = require_index(f, chain)
-        labels = sorted(x.label for x in dists)
-        f.echo(f"wheels/{chain.wheel_dir} offers {', '.join(labels)} ({len(rows)} torch line(s) in the matrix)")
-        if len({lab[:5] for lab in labels}) < len(rows):
-            raise flow.UserError(f"wheels/{chain.wheel_dir} should hold {len(rows)} torch lines but has {labels}")
+    dists = f.runner.ask(
+        lambda: offered(f, toolchain, rows),
+        unasked="a real run needs the wheels of every torch line and a current index (nox -s index)",
+    )
     client = f.images.client()
     key = context.combine(
         "node",
-        chain.fingerprint(),
+        toolchain.fingerprint(),
         staged.wheelhouse_digest,
         staged.scripts_digest,
         context.file_sha256(f.repo / NODE_DOCKERFILE),
-        test_base[1],
+        test_base.id,
         *torch_args,
     )
     extra_index = [a for a in torch_args if a.startswith("http")]
     t0 = time.monotonic()
     with f.pipconf(host, extra_index) as pipconf:
         inp = plan.BuildInputs(
-            staged.root, f.repo / NODE_DOCKERFILE, test_base[0], test_base[0], torch_args, pipconf, host, key
+            staged.root, f.repo / NODE_DOCKERFILE, test_base.ref, test_base.ref, torch_args, pipconf, host, key
         )
-        node = plan_node_image(client.exe, chain, inp)
+        node = plan_node_image(client.exe, toolchain, inp)
         built = f.runner.run(node.command)
     if built.planned:
         for how in HOWS:
-            f.runner.run(plan_install_run(client.exe, chain, node.tag, wheel_dir, how, "<pt line of its torch>"))
+            f.runner.run(plan_install_run(client.exe, toolchain, node.tag, wheel_dir, how, "<pt line of its torch>"))
         summary.add("install checks", "planned")
         return
-    summary.add("node image", "ran", time.monotonic() - t0, f"{test_base[0]} + {chain.torch.requirement}")
-    summary.images["node"] = (node.tag, dockercli.image_id(client, node.tag) or "?")
-    f.images.prune_old(plan.image_repo(vendor, "node"), node.tag)
+    summary.add("node image", "ran", time.monotonic() - t0, f"{test_base.ref} + {toolchain.torch.requirement}")
+    summary.images["node"] = ImageRef(node.tag, dockercli.image_id(client, node.tag) or "?")
+    f.images.prune_old(plan.image_repo(name, "node"), node.tag)
     probe = dockercli.run_quiet(
         [
             client.exe,
@@ -215,31 +222,33 @@ def install(f: flow.Flow, vendor: str, summary: Summary) -> None:
     if probe.returncode != 0:
         raise flow.UserError(f"the node image's torch does not import: {probe.stderr.strip()[-400:]}")
     torch_version, cuda = (probe.stdout.split() + [""])[:2]
-    expect = _expected_label(torch_version, cuda or None, chain)
+    expect = _expected_label(torch_version, cuda or None, toolchain)
     if expect not in {x.label for x in dists}:
-        raise flow.UserError(f"the node has torch {torch_version} but wheels/{chain.wheel_dir} has no +{expect} wheel")
+        raise flow.UserError(
+            f"the node has torch {torch_version} but wheels/{toolchain.wheel_dir} has no +{expect} wheel"
+        )
     f.echo(f"node torch {torch_version}: pip must choose +{expect} among {', '.join(sorted(x.label for x in dists))}")
     failed = []
     for how in HOWS:
         t1 = time.monotonic()
         res = f.runner.run(
-            plan_install_run(client.exe, chain, node.tag, wheel_dir, how, expect), check=False, passthrough=True
+            plan_install_run(client.exe, toolchain, node.tag, wheel_dir, how, expect), check=False, passthrough=True
         )
         ok = res.returncode == 0
         summary.add(f"install ({how})", "ran" if ok else "failed", time.monotonic() - t1, f"chose +{expect}")
         if not ok:
             failed.append(f"{how} (exit {res.returncode}, log {res.log})")
     if failed:
-        raise flow.UserError(f"install-{vendor} failed: " + "; ".join(failed))
+        raise flow.UserError(f"install-{name} failed: " + "; ".join(failed))
 
 
-def _expected_label(torch_version: str, cuda: str | None, chain: Toolchain) -> str:
+def _expected_label(torch_version: str, cuda: str | None, toolchain: Toolchain) -> str:
     """The label of the wheel the node must get: its torch line and the row's toolchain."""
     from .wheel_metadata import variants
 
-    if chain.variant_from_image:
+    if toolchain.variant_from_image:
         return variants.make(torch_version, variants.toolchain_from_torch(torch_version, cuda)).label
-    return variants.make(torch_version, chain.variant).label
+    return variants.make(torch_version, toolchain.variant).label
 
 
 # ------------------------------------------------------------------------------------------------------- CLI

@@ -6,7 +6,7 @@ A matrix row whose ``docker_run.flags`` hold ``--gpus`` (the CUDA row) can only 
 - the NVIDIA Container Toolkit wired into docker: an ``nvidia`` runtime in ``docker info``, or the toolkit's
   ``nvidia-container-runtime-hook`` on PATH (what docker's ``--gpus`` calls when no runtime is registered).
 
-Without them ``test-<vendor>`` / ``bench-<vendor>`` stop at once with one line that names what is missing and
+Without them ``test-<toolchain>`` / ``bench-<toolchain>`` stop at once with one line that names what is missing and
 the fix, instead of failing after a long build (or, worse, passing with every GPU test skipped). Rows without
 ``--gpus`` (cpu) are not checked. ``problem`` is pure (unit-tested with a fake ``docker info``); ``device_nodes``
 and ``find_hook`` read this machine, which is the docker host (the reports are bind-mounted from it anyway).

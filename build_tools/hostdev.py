@@ -1,7 +1,7 @@
 """What a test container's ``--device`` flags and optional mounts need from the docker host (DCU and the like).
 
 A matrix row that passes device nodes (``docker_run.flags = ["--device=/dev/kfd", "--device=/dev/dri", ...]``)
-can only run its suites on a host that has them. ``missing_devices`` names the absent ones, so test-<vendor>
+can only run its suites on a host that has them. ``missing_devices`` names the absent ones, so test-<toolchain>
 stops at once with one line instead of failing in ``docker run`` after a long build.
 
 Two host-dependent additions to ``docker run`` are planned here (``run_flags``):

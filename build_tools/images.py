@@ -1,5 +1,5 @@
 """Docker images of the flows: the client, the base images (present > local stand-in > pulled), pruning older
-tags and the history check for leaked secrets. What a dry run may not do, it leaves to the runner."""
+tags and the history check for leaked secrets. What a dry run may not do, the runner answers for."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from . import dockercli, env, plan
 from .matrix import Matrix
 from .runner import Runner, UserError
-from .summary import Summary
+from .summary import ImageRef, Summary
 
 
 class Images:
@@ -18,98 +18,89 @@ class Images:
     ) -> None:
         self.runner, self.matrix, self.environ, self.echo = runner, matrix, environ, echo
         self._client: dockercli.DockerClient | None = None
-        self._daemon: bool | None = None
-        self._bases: dict[str, tuple[str, str]] = {}
+        self._daemon = False
+        self._bases: dict[str, ImageRef] = {}
 
     def client(self) -> dockercli.DockerClient:
-        """The BuildKit-capable docker client (a dry run without one plans with plain ``docker``)."""
+        """The BuildKit-capable docker client, its daemon checked (a dry run without one plans with ``docker``)."""
         if self._client is None:
             try:
                 client = dockercli.find_client(self.environ)
-            except dockercli.DockerError:
-                if not self.runner.planning:
-                    raise
+            except dockercli.DockerError as exc:
+                self.runner.refuse(exc)
                 client = dockercli.DockerClient("docker", "?", "unknown", "dry run: no usable docker client here")
             if client.note:
                 self.echo(client.note)
-            if not self.runner.planning:
+            try:
                 server = dockercli.check_daemon(client)
+                self._daemon = True
                 self.echo(
                     f"docker: client {client.version} ({client.buildkit} BuildKit) at {client.exe}, daemon {server}"
                 )
+            except dockercli.DockerError as exc:
+                self.runner.refuse(exc)
             self._client = client
         return self._client
 
     def daemon_usable(self) -> bool:
-        """Can images be asked about? Always in a real run (the client checked the daemon), else when it answers."""
-        if self._daemon is None:
-            client = self.client()
-            try:
-                if self.runner.planning:
-                    dockercli.check_daemon(client)
-                self._daemon = True
-            except dockercli.DockerError:
-                self._daemon = False
+        """Can images be asked about? Always in a real run (client() stops without a daemon)."""
+        self.client()
         return self._daemon
 
     def image_id(self, ref: str) -> str | None:
         return dockercli.image_id(self.client(), ref) if self.daemon_usable() else None
 
-    def resolve_base(self, image: str, hint: str = "") -> tuple[str, str]:
-        """(image to build FROM, its id). Present locally > its local stand-in > pulled; else a clear error.
+    def resolve_base(self, image: str, hint: str = "") -> ImageRef:
+        """The image to build FROM: present locally > its local stand-in > pulled; else a clear error.
 
         With ``hint`` (the row's ``image_hint``: images behind a login or an unreachable registry) a missing
         image is not pulled: the build stops at once with one line naming the image and the hint.
         """
-        if image in self._bases:
-            return self._bases[image]
+        if image not in self._bases:
+            self._bases[image] = self._find_base(image, hint)
+        return self._bases[image]
+
+    def _find_base(self, image: str, hint: str) -> ImageRef:
         client = self.client()
         if not self.daemon_usable():
-            self._bases[image] = (image, "unknown")
-            return self._bases[image]
+            return ImageRef(image, "unknown")
         iid = dockercli.image_id(client, image)
         stand_in = self.matrix.stand_in_for(image)
         if iid:
-            found = (image, iid)
-        elif stand_in and (sid := dockercli.image_id(client, stand_in.name)):
+            return ImageRef(image, iid)
+        if stand_in and (sid := dockercli.image_id(client, stand_in.name)):
             self.echo(
                 f"base image {image} is not present locally; using its stand-in {stand_in.name} "
                 "(made by `nox -s base-image`)"
             )
-            found = (stand_in.name, sid)
-        elif hint:
-            if not self.runner.planning:
-                raise UserError(f"base image {image} is not present locally: {hint}")
-            self.echo(f"dry run: base image {image} is not present locally (a real run would stop here: {hint})")
-            found = (image, "missing")
-        elif self.runner.planning:
-            hint = f"; `nox -s base-image` makes its stand-in {stand_in.name}" if stand_in else ""
-            self.echo(f"dry run: base image {image} is not present locally (a real run would try to pull it{hint})")
-            found = (image, "missing")
-        else:
-            self.echo(f"base image {image} is not present locally; trying `docker pull {image}`")
-            res = self.runner.run(
-                plan.Command(f"pull {image}", (client.exe, "pull", image), log_name="pull.log"), check=False
+            return ImageRef(stand_in.name, sid)
+        if hint:
+            self.runner.refuse(f"base image {image} is not present locally: {hint}")
+            return ImageRef(image, "missing")
+        made = f" (`nox -s base-image` makes its stand-in {stand_in.name})" if stand_in else ""
+        self.echo(f"base image {image} is not present locally{made}; trying `docker pull {image}`")
+        res = self.runner.run(
+            plan.Command(f"pull {image}", (client.exe, "pull", image), log_name="pull.log"), check=False
+        )
+        iid = self.runner.ask(lambda: dockercli.image_id(client, image))
+        if res.returncode != 0 or iid is None:
+            fix = (
+                "make its local stand-in with `nox -s base-image` (debootstrap + docker import; needs root)"
+                if stand_in
+                else f"pull it on a connected host and move it here (`docker save {image} | docker load`)"
             )
-            iid = dockercli.image_id(client, image)
-            if res.returncode != 0 or not iid:
-                fix = (
-                    "make its local stand-in with `nox -s base-image` (debootstrap + docker import; needs root)"
-                    if stand_in
-                    else f"pull it on a connected host and move it here (`docker save {image} | docker load`)"
-                )
-                raise UserError(f"base image {image} is missing and cannot be pulled: {fix}")
-            found = (image, iid)
-        self._bases[image] = found
-        return found
+            raise UserError(f"base image {image} is missing and cannot be pulled: {fix}")
+        return ImageRef(image, iid or "missing")
 
     def prune_old(self, repo_name: str, keep: str) -> None:
-        """Remove the other tags of ``repo_name`` (older keys), so images do not pile up (never in a dry run)."""
-        if self.runner.planning:
-            return
+        """Remove the other tags of ``repo_name`` (older keys), so images do not pile up."""
         exe = self.client().exe
-        res = dockercli.run_quiet([exe, "image", "ls", repo_name, "--format", "{{.Repository}}:{{.Tag}}"])
-        old = [t for t in res.stdout.split() if t != keep and "<none>" not in t]
+
+        def old_tags() -> list[str]:
+            res = dockercli.run_quiet([exe, "image", "ls", repo_name, "--format", "{{.Repository}}:{{.Tag}}"])
+            return [t for t in res.stdout.split() if t != keep and "<none>" not in t]
+
+        old = self.runner.ask(old_tags)
         if old:
             dockercli.run_quiet([exe, "rmi", *old])
 

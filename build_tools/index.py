@@ -95,7 +95,7 @@ def collect(wheel_dir: Path, variant: str) -> list[Dist]:
     """The torch-fl wheels of ``wheel_dir``; each must carry ``pt<line><variant>`` (``variant`` may be "dtk*")."""
     dists = [read_dist(p) for p in sorted(wheel_dir.glob(WHEEL_GLOB))]
     if not dists:
-        raise IndexBuildError(f"{wheel_dir}: no {WHEEL_GLOB} to index: run `nox -s build-<vendor>` first")
+        raise IndexBuildError(f"{wheel_dir}: no {WHEEL_GLOB} to index: run `nox -s build-<toolchain>` first")
     for d in dists:
         try:
             label = d.label

@@ -72,10 +72,10 @@ class Lock:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def lock_path(chain: Toolchain, stage: str, python: str = "") -> Path:
+def lock_path(toolchain: Toolchain, stage: str, python: str = "") -> Path:
     """``docker/cpu/locks/cpu214-test-py311.txt``: beside the row's Dockerfile, so it travels in vendor/."""
-    tag = (python or chain.python).replace(".", "")
-    return Path(chain.dockerfile).parent / "locks" / f"{chain.vendor}-{stage}-py{tag}.txt"
+    tag = (python or toolchain.python).replace(".", "")
+    return Path(toolchain.dockerfile).parent / "locks" / f"{toolchain.name}-{stage}-py{tag}.txt"
 
 
 def requirement_lines(path: Path, repo: Path) -> list[tuple[str, str]]:
@@ -89,18 +89,19 @@ def requirement_lines(path: Path, repo: Path) -> list[tuple[str, str]]:
     return out
 
 
-def locks_of(chain: Toolchain, repo: Path, matrix_path: str, suites: Sequence[str]) -> list[Lock]:
+def locks_of(toolchain: Toolchain, repo: Path, matrix_path: str, suites: Sequence[str]) -> list[Lock]:
     """The locks of one matrix row (none for a row whose Dockerfile does not exist yet); ``suites`` are the suites
     its test container runs."""
-    here = Path(chain.dockerfile).parent
-    if not (repo / chain.dockerfile).is_file():
+    here = Path(toolchain.dockerfile).parent
+    if not (repo / toolchain.dockerfile).is_file():
         return []
-    torch = [] if chain.torch.from_image else [(chain.torch.requirement, f"{matrix_path} [vendors.{chain.vendor}]")]
+    row = f"{matrix_path} [toolchains.{toolchain.name}]"
+    torch = [] if toolchain.torch.from_image else [(toolchain.torch.requirement, row)]
 
     def reqs(name: str) -> list[tuple[str, str]]:
         return requirement_lines(here / name, repo) if (repo / here / name).is_file() else []
 
-    no_deps_torch = chain.torch.builder_no_deps
+    no_deps_torch = toolchain.torch.builder_no_deps
     stages = {
         "builder": (
             (*([] if no_deps_torch else torch), *reqs("requirements-build.txt")),
@@ -114,13 +115,21 @@ def locks_of(chain: Toolchain, repo: Path, matrix_path: str, suites: Sequence[st
     if torch:
         stages["install"] = (tuple(torch), ())
     out = [
-        Lock(chain.vendor, stage, chain.python, lock_path(chain, stage), tuple(res), tuple(pin), chain.torch.index_url)
+        Lock(
+            toolchain.name,
+            stage,
+            toolchain.python,
+            lock_path(toolchain, stage),
+            tuple(res),
+            tuple(pin),
+            toolchain.torch.index_url,
+        )
         for stage, (res, pin) in stages.items()
     ]
-    if chain.vendor in NODES:
-        python, names = NODES[chain.vendor]
+    if toolchain.name in NODES:
+        python, names = NODES[toolchain.name]
         backend = tuple(r for r in reqs("requirements-build.txt") if canonicalize_name(Requirement(r[0]).name) in names)
-        out.append(Lock(chain.vendor, "node", python, lock_path(chain, "node", python), backend, ()))
+        out.append(Lock(toolchain.name, "node", python, lock_path(toolchain, "node", python), backend, ()))
     return out
 
 
@@ -128,7 +137,9 @@ def all_locks(matrix: Matrix, repo: Path) -> list[Lock]:
     path = Path(matrix.path)
     shown = str(path.relative_to(repo) if path.is_absolute() and path.is_relative_to(repo) else path)
     return [
-        lock for chain in matrix.vendors.values() for lock in locks_of(chain, repo, shown, matrix.suites(chain))
+        lock
+        for toolchain in matrix.toolchains.values()
+        for lock in locks_of(toolchain, repo, shown, matrix.suites(toolchain))
     ]
 
 
@@ -252,9 +263,9 @@ def main(argv: Sequence[str]) -> int:
 
     repo = Path(__file__).resolve().parents[1]
     matrix = matrix_module.load(repo / matrix_module.DEFAULT_PATH)
-    unknown = [a for a in argv if a not in matrix.vendors]
+    unknown = [a for a in argv if a not in matrix.toolchains]
     if unknown:
-        print(f"locks: unknown row(s) {', '.join(unknown)}; rows: {', '.join(matrix.vendors)}", file=sys.stderr)
+        print(f"locks: unknown row(s) {', '.join(unknown)}; rows: {', '.join(matrix.toolchains)}", file=sys.stderr)
         return 2
     locks = [lock for lock in all_locks(matrix, repo) if not argv or lock.row in argv]
     find_links = [d for d in os.environ.get("PIP_FIND_LINKS", "").split() if d]

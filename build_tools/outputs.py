@@ -127,7 +127,7 @@ def sweep_temporaries(directory: Path) -> list[Path]:
 def keep_subdirs(final: Path, tmp: Path, names: list[str]) -> list[str]:
     """Copy ``final/<name>`` into the ``tmp`` that replaces ``final`` (when ``tmp`` has none of its own).
 
-    A report directory written by another session (``reports/<vendor>/bench/`` of bench-<vendor>) survives the
+    A report directory written by another session (``reports/<toolchain>/bench/`` of bench-<toolchain>) survives the
     swap. Copied, not moved: until the swap, ``final`` stays complete. Returns the names kept.
     """
     kept = []

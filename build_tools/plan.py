@@ -1,6 +1,6 @@
 """The docker commands of each step, as data (pure: unit-tested, printed by ``--dry-run``).
 
-Every vendor's Dockerfile receives the same build args (see docker/README.md):
+Every toolchain's Dockerfile receives the same build args (see docker/README.md):
 
     BUILDER_IMAGE TEST_IMAGE PYTHON_VERSION VARIANT BUILDER_LOCK TEST_LOCK BUILD_ENV AUDITWHEEL_EXCLUDE
     SOURCE_DATE_EPOCH, and INSTALL_LOCK for rows whose torch is not the image's
@@ -51,12 +51,12 @@ class Command:
         return f"{env} {line}" if env else line
 
 
-def image_repo(vendor: str, role: str) -> str:
-    return f"torch-fl/{vendor}-{role}"
+def image_repo(name: str, role: str) -> str:
+    return f"torch-fl/{name}-{role}"
 
 
-def image_tag(vendor: str, role: str, key: str) -> str:
-    return f"{image_repo(vendor, role)}:{key[:12]}"
+def image_tag(name: str, role: str, key: str) -> str:
+    return f"{image_repo(name, role)}:{key[:12]}"
 
 
 def requirement_version_matches(requirement: str, wheel_name: str, python_tag: str) -> bool:
@@ -76,23 +76,24 @@ def requirement_version_matches(requirement: str, wheel_name: str, python_tag: s
     return any(t.interpreter in (python_tag, "py3") and "linux" in t.platform for t in tags)
 
 
-def torch_source(chain: Toolchain, staged_wheels: Sequence[str]) -> tuple[list[str], str]:
+def torch_source(toolchain: Toolchain, staged_wheels: Sequence[str]) -> tuple[list[str], str]:
     """(extra pip args for the torch install, a one-line description of where torch comes from).
 
-    A staged wheelhouse wheel that satisfies the requirement wins (the vendor index is then never asked, which
-    keeps air-gapped hosts from waiting on timeouts); else the matrix's vendor index is added.
+    A staged wheelhouse wheel that satisfies the requirement wins (the row's index is then never asked, which
+    keeps air-gapped hosts from waiting on timeouts); else the row's own index is added.
     """
-    if chain.torch.from_image:
-        return [], f"torch: preinstalled in {chain.builder_image} (torch.from_image)"
-    hits = [w for w in staged_wheels if requirement_version_matches(chain.torch.requirement, w, chain.python_tag)]
+    if toolchain.torch.from_image:
+        return [], f"torch: preinstalled in {toolchain.builder_image} (torch.from_image)"
+    requirement = toolchain.torch.requirement
+    hits = [w for w in staged_wheels if requirement_version_matches(requirement, w, toolchain.python_tag)]
     if hits:
-        return [], f"torch: {chain.torch.requirement} from the staged wheelhouse ({hits[0]})"
-    if chain.torch.index_url:
+        return [], f"torch: {toolchain.torch.requirement} from the staged wheelhouse ({hits[0]})"
+    if toolchain.torch.index_url:
         return (
-            ["--extra-index-url", chain.torch.index_url],
-            f"torch: {chain.torch.requirement} from {chain.torch.index_url} (no staged wheel satisfies it)",
+            ["--extra-index-url", toolchain.torch.index_url],
+            f"torch: {toolchain.torch.requirement} from {toolchain.torch.index_url} (no staged wheel satisfies it)",
         )
-    return [], f"torch: {chain.torch.requirement} from the configured pip index (no staged wheel satisfies it)"
+    return [], f"torch: {toolchain.torch.requirement} from the configured pip index (no staged wheel satisfies it)"
 
 
 @dataclass(frozen=True)
@@ -110,25 +111,25 @@ class BuildInputs:
     source_date_epoch: str = "315532800"  # the commit's time (flow.source_date_epoch); 1980-01-01 when unknown
 
 
-def vendor_path(chain: Toolchain, path: Path) -> str:
+def vendor_path(toolchain: Toolchain, path: Path) -> str:
     """``path`` (repo-relative, inside the row's docker directory) as the staged context's vendor/ holds it."""
-    return path.relative_to(Path(chain.dockerfile).parent).as_posix()
+    return path.relative_to(Path(toolchain.dockerfile).parent).as_posix()
 
 
-def build_args(chain: Toolchain, inp: BuildInputs) -> list[str]:
+def build_args(toolchain: Toolchain, inp: BuildInputs) -> list[str]:
     args = {
         "BUILDER_IMAGE": inp.builder_image,
         "TEST_IMAGE": inp.test_image,
-        "PYTHON_VERSION": chain.python,
-        "VARIANT": chain.variant,
-        "BUILDER_LOCK": vendor_path(chain, locks.lock_path(chain, "builder")),
-        "TEST_LOCK": vendor_path(chain, locks.lock_path(chain, "test")),
-        "BUILD_ENV": " ".join(f"{k}={v}" for k, v in sorted(chain.build_env.items())),
-        "AUDITWHEEL_EXCLUDE": " ".join(chain.auditwheel_exclude),
+        "PYTHON_VERSION": toolchain.python,
+        "VARIANT": toolchain.variant,
+        "BUILDER_LOCK": vendor_path(toolchain, locks.lock_path(toolchain, "builder")),
+        "TEST_LOCK": vendor_path(toolchain, locks.lock_path(toolchain, "test")),
+        "BUILD_ENV": " ".join(f"{k}={v}" for k, v in sorted(toolchain.build_env.items())),
+        "AUDITWHEEL_EXCLUDE": " ".join(toolchain.auditwheel_exclude),
         "SOURCE_DATE_EPOCH": inp.source_date_epoch,
     }
-    if not chain.torch.from_image:  # torch's own lock, which the test stage installs first
-        args["INSTALL_LOCK"] = vendor_path(chain, locks.lock_path(chain, "install"))
+    if not toolchain.torch.from_image:  # torch's own lock, which the test stage installs first
+        args["INSTALL_LOCK"] = vendor_path(toolchain, locks.lock_path(toolchain, "install"))
     out: list[str] = []
     for k, v in args.items():
         out += ["--build-arg", f"{k}={v}"]
@@ -148,113 +149,117 @@ def docker_build(docker: str, dockerfile: Path) -> list[str]:
     return [docker, "build", "--network", "host", "--progress", "plain", "-f", str(dockerfile)]
 
 
-def _docker_build(docker: str, chain: Toolchain, inp: BuildInputs, target: str) -> list[str]:
+def _docker_build(docker: str, toolchain: Toolchain, inp: BuildInputs, target: str) -> list[str]:
     return [
         *docker_build(docker, inp.dockerfile),
         "--target",
         target,
-        *build_args(chain, inp),
+        *build_args(toolchain, inp),
         *secrets(inp),
     ]
 
 
-def labels(chain: Toolchain, role: str, key: str) -> list[str]:
+def labels(toolchain: Toolchain, role: str, key: str) -> list[str]:
     out: list[str] = []
-    for k, v in {"vendor": chain.vendor, "role": role, "key": key}.items():
+    for k, v in {"vendor": toolchain.name, "role": role, "key": key}.items():
         out += ["--label", f"{LABEL_PREFIX}.{k}={v}"]
     return out
 
 
-def plan_build(docker: str, chain: Toolchain, inp: BuildInputs, export_dir: Path) -> list[Command]:
+def plan_build(docker: str, toolchain: Toolchain, inp: BuildInputs, export_dir: Path) -> list[Command]:
     """Build (and tag) the builder image, then export the repaired wheel from the cache into ``export_dir``."""
-    tag = image_tag(chain.vendor, "builder", inp.key)
+    tag = image_tag(toolchain.name, "builder", inp.key)
     return [
         Command(
-            title=f"build {chain.vendor}: compile and repair the wheel in {tag}",
+            title=f"build {toolchain.name}: compile and repair the wheel in {tag}",
             argv=(
-                *_docker_build(docker, chain, inp, "build"),
-                *labels(chain, "builder", inp.key),
+                *_docker_build(docker, toolchain, inp, "build"),
+                *labels(toolchain, "builder", inp.key),
                 "-t",
                 tag,
                 str(inp.context),
             ),
             env=BUILDKIT_ENV,
-            log_name=f"{chain.vendor}/docker-build-builder.log",
+            log_name=f"{toolchain.name}/docker-build-builder.log",
             kind="build",
         ),
         Command(
-            title=f"build {chain.vendor}: export the repaired wheel",
+            title=f"build {toolchain.name}: export the repaired wheel",
             argv=(
-                *_docker_build(docker, chain, inp, "wheel"),
+                *_docker_build(docker, toolchain, inp, "wheel"),
                 "--output",
                 f"type=local,dest={export_dir}",
                 str(inp.context),
             ),
             env=BUILDKIT_ENV,
-            log_name=f"{chain.vendor}/docker-build-export.log",
+            log_name=f"{toolchain.name}/docker-build-export.log",
             kind="build",
         ),
     ]
 
 
-def plan_test_image(docker: str, chain: Toolchain, inp: BuildInputs) -> Command:
-    tag = image_tag(chain.vendor, "test", inp.key)
+def plan_test_image(docker: str, toolchain: Toolchain, inp: BuildInputs) -> Command:
+    tag = image_tag(toolchain.name, "test", inp.key)
     return Command(
-        title=f"test {chain.vendor}: build the test image {tag}",
-        argv=(*_docker_build(docker, chain, inp, "test"), *labels(chain, "test", inp.key), "-t", tag, str(inp.context)),
+        title=f"test {toolchain.name}: build the test image {tag}",
+        argv=(
+            *_docker_build(docker, toolchain, inp, "test"),
+            *labels(toolchain, "test", inp.key),
+            "-t",
+            tag,
+            str(inp.context),
+        ),
         env=BUILDKIT_ENV,
-        log_name=f"{chain.vendor}/docker-build-test.log",
+        log_name=f"{toolchain.name}/docker-build-test.log",
         kind="build",
     )
 
 
-def _docker_run(
-    docker: str,
-    chain: Toolchain,
-    reports_dir: Path,
-    host: HostEnv,
-    user: str | None,
-    env: Sequence[str] = (),
-    host_flags: Sequence[str] = (),
-) -> list[str]:
+@dataclass(frozen=True)
+class Site:
+    """Where a container of the test image runs: the docker client, the row, the image, the host directory mounted
+    at /reports, the host's environment, the user, and ``host_flags`` (what hostdev.run_flags found on this host:
+    optional mounts, device groups)."""
+
+    docker: str
+    toolchain: Toolchain
+    image: str
+    reports_dir: Path
+    host: HostEnv
+    user: str | None = None
+    host_flags: Sequence[str] = ()
+
+
+def _docker_run(site: Site, env: Sequence[str] = ()) -> list[str]:
     """``docker run`` of a test-image container up to the image: reports mount, user, environment, row flags,
-    then ``host_flags`` (what hostdev.run_flags found on this host: optional mounts, device groups)."""
-    argv = [docker, "run", "--rm", "--network", "host", "-v", f"{reports_dir}:{REPORTS_IN_CONTAINER}"]
-    if user:
-        argv += ["--user", user]
+    then the host's flags."""
+    argv = [site.docker, "run", "--rm", "--network", "host", "-v", f"{site.reports_dir}:{REPORTS_IN_CONTAINER}"]
+    if site.user:
+        argv += ["--user", site.user]
     argv += ["-e", "HOME=/tmp"]
-    for k, v in sorted(chain.test_env.items()):
+    for k, v in sorted(site.toolchain.test_env.items()):
         argv += ["-e", f"{k}={v}"]
     for item in env:
         argv += ["-e", item]
-    argv += proxy_run_env(host)
-    argv += list(chain.docker_run_flags)
-    argv += list(host_flags)
+    argv += proxy_run_env(site.host)
+    argv += list(site.toolchain.docker_run_flags)
+    argv += list(site.host_flags)
     return argv
 
 
 def plan_test_run(
-    docker: str,
-    chain: Toolchain,
-    image: str,
-    reports_dir: Path,
-    host: HostEnv,
-    *,
-    bench: str,
-    pytest_args: Sequence[str],
-    user: str | None,
-    suites: Sequence[str] = ("routing", "correctness"),
-    host_flags: Sequence[str] = (),
+    site: Site, *, bench: str, pytest_args: Sequence[str], suites: Sequence[str] = ("routing", "correctness")
 ) -> Command:
-    """``docker run`` of the suites; reports land in ``reports_dir`` (bind-mounted at /reports).
+    """``docker run`` of the suites; reports land in the site's reports directory.
 
     A row whose suites leave out ``bench`` (an extra torch line, tested for API drift) runs no short benchmark
     either: the benchmark's own tests are that suite. ``--bench-full`` still runs it."""
     if bench == "short" and "bench" not in suites:
         bench = "none"
-    argv = _docker_run(docker, chain, reports_dir, host, user, host_flags=host_flags)
+    toolchain = site.toolchain
+    argv = _docker_run(site)
     argv += [
-        image,
+        site.image,
         "python",
         f"{SCRIPTS_IN_IMAGE}/run_tests.py",
         "--tests",
@@ -262,9 +267,9 @@ def plan_test_run(
         "--reports",
         REPORTS_IN_CONTAINER,
         "--markers",
-        chain.pytest_markers,
+        toolchain.pytest_markers,
         "--vendor",
-        chain.accelerator,
+        toolchain.accelerator,
         "--bench",
         bench,
         "--suites",
@@ -273,49 +278,27 @@ def plan_test_run(
     if pytest_args:
         argv += ["--", *pytest_args]
     return Command(
-        title=f"test {chain.vendor}: run the suites in {image}",
+        title=f"test {toolchain.name}: run the suites in {site.image}",
         argv=tuple(argv),
-        log_name=f"{chain.vendor}/docker-run-tests.log",
+        log_name=f"{toolchain.name}/docker-run-tests.log",
     )
 
 
-def plan_bench_run(
-    docker: str,
-    chain: Toolchain,
-    image: str,
-    out_dir: Path,
-    host: HostEnv,
-    *,
-    bench_args: Sequence[str],
-    user: str | None,
-    commit: str = "",
-    host_flags: Sequence[str] = (),
-) -> Command:
+def plan_bench_run(site: Site, *, bench_args: Sequence[str], commit: str = "") -> Command:
     """``docker run`` of the benchmark alone, ``python -m harness`` in the image's copy of tests/bench (full length
     unless ``bench_args`` say otherwise).
 
-    Its bench.json, bench.md and bench.png land in ``out_dir`` (bind-mounted at /reports); ``commit`` (the
-    checkout's HEAD) reaches the report as TORCH_FL_COMMIT, since the container has no checkout to ask.
+    Its bench.json, bench.md and bench.png land in the site's reports directory; ``commit`` (the checkout's HEAD)
+    reaches the report as TORCH_FL_COMMIT, since the container has no checkout to ask.
     """
-    env = [f"TORCH_FL_COMMIT={commit}"] if commit else []
-    argv = _docker_run(docker, chain, out_dir, host, user, env, host_flags)
-    argv += [
-        "-w",
-        f"{TESTS_IN_IMAGE}/bench",
-        image,
-        "python",
-        "-m",
-        BENCH_MODULE,
-        "--accelerator",
-        chain.accelerator,
-        "--out",
-        REPORTS_IN_CONTAINER,
-        *bench_args,
-    ]
+    toolchain = site.toolchain
+    argv = _docker_run(site, [f"TORCH_FL_COMMIT={commit}"] if commit else [])
+    argv += ["-w", f"{TESTS_IN_IMAGE}/bench", site.image, "python", "-m", BENCH_MODULE]
+    argv += ["--accelerator", toolchain.accelerator, "--out", REPORTS_IN_CONTAINER]
     return Command(
-        title=f"bench {chain.vendor}: run python -m {BENCH_MODULE} in {image}",
-        argv=tuple(argv),
-        log_name=f"{chain.vendor}/docker-run-bench.log",
+        title=f"bench {toolchain.name}: run python -m {BENCH_MODULE} in {site.image}",
+        argv=(*argv, *bench_args),
+        log_name=f"{toolchain.name}/docker-run-bench.log",
     )
 
 
@@ -326,27 +309,16 @@ QUALIFY_SCRIPT = (
 )
 
 
-def plan_qualify_run(
-    docker: str,
-    chain: Toolchain,
-    image: str,
-    run_dir: Path,
-    host: HostEnv,
-    *,
-    provider: str,
-    qualify_args: Sequence[str],
-    user: str | None,
-    host_flags: Sequence[str] = (),
-) -> Command:
+def plan_qualify_run(site: Site, *, provider: str, qualify_args: Sequence[str]) -> Command:
     """``docker run`` of a qualification (``python -m torch_fl qualify``) in the test image: the model suite's and
     the real workloads' calls are recorded first (once per run directory), then every operator the provider claims
-    runs against native. ``run_dir`` is mounted as it is, so a run cut short resumes in the next one."""
-    argv = _docker_run(docker, chain, run_dir, host, user, (), host_flags)
-    argv += [image, "bash", "-c", QUALIFY_SCRIPT, provider, *qualify_args]
+    runs against native. The run directory is the site's reports directory, mounted as it is, so a run cut short
+    resumes in the next one."""
+    argv = [*_docker_run(site), site.image, "bash", "-c", QUALIFY_SCRIPT, provider, *qualify_args]
     return Command(
-        title=f"qualify {chain.vendor}: python -m torch_fl qualify --provider {provider} in {image}",
+        title=f"qualify {site.toolchain.name}: python -m torch_fl qualify --provider {provider} in {site.image}",
         argv=tuple(argv),
-        log_name=f"{chain.vendor}/docker-run-qualify.log",
+        log_name=f"{site.toolchain.name}/docker-run-qualify.log",
     )
 
 
@@ -382,7 +354,7 @@ class Options:
     dry_run: bool = False
     rebuild: bool = False
     bench: str = "short"  # short | full | none
-    pytest_args: tuple[str, ...] = ()  # after the separator: pytest's (test-*) or the benchmark's (bench-*)
+    tool_args: tuple[str, ...] = ()  # after the separator: for pytest (test-*), the benchmark (bench-*), qualify
 
 
 def parse_posargs(posargs: Sequence[str], action: str = "test", session: str = "") -> Options:
@@ -391,7 +363,7 @@ def parse_posargs(posargs: Sequence[str], action: str = "test", session: str = "
     An argument before the separator that is not a flag of ``action`` is a ``UsageError`` naming the valid
     flags (and the nearest one); tool arguments for a session that passes none on are one too.
     """
-    session = session or f"{action}-<vendor>"
+    session = session or f"{action}-<toolchain>"
     valid = FLAGS_OF[action]
     args = list(posargs)
     rest: tuple[str, ...] = ()
@@ -416,7 +388,7 @@ def parse_posargs(posargs: Sequence[str], action: str = "test", session: str = "
     bench = "full" if "--bench-full" in args else "none" if "--no-bench" in args else "short"
     if "--bench-full" in args and "--no-bench" in args:
         raise UsageError(f"{session}: --bench-full and --no-bench exclude each other")
-    return Options(dry_run="--dry-run" in args, rebuild="--rebuild" in args, bench=bench, pytest_args=rest)
+    return Options(dry_run="--dry-run" in args, rebuild="--rebuild" in args, bench=bench, tool_args=rest)
 
 
 def failed_step(log_lines: Sequence[str]) -> str | None:

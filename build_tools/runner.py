@@ -1,7 +1,8 @@
 """Run planned commands: progress while they run, the full output in a log, one clear line when they fail.
 
-The dry run is the runner's alone: the flows say what to do through it (run a command, stop with a problem, make a
-scratch directory, remove a tree, hand over a secret file); in a dry run it prints what a real run would do.
+The dry run is the runner's alone: the flows say what to do through it (run a command, ask a question of the
+host, stop with a problem, make a scratch directory, remove a tree, hand over a secret file); in a dry run it prints
+what a real run would do, and a question answers ``PLANNED``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from . import outputs
 from .plan import Command, failed_step
@@ -26,6 +28,7 @@ _DONE = re.compile(r"^#(\d+) (DONE [\d.]+s|CACHED|ERROR.*)$")
 _OUTPUT = re.compile(r"^#(\d+) [\d.]+ ")
 _NINJA = re.compile(r"^#\d+ [\d.]+\s+(\[\d+/\d+\] .*)$")
 HEARTBEAT_S = 20.0
+T = TypeVar("T")
 
 
 class UserError(RuntimeError):
@@ -38,6 +41,20 @@ class StepFailed(RuntimeError):
     def __init__(self, message: str, log: Path | None) -> None:
         super().__init__(message)
         self.log = log
+
+
+class Planned:
+    """The answer to a question in a dry run: nothing was asked. False in a test, so that "is it up to date?",
+    "is the image there?" and "which tags are old?" all send a dry run down the path that plans the work."""
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "PLANNED"
+
+
+PLANNED = Planned()
 
 
 @dataclass
@@ -119,24 +136,24 @@ class Runner:
             raise StepFailed(f"{cmd.title} failed{where} (exit {rc}); full log: {log}", log)
         return Result(rc, seconds, log)
 
-    @property
-    def planning(self) -> bool:
-        """A dry run: nothing runs or changes; a flow asks only where a real run has results to read back."""
-        return self.dry_run
+    def ask(self, question: Callable[[], T], *, unasked: str = "") -> T | Planned:
+        """The answer to ``question`` (what the last run left, what docker holds); a dry run answers ``PLANNED``
+        and says ``unasked`` (what a real run needs the answer for), when given."""
+        if not self.dry_run:
+            return question()
+        if unasked:
+            self.echo(f"dry run: {unasked}")
+        return PLANNED
 
-    def refuse(self, problem: str) -> None:
-        """Stop with ``problem`` (a ``UserError``); a dry run says a real run would stop here, and goes on."""
+    def refuse(self, problem: str | Exception) -> None:
+        """Stop with ``problem`` (raised as it is, or as a ``UserError``); a dry run says a real run would stop here,
+        and goes on."""
         if self.dry_run:
             self.echo(f"dry run: a real run would stop here: {problem}")
+        elif isinstance(problem, Exception):
+            raise problem
         else:
             raise UserError(problem)
-
-    def note(self, problem: str, *, real: str = "") -> None:
-        """Say ``real`` in a real run; a dry run says ``problem`` (what a real run would meet) instead."""
-        if self.dry_run:
-            self.echo(f"dry run: {problem}")
-        elif real:
-            self.echo(real)
 
     def scratch_dir(self, final: Path) -> Path:
         """A new empty directory beside ``final`` to fill and swap in (outputs.publish_dir), after sweeping the

@@ -1,4 +1,4 @@
-"""What the last build of each vendor left: its input key, wheel and hash (build/state/<vendor>.json)."""
+"""What the last build of each toolchain left: its input key, wheel and hash (build/state/<toolchain>.json)."""
 
 from __future__ import annotations
 
@@ -12,19 +12,19 @@ class State:
     def __init__(self, root: Path) -> None:
         self.root = root  # build/state
 
-    def path(self, vendor: str) -> Path:
-        return self.root / f"{vendor}.json"
+    def path(self, name: str) -> Path:
+        return self.root / f"{name}.json"
 
-    def reports(self, vendor: str) -> Path:
+    def reports(self, name: str) -> Path:
         """Where the build's own reports (auditwheel-show.txt, build-info.json) are kept for the test reports."""
-        return self.root / vendor
+        return self.root / name
 
-    def read(self, vendor: str) -> dict:
+    def read(self, name: str) -> dict:
         try:
-            return json.loads(self.path(vendor).read_text())
+            return json.loads(self.path(name).read_text())
         except (FileNotFoundError, json.JSONDecodeError):
             return {}
 
-    def write(self, vendor: str, **values: object) -> None:
-        state = {**self.read(vendor), **values}
-        outputs.atomic_write_text(self.path(vendor), json.dumps(state, indent=2, sort_keys=True) + "\n")
+    def write(self, name: str, **values: object) -> None:
+        state = {**self.read(name), **values}
+        outputs.atomic_write_text(self.path(name), json.dumps(state, indent=2, sort_keys=True) + "\n")

@@ -6,11 +6,22 @@ report directory.
 
 from __future__ import annotations
 
+import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .wheelcheck import WheelInfo
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """A docker image as a run used it: the reference and its id ("?" or "missing" where docker has none)."""
+
+    ref: str
+    id: str
 
 
 @dataclass(frozen=True)
@@ -64,9 +75,9 @@ class Stage:
 
 @dataclass
 class Summary:
-    vendor: str
+    name: str  # the toolchain, or the session of a run without one (base-image, clean)
     stages: list[Stage] = field(default_factory=list)
-    images: dict[str, tuple[str, str]] = field(default_factory=dict)  # role -> (ref, id)
+    images: dict[str, ImageRef] = field(default_factory=dict)  # by role
     wheel: WheelInfo | None = None
     wheel_path: Path | None = None
     tests: TestCounts | None = None
@@ -79,10 +90,25 @@ class Summary:
         self.stages.append(stage)
         return stage
 
+    @contextmanager
+    def stage(self, name: str, note: str = "") -> Iterator[Stage]:
+        """A stage timed over the ``with`` block: "ran" unless the block sets another status, "failed" when it
+        raises (the exception goes on)."""
+        stage = Stage(name, "ran", note=note)
+        start = time.monotonic()
+        try:
+            yield stage
+        except BaseException:
+            stage.status = "failed"
+            raise
+        finally:
+            stage.seconds = time.monotonic() - start
+            self.stages.append(stage)
+
     def rows(self) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
-        for role, (ref, iid) in self.images.items():
-            out.append((f"{role} image", f"{ref}  {iid[:19]}"))
+        for role, image in self.images.items():
+            out.append((f"{role} image", f"{image.ref}  {image.id[:19]}"))
         if self.wheel:
             out.append(("wheel", str(self.wheel_path or self.wheel.path.name)))
             out.append(("tag", self.wheel.tag))
@@ -100,7 +126,7 @@ class Summary:
         return out
 
     def markdown(self) -> str:
-        lines = [f"# torch-fl `{self.vendor}` run", "", "| stage | result | seconds | note |", "|---|---|---:|---|"]
+        lines = [f"# torch-fl `{self.name}` run", "", "| stage | result | seconds | note |", "|---|---|---:|---|"]
         for s in self.stages:
             lines.append(f"| {s.name} | {s.status} | {s.seconds:.1f} | {s.note} |")
         lines += ["", "| what | value |", "|---|---|"]
@@ -110,7 +136,7 @@ class Summary:
 
     def text(self) -> str:
         width = max([len(s.name) for s in self.stages] + [len(k) for k, _ in self.rows()] + [5])
-        lines = [f"summary ({self.vendor})"]
+        lines = [f"summary ({self.name})"]
         for s in self.stages:
             note = f"  {s.note}" if s.note else ""
             lines.append(f"  {s.name:<{width}}  {s.status:<10} {s.seconds:7.1f}s{note}")
@@ -127,7 +153,7 @@ class Summary:
         except ImportError:
             print(self.text(), flush=True)
             return
-        table = Table(title=f"torch-fl {self.vendor}: summary", show_lines=False)
+        table = Table(title=f"torch-fl {self.name}: summary", show_lines=False)
         table.add_column("stage / item")
         table.add_column("result")
         table.add_column("seconds", justify="right")

@@ -4,26 +4,24 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 
 from . import baseimage, dockercli, plan
 from .flow import Flow
-from .summary import Summary
+from .summary import ImageRef, Summary
 
 
 def base_image(flow: Flow, summary: Summary) -> None:
     """Make every [local_bases] image that is not present yet (``--rebuild`` remakes them)."""
     client = flow.images.client()
     for base in flow.matrix.local_bases.values():
-        t0 = time.monotonic()
-        present = None if flow.runner.planning else dockercli.image_id(client, base.name)
+        present = flow.runner.ask(lambda: dockercli.image_id(client, base.name))  # noqa: B023 (asked at once)
         if present and not flow.options.rebuild:
             flow.echo(
                 f"{base.name} is present (stands in for {', '.join(base.stands_for)}); "
                 "`nox -s base-image -- --rebuild` remakes it"
             )
             summary.add(f"base {base.name}", "up to date")
-            summary.images[base.name] = (base.name, present)
+            summary.images[base.name] = ImageRef(base.name, present)
             continue
         if shutil.which("debootstrap") is None:
             flow.runner.refuse(
@@ -34,26 +32,20 @@ def base_image(flow: Flow, summary: Summary) -> None:
             flow.runner.refuse("debootstrap needs root: run `sudo nox -s base-image`")
         mirror = baseimage.resolve_mirror(base)
         work = flow.repo / "build" / "base-image" / base.name.replace("/", "_").replace(":", "_")
-        flow.runner.remove(work)
-        if not flow.runner.planning:
-            work.mkdir(parents=True)
-        try:
-            results = [
-                flow.runner.run(cmd, passthrough=cmd.argv[0] == "debootstrap")
-                for cmd in baseimage.plan(base, mirror, work / "rootfs", client.exe)
-            ]
-        except BaseException:
-            summary.add(f"base {base.name}", "failed", time.monotonic() - t0)
-            raise
-        finally:
+        with summary.stage(f"base {base.name}", f"debootstrap {base.suite} from {mirror}") as stage:
             flow.runner.remove(work)
-        planned = all(r.planned for r in results)
-        summary.add(
-            f"base {base.name}", "planned" if planned else "ran", time.monotonic() - t0,
-            f"debootstrap {base.suite} from {mirror}",
-        )
-        if not planned:
-            summary.images[base.name] = (base.name, dockercli.image_id(client, base.name) or "?")
+            flow.runner.make_dir(work)
+            try:
+                results = [
+                    flow.runner.run(cmd, passthrough=cmd.argv[0] == "debootstrap")
+                    for cmd in baseimage.plan(base, mirror, work / "rootfs", client.exe)
+                ]
+            finally:
+                flow.runner.remove(work)
+            if all(r.planned for r in results):
+                stage.status = "planned"
+            else:
+                summary.images[base.name] = ImageRef(base.name, dockercli.image_id(client, base.name) or "?")
 
 
 # ------------------------------------------------------------------------------------------------------ clean
@@ -65,7 +57,7 @@ def clean(flow: Flow, summary: Summary, *, everything: bool = False) -> None:
     for path in [
         flow.repo / "build",
         flow.repo / "reports",
-        *(flow.repo / "wheels" / c.wheel_dir for c in flow.matrix.vendors.values()),
+        *(flow.repo / "wheels" / c.wheel_dir for c in flow.matrix.toolchains.values()),
     ]:
         if path.exists():
             flow.echo(f"remove {path.relative_to(flow.repo)}")
@@ -79,15 +71,11 @@ def clean(flow: Flow, summary: Summary, *, everything: bool = False) -> None:
     images = dockercli.images_with_label(client, f"{plan.LABEL_PREFIX}.role")
     if everything:
         images += [b.name for b in flow.matrix.local_bases.values() if dockercli.image_id(client, b.name)]
-    if images:
-        flow.runner.run(
-            plan.Command("remove images", (client.exe, "rmi", "-f", *images), log_name="clean.log"), check=False
-        )
+    commands = [plan.Command("remove images", (client.exe, "rmi", "-f", *images), log_name="clean.log")] * bool(images)
     if everything:
-        flow.runner.run(
-            plan.Command(
-                "prune the BuildKit cache", (client.exe, "builder", "prune", "-af"), log_name="clean-cache.log"
-            ),
-            check=False,
-        )
-    summary.add("clean", "planned" if flow.runner.planning else "ran", note=f"{len(images)} images")
+        prune = (client.exe, "builder", "prune", "-af")
+        commands.append(plan.Command("prune the BuildKit cache", prune, log_name="clean-cache.log"))
+    for cmd in commands:
+        flow.runner.run(cmd, check=False)
+    # a dry run's answer is PLANNED, which is false
+    summary.add("clean", flow.runner.ask(lambda: "ran") or "planned", note=f"{len(images)} images")

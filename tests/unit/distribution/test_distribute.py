@@ -15,15 +15,15 @@ M = matrix.load(REPO / "configs" / "toolchains.toml")
 
 
 def test_cpu_variant_has_two_torch_lines_and_cuda_one():
-    assert [c.vendor for c in distribute.line_rows(M, M.vendor("cpu"))] == ["cpu", "cpu214", "cpu29", "cpu210"]
-    assert [c.vendor for c in distribute.line_rows(M, M.vendor("cuda"))] == ["cuda"]
+    assert [c.name for c in distribute.line_rows(M, M.toolchain("cpu"))] == ["cpu", "cpu214", "cpu29", "cpu210"]
+    assert [c.name for c in distribute.line_rows(M, M.toolchain("cuda"))] == ["cuda"]
     assert distribute.variant_dirs(M) == {"cpu": "cpu", "cu130": "cu130", "dcu": "dtk*"}
 
 
 def test_second_cpu_line_builds_cpu_only_against_a_torch_without_its_nvidia_libraries():
-    row = M.vendor("cpu214")
-    assert row.variant == "cpu" and row.dockerfile == M.vendor("cpu").dockerfile
-    assert row.torch.builder_no_deps and not M.vendor("cpu").torch.builder_no_deps
+    row = M.toolchain("cpu214")
+    assert row.variant == "cpu" and row.dockerfile == M.toolchain("cpu").dockerfile
+    assert row.torch.builder_no_deps and not M.toolchain("cpu").torch.builder_no_deps
     assert row.build_env["SKBUILD_CMAKE_DEFINE"] == "TORCH_FL_VENDOR_RUNTIME=OFF"
     # the builder's lock pins torch alone, without the nvidia-* libraries the test image's lock resolves
     builder = (REPO / "docker/cpu/locks/cpu214-builder-py311.txt").read_text()
@@ -47,7 +47,7 @@ def _inputs(tmp_path):
 
 
 def test_node_image_has_python_and_torch_only_and_no_secret_in_args(tmp_path):
-    cpu = M.vendor("cpu")
+    cpu = M.toolchain("cpu")
     node = distribute.plan_node_image("docker", cpu, _inputs(tmp_path))
     argv = list(node.command.argv)
     assert node.tag == "torch-fl/cpu-node:ffffffffffff"
@@ -65,7 +65,7 @@ def test_node_image_has_python_and_torch_only_and_no_secret_in_args(tmp_path):
 
 @pytest.mark.parametrize("how", distribute.HOWS)
 def test_install_runs_have_no_network_and_a_read_only_index(tmp_path, how):
-    cmd = distribute.plan_install_run("docker", M.vendor("cpu"), "img", tmp_path / "cpu", how, "pt213cpu")
+    cmd = distribute.plan_install_run("docker", M.toolchain("cpu"), "img", tmp_path / "cpu", how, "pt213cpu")
     argv = list(cmd.argv)
     assert argv[argv.index("--network") + 1] == "none"
     assert argv[argv.index("-v") + 1] == f"{tmp_path / 'cpu'}:/index:ro"
@@ -74,11 +74,11 @@ def test_install_runs_have_no_network_and_a_read_only_index(tmp_path, how):
 
 
 def test_a_gpu_rows_install_smoke_runs_on_the_emulation_runtime(tmp_path):
-    argv = list(distribute.plan_install_run("docker", M.vendor("cuda"), "img", tmp_path, "http", "pt211cu130").argv)
+    argv = list(distribute.plan_install_run("docker", M.toolchain("cuda"), "img", tmp_path, "http", "pt211cu130").argv)
     envs = [argv[i + 1] for i, a in enumerate(argv) if a == "-e"]
     assert envs[-1] == "FLAGOS_ACCELERATOR=cpu"  # the last -e wins over the row's test_env
     with pytest.raises(ValueError, match="ftp"):
-        distribute.plan_install_run("docker", M.vendor("cpu"), "img", tmp_path, "ftp", "x")
+        distribute.plan_install_run("docker", M.toolchain("cpu"), "img", tmp_path, "ftp", "x")
 
 
 @pytest.mark.parametrize(
@@ -90,7 +90,7 @@ def test_a_gpu_rows_install_smoke_runs_on_the_emulation_runtime(tmp_path):
     ],
 )
 def test_expected_label_is_the_node_torch_line_and_the_rows_toolchain(vendor, torch_version, cuda, label):
-    assert distribute._expected_label(torch_version, cuda, M.vendor(vendor)) == label
+    assert distribute._expected_label(torch_version, cuda, M.toolchain(vendor)) == label
 
 
 def _fake_flow(tmp_path):
@@ -102,25 +102,25 @@ def _fake_flow(tmp_path):
 def test_install_names_the_build_or_index_command_that_is_missing(tmp_path, wheel_factory):
     f = _fake_flow(tmp_path)
     with pytest.raises(flow.UserError, match="nox -s build-cpu`"):
-        distribute.require_index(f, M.vendor("cpu"))
+        distribute.require_index(f, M.toolchain("cpu"))
     d = f.repo / "wheels" / "cpu"
     a, b = wheel_factory(d, "pt213cpu"), wheel_factory(d, "pt214cpu")
     f.state.write("cpu", wheel=a.name)
     with pytest.raises(flow.UserError, match="nox -s build-cpu214"):
-        distribute.require_index(f, M.vendor("cpu"))
+        distribute.require_index(f, M.toolchain("cpu"))
     f.state.write("cpu214", wheel=b.name)
     with pytest.raises(flow.UserError, match="nox -s build-cpu29`"):
-        distribute.require_index(f, M.vendor("cpu"))
+        distribute.require_index(f, M.toolchain("cpu"))
     for row, label in (("cpu29", "pt209cpu"), ("cpu210", "pt210cpu")):
         f.state.write(row, wheel=wheel_factory(d, label).name)
     with pytest.raises(flow.UserError, match="nox -s index"):
-        distribute.require_index(f, M.vendor("cpu"))
+        distribute.require_index(f, M.toolchain("cpu"))
     index.build(d, "cpu")
-    labels = [x.label for x in distribute.require_index(f, M.vendor("cpu"))]
+    labels = [x.label for x in distribute.require_index(f, M.toolchain("cpu"))]
     assert sorted(labels) == ["pt209cpu", "pt210cpu", "pt213cpu", "pt214cpu"]
     wheel_factory(d, "pt215cpu")  # a new wheel makes the index stale
     with pytest.raises(flow.UserError, match="nox -s index"):
-        distribute.require_index(f, M.vendor("cpu"))
+        distribute.require_index(f, M.toolchain("cpu"))
 
 
 def test_publish_refuses_a_bad_destination(tmp_path):
@@ -134,7 +134,7 @@ def test_publish_refuses_a_bad_destination(tmp_path):
 def test_index_all_reports_nothing_to_index(tmp_path):
     from build_tools.summary import Summary
 
-    with pytest.raises(flow.UserError, match="run `nox -s build-<vendor>` first"):
+    with pytest.raises(flow.UserError, match="run `nox -s build-<toolchain>` first"):
         distribute.index_all(_fake_flow(tmp_path), Summary("index"))
 
 

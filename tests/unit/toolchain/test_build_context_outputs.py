@@ -29,9 +29,9 @@ xfail_strict = true
 """
 
 
-def chain(repo: Path) -> matrix.Toolchain:
+def toolchain(repo: Path) -> matrix.Toolchain:
     return matrix.Toolchain(
-        vendor="cpu",
+        name="cpu",
         summary="s",
         dockerfile="docker/cpu/Dockerfile",
         builder_image="b",
@@ -40,6 +40,8 @@ def chain(repo: Path) -> matrix.Toolchain:
         variant="cpu",
         torch=matrix.TorchSpec("torch"),
         auditwheel_exclude=("libtorch*.so*",),
+        pytest_markers="",
+        accelerator="cpu",
     )
 
 
@@ -73,7 +75,7 @@ def wheelhouse(tmp_path: Path) -> Path:
 
 
 def test_stage_build_copies_exactly_the_inputs(fake_repo, tmp_path):
-    staged = context.stage_build(fake_repo, chain(fake_repo), SPEC, [wheelhouse(tmp_path)])
+    staged = context.stage_build(fake_repo, toolchain(fake_repo), SPEC, [wheelhouse(tmp_path)])
     root = staged.root
     assert root == fake_repo / "build" / "docker" / "cpu" / "context"
     files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
@@ -91,12 +93,12 @@ def test_stage_build_copies_exactly_the_inputs(fake_repo, tmp_path):
 
 def test_staging_is_a_sync_and_the_digest_tracks_content(fake_repo, tmp_path):
     wh = wheelhouse(tmp_path)
-    first = context.stage_build(fake_repo, chain(fake_repo), SPEC, [wh])
-    again = context.stage_build(fake_repo, chain(fake_repo), SPEC, [wh])
+    first = context.stage_build(fake_repo, toolchain(fake_repo), SPEC, [wh])
+    again = context.stage_build(fake_repo, toolchain(fake_repo), SPEC, [wh])
     assert first == again
     (fake_repo / "csrc" / "sub" / "b.h").unlink()
     (fake_repo / "csrc" / "a.cpp").write_text("int a = 1;\n")
-    changed = context.stage_build(fake_repo, chain(fake_repo), SPEC, [wh])
+    changed = context.stage_build(fake_repo, toolchain(fake_repo), SPEC, [wh])
     assert not (changed.root / "src/csrc/sub/b.h").exists()  # stale file removed
     assert changed.src_digest != first.src_digest
     assert changed.scripts_digest == first.scripts_digest
@@ -104,7 +106,7 @@ def test_staging_is_a_sync_and_the_digest_tracks_content(fake_repo, tmp_path):
 
 
 def test_sources_digest_tracks_the_inputs_and_the_row_only(fake_repo, tmp_path):
-    row = chain(fake_repo)
+    row = toolchain(fake_repo)
     first = context.sources_digest(fake_repo, row, SPEC)
     (fake_repo / "tests" / "routing" / "test_routing.py").write_text("def test(): assert 1\n")  # not an input
     (fake_repo / "csrc" / "other.so").write_bytes(b"a build product")  # never an input
@@ -122,18 +124,18 @@ def test_sources_digest_tracks_the_inputs_and_the_row_only(fake_repo, tmp_path):
 
 
 def _record_build(repo: Path, row: matrix.Toolchain, data: bytes = b"a repaired wheel") -> Path:
-    """What build-<vendor> leaves: the wheel under wheels/<variant>/ and its state."""
+    """What build-<toolchain> leaves: the wheel under wheels/<variant>/ and its state."""
     wheel = repo / "wheels" / row.wheel_dir / "torch_fl-0.1.0+pt213cpu-cp311-cp311-manylinux_2_34_x86_64.whl"
     wheel.parent.mkdir(parents=True, exist_ok=True)
     wheel.write_bytes(data)
     State(repo / "build" / "state").write(
-        row.vendor, wheel=wheel.name, sha256=context.file_sha256(wheel), sources=context.sources_digest(repo, row, SPEC)
+        row.name, wheel=wheel.name, sha256=context.file_sha256(wheel), sources=context.sources_digest(repo, row, SPEC)
     )
     return wheel
 
 
 def test_built_wheel_is_the_checkouts_build_or_names_the_session_that_makes_it(fake_repo):
-    row = chain(fake_repo)
+    row = toolchain(fake_repo)
     with pytest.raises(flow.UserError, match=r"names no repaired wheel.*run `nox -s test-cpu` first"):
         flow.built_wheel(fake_repo, row, SPEC)
     wheel = _record_build(fake_repo, row)
@@ -154,7 +156,7 @@ def test_built_wheel_is_the_checkouts_build_or_names_the_session_that_makes_it(f
 
 
 def test_missing_required_input_is_a_clear_error(fake_repo):
-    spec = matrix.BuildSpec(("pyproject.toml", "CMakeLists.txt"), (), ("routing",), ())
+    spec = matrix.BuildSpec(inputs=("pyproject.toml", "CMakeLists.txt"), test_suites=("routing",))
     with pytest.raises(FileNotFoundError, match="build input 'CMakeLists.txt'"):
         context.input_files(fake_repo, spec)
 
@@ -246,6 +248,6 @@ def test_git_ignored_files_are_not_build_inputs(fake_repo, tmp_path):
     subprocess.run(["git", "init", "-q", str(fake_repo)], check=True)
     (fake_repo / ".gitignore").write_text("/csrc/generated.h\n")
     (fake_repo / "csrc" / "generated.h").write_text("// local build product\n")
-    staged = context.stage_build(fake_repo, chain(fake_repo), SPEC, [])
+    staged = context.stage_build(fake_repo, toolchain(fake_repo), SPEC, [])
     assert (staged.root / "src/csrc/a.cpp").is_file()  # untracked but not ignored: a new source file counts
     assert not (staged.root / "src/csrc/generated.h").exists()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from buildtest_support import REPO, nox_sessions
 
 from build_tools import baseimage, dockercli, matrix, plan, runner, summary
+from build_tools.summary import ImageRef
 
 
 def fake_probe(answers: dict[tuple[str, ...], tuple[int, str, str]]):
@@ -120,7 +122,7 @@ def test_summary_markdown_and_text():
     s = summary.Summary("cpu")
     s.add("build wheel", "up to date")
     s.add("run suites", "ran", 12.3, "exit 0")
-    s.images["test"] = ("torch-fl/cpu-test:abc", "sha256:0123456789abcdef0123")
+    s.images["test"] = ImageRef("torch-fl/cpu-test:abc", "sha256:0123456789abcdef0123")
     s.tests = summary.TestCounts(10, 0, 0, 1, 2.0)
     md = s.markdown()
     assert "| build wheel | up to date | 0.0 |" in md
@@ -135,6 +137,30 @@ def test_runner_dry_run_prints_and_runs_nothing(tmp_path, capsys):
     assert res.returncode == 0
     assert "DOCKER_BUILDKIT=1 false" in capsys.readouterr().out
     assert not (tmp_path / "logs").exists()
+
+
+def test_a_question_in_a_dry_run_is_not_asked_and_answers_planned():
+    said: list[str] = []
+    asked: list[int] = []
+    dry = runner.Runner(Path("/nonexistent"), dry_run=True, echo=said.append)
+    answer = dry.ask(lambda: asked.append(1) or "present", unasked="a real run needs the image")
+    assert answer is runner.PLANNED and not answer and asked == []
+    assert said == ["dry run: a real run needs the image"]
+    real = runner.Runner(Path("/nonexistent"), echo=said.append)
+    assert real.ask(lambda: "present") == "present"
+
+
+def test_a_stage_is_timed_and_fails_with_its_block():
+    s = summary.Summary("cpu")
+    with s.stage("build wheel", "docker build") as stage:
+        stage.status = "planned"
+    with pytest.raises(ValueError), s.stage("test image"):
+        raise ValueError("no")
+    assert [(x.name, x.status, x.note) for x in s.stages] == [
+        ("build wheel", "planned", "docker build"),
+        ("test image", "failed", ""),
+    ]
+    assert all(x.seconds >= 0.0 for x in s.stages)
 
 
 def test_runner_failure_is_one_line_naming_the_log(tmp_path):
@@ -159,7 +185,7 @@ def test_runner_failure_is_one_line_naming_the_log(tmp_path):
 def test_nox_lists_one_session_per_action_and_vendor():
     m = matrix.load(REPO / "configs" / "toolchains.toml")
     listed = nox_sessions()
-    for vendor in m.vendors:
+    for vendor in m.toolchains:
         for action in ("build", "test"):
             assert f"{action}-{vendor}" in listed
     for name in ("base-image", "lint", "tests", "clean"):

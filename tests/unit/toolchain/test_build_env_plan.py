@@ -13,7 +13,7 @@ CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
 @pytest.fixture
 def cpu(repo) -> matrix.Toolchain:
-    return matrix.load(repo / "configs" / "toolchains.toml").vendor("cpu")
+    return matrix.load(repo / "configs" / "toolchains.toml").toolchain("cpu")
 
 
 @pytest.fixture
@@ -114,16 +114,8 @@ def test_exclude_globs_and_build_env_reach_the_build_as_args(cpu, tmp_path):
 
 def test_test_run_command(cpu, host_env, tmp_path):
     h = env.from_environ(host_env)
-    c = plan.plan_test_run(
-        "docker",
-        cpu,
-        "torch-fl/cpu-test:1",
-        tmp_path / "r",
-        h,
-        bench="short",
-        pytest_args=["-k", "add"],
-        user="1000:1000",
-    )
+    site = plan.Site("docker", cpu, "torch-fl/cpu-test:1", tmp_path / "r", h, user="1000:1000")
+    c = plan.plan_test_run(site, bench="short", pytest_args=["-k", "add"])
     argv = list(c.argv)
     assert argv[:3] == ["docker", "run", "--rm"]
     assert f"{tmp_path / 'r'}:/reports" in argv
@@ -160,10 +152,10 @@ def test_requirement_matching():
     [
         ([], plan.Options()),
         (["--dry-run"], plan.Options(dry_run=True)),
-        (["--rebuild", "--", "-k", "add", "-x"], plan.Options(rebuild=True, pytest_args=("-k", "add", "-x"))),
+        (["--rebuild", "--", "-k", "add", "-x"], plan.Options(rebuild=True, tool_args=("-k", "add", "-x"))),
         (["--no-bench"], plan.Options(bench="none")),
-        (["--bench-full", "--", "--dry-run"], plan.Options(bench="full", pytest_args=("--dry-run",))),
-        (["--", "--", "-k"], plan.Options(pytest_args=("--", "-k"))),
+        (["--bench-full", "--", "--dry-run"], plan.Options(bench="full", tool_args=("--dry-run",))),
+        (["--", "--", "-k"], plan.Options(tool_args=("--", "-k"))),
     ],
 )
 def test_session_flags_then_a_separator_then_pytest_arguments(posargs, expected):

@@ -16,7 +16,7 @@ MINIMAL = {
     "local_bases": {
         "x/debian:bookworm": {"tool": "debootstrap", "suite": "bookworm", "stands_for": ["debian:bookworm-slim"]}
     },
-    "vendors": {
+    "toolchains": {
         "cpu": {
             "summary": "cpu",
             "dockerfile": "docker/cpu/Dockerfile",
@@ -52,7 +52,7 @@ DELETE = object()
 
 def test_the_real_matrix_loads_and_has_a_working_cpu_row(repo):
     m = matrix.load(repo / "configs" / "toolchains.toml")
-    cpu = m.vendor("cpu")
+    cpu = m.toolchain("cpu")
     assert cpu.python_tag == "cp311"
     assert cpu.variant == "cpu"
     assert (repo / cpu.dockerfile).is_file()
@@ -63,18 +63,18 @@ def test_the_real_matrix_loads_and_has_a_working_cpu_row(repo):
     assert m.stand_in_for(cpu.test_image) is not None
 
 
-def test_every_vendor_row_is_complete(repo):
+def test_every_toolchain_row_is_complete(repo):
     m = matrix.load(repo / "configs" / "toolchains.toml")
-    for chain in m.vendors.values():
-        assert chain.summary and "\n" not in chain.summary
+    for toolchain in m.toolchains.values():
+        assert toolchain.summary and "\n" not in toolchain.summary
         # a row of another torch line of a variant (cpu214) reuses that variant's Dockerfile
-        owners = [c.vendor for c in m.vendors.values() if c.wheel_dir == chain.wheel_dir]
-        assert chain.dockerfile in {f"docker/{v}/Dockerfile" for v in owners}
-        assert (repo / chain.dockerfile).is_file()
-        assert chain.torch.requirement
-        assert chain.accelerator
+        owners = [c.name for c in m.toolchains.values() if c.wheel_dir == toolchain.wheel_dir]
+        assert toolchain.dockerfile in {f"docker/{v}/Dockerfile" for v in owners}
+        assert (repo / toolchain.dockerfile).is_file()
+        assert toolchain.torch.requirement
+        assert toolchain.accelerator
         # a vendor's own tests are never deselected ("" runs everything; GPU tests skip with a reason)
-        assert f"not {chain.vendor}" not in chain.pytest_markers
+        assert f"not {toolchain.name}" not in toolchain.pytest_markers
 
 
 def test_build_inputs_exist(repo):
@@ -85,33 +85,33 @@ def test_build_inputs_exist(repo):
 
 def test_minimal_parses():
     m = parse_with()
-    assert m.vendor("cpu").torch.index_url == ""
-    assert m.vendor("cpu").docker_run_flags == ()
-    assert m.vendor("cpu").torch.name == "torch"
+    assert m.toolchain("cpu").torch.index_url == ""
+    assert m.toolchain("cpu").docker_run_flags == ()
+    assert m.toolchain("cpu").torch.name == "torch"
 
 
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"vendors__cpu__python": "3"}, 'vendors.cpu.python: expected "X.Y"'),
-        ({"vendors__cpu__python": DELETE}, "vendors.cpu.python: missing (required)"),
-        ({"vendors__cpu__pythn": "3.11"}, "vendors.cpu.pythn: unknown key"),
-        ({"vendors__cpu__variant": "CPU!"}, "vendors.cpu.variant: expected a PEP 440 local label"),
-        ({"vendors__cpu__torch": {"requirement": 3}}, "vendors.cpu.torch.requirement: expected a string"),
-        ({"vendors__cpu__torch": {"requirement": "torch", "from_image": "yes"}}, "vendors.cpu.torch.from_image"),
-        ({"vendors__cpu__auditwheel": {"exclude": ["torch/lib"]}}, "vendors.cpu.auditwheel.exclude"),
-        ({"vendors__cpu__auditwheel": {"exclude": "libtorch*.so*"}}, "expected a list of non-empty strings"),
-        ({"vendors__cpu__docker_run": {"flags": ["-v", "/x:/y"]}}, "vendors.cpu.docker_run.flags"),
-        ({"vendors__cpu__docker_run": {"flags": ["--network=bridge"]}}, "set by the tooling"),
-        ({"vendors__cpu__build_env": {"1BAD": "x"}}, "vendors.cpu.build_env.1BAD"),
-        ({"vendors__cpu__test_env": {"A": 1}}, "vendors.cpu.test_env.A: expected a string"),
-        ({"vendors__cpu__builder_image": "Debian:Bookworm"}, "vendors.cpu.builder_image"),
+        ({"toolchains__cpu__python": "3"}, 'toolchains.cpu.python: expected "X.Y"'),
+        ({"toolchains__cpu__python": DELETE}, "toolchains.cpu.python: missing (required)"),
+        ({"toolchains__cpu__pythn": "3.11"}, "toolchains.cpu.pythn: unknown key"),
+        ({"toolchains__cpu__variant": "CPU!"}, "toolchains.cpu.variant: expected a PEP 440 local label"),
+        ({"toolchains__cpu__torch": {"requirement": 3}}, "toolchains.cpu.torch.requirement: expected a string"),
+        ({"toolchains__cpu__torch": {"requirement": "torch", "from_image": "yes"}}, "toolchains.cpu.torch.from_image"),
+        ({"toolchains__cpu__auditwheel": {"exclude": ["torch/lib"]}}, "toolchains.cpu.auditwheel.exclude"),
+        ({"toolchains__cpu__auditwheel": {"exclude": "libtorch*.so*"}}, "expected a list of non-empty strings"),
+        ({"toolchains__cpu__docker_run": {"flags": ["-v", "/x:/y"]}}, "toolchains.cpu.docker_run.flags"),
+        ({"toolchains__cpu__docker_run": {"flags": ["--network=bridge"]}}, "set by the tooling"),
+        ({"toolchains__cpu__build_env": {"1BAD": "x"}}, "toolchains.cpu.build_env.1BAD"),
+        ({"toolchains__cpu__test_env": {"A": 1}}, "toolchains.cpu.test_env.A: expected a string"),
+        ({"toolchains__cpu__builder_image": "Debian:Bookworm"}, "toolchains.cpu.builder_image"),
         ({"schema": 2}, "schema: expected 1"),
         ({"build__inputs": ["../outside"]}, "build.inputs"),
         # the benchmark is no script of the matrix (the harness beside the tests): a matrix that names one is refused
         ({"build__bench_script": "bench/run.py"}, "build.bench_script: unknown key"),
         ({"local_bases__x/debian:bookworm__tool": "mmdebstrap"}, "tool: only 'debootstrap'"),
-        ({"vendors": {}}, "vendors: no vendor tables"),
+        ({"toolchains": {}}, "toolchains: no toolchain tables"),
     ],
 )
 def test_errors_name_the_file_and_the_key(changes, message):
@@ -122,9 +122,35 @@ def test_errors_name_the_file_and_the_key(changes, message):
     assert message in text
 
 
-def test_unknown_vendor_lists_the_known_ones():
-    with pytest.raises(matrix.MatrixError, match=r"no \[vendors.rocm\] table \(known vendors: cpu\)"):
-        parse_with().vendor("rocm")
+def test_every_problem_is_reported_at_once_with_the_nearest_key():
+    with pytest.raises(matrix.MatrixError) as err:
+        parse_with(
+            toolchains__cpu__pythn="3.11",
+            toolchains__cpu__auditwheel={"exlude": ["libtorch*.so*"]},
+            build__inputs=["../outside"],
+        )
+    lines = str(err.value).splitlines()
+    assert all(line.startswith(f"{P}: ") for line in lines)
+    said = "\n".join(lines)
+    assert "toolchains.cpu.pythn: unknown key (did you mean python?)" in said
+    assert "toolchains.cpu.auditwheel.exlude: unknown key (did you mean exclude?)" in said
+    assert "toolchains.cpu.auditwheel.exclude: missing (required)" in said
+    assert "build.inputs: '../outside' must be a path inside the repository" in said
+
+
+def test_a_key_is_required_exactly_when_its_field_has_no_default():
+    # pytest_markers and auditwheel.exclude have no default, image_hint and docker_run.flags have one
+    with pytest.raises(matrix.MatrixError) as err:
+        parse_with(toolchains__cpu__pytest_markers=DELETE, toolchains__cpu__auditwheel={})
+    assert "toolchains.cpu.pytest_markers: missing (required)" in str(err.value)
+    assert "toolchains.cpu.auditwheel.exclude: missing (required)" in str(err.value)
+    cpu = parse_with().toolchain("cpu")
+    assert (cpu.image_hint, cpu.docker_run_flags) == (matrix.Toolchain.image_hint, ())
+
+
+def test_unknown_toolchain_lists_the_known_ones():
+    with pytest.raises(matrix.MatrixError, match=r"no \[toolchains.rocm\] table \(known toolchains: cpu\)"):
+        parse_with().toolchain("rocm")
 
 
 def test_missing_file_and_bad_toml(tmp_path):
@@ -137,10 +163,10 @@ def test_missing_file_and_bad_toml(tmp_path):
 
 
 def test_fingerprint_is_stable_and_tracks_every_field():
-    a = parse_with().vendor("cpu")
-    assert a.fingerprint() == parse_with().vendor("cpu").fingerprint()
-    b = parse_with(vendors__cpu__build_env={"CMAKE_BUILD_PARALLEL_LEVEL": "4"}).vendor("cpu")
-    c = parse_with(vendors__cpu__auditwheel={"exclude": ["libtorch*.so*", "libc10*.so*"]}).vendor("cpu")
+    a = parse_with().toolchain("cpu")
+    assert a.fingerprint() == parse_with().toolchain("cpu").fingerprint()
+    b = parse_with(toolchains__cpu__build_env={"CMAKE_BUILD_PARALLEL_LEVEL": "4"}).toolchain("cpu")
+    c = parse_with(toolchains__cpu__auditwheel={"exclude": ["libtorch*.so*", "libc10*.so*"]}).toolchain("cpu")
     assert len({a.fingerprint(), b.fingerprint(), c.fingerprint()}) == 3
 
 
@@ -164,12 +190,12 @@ def test_the_marker_list_follows_the_matrix_and_the_route_providers(repo):
     root_conftest = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(root_conftest)
     m = matrix.load(repo / "configs" / "toolchains.toml")
-    devices = {c.test_env.get("FLAGOS_ACCELERATOR", "cpu") for c in m.vendors.values()} - {"cpu"}
+    devices = {c.test_env.get("FLAGOS_ACCELERATOR", "cpu") for c in m.toolchains.values()} - {"cpu"}
     providers = set(tomllib.loads((repo / "configs" / "routes.toml").read_text())["providers"])
     assert set(root_conftest.MARKERS) == devices | providers | {"stress"}
-    for chain in m.vendors.values():  # a row's -m expression names only registered markers
-        names = set(re.findall(r"[A-Za-z_]\w*", chain.pytest_markers)) - {"not", "and", "or"}
-        assert names <= set(root_conftest.MARKERS), chain.vendor
+    for toolchain in m.toolchains.values():  # a row's -m expression names only registered markers
+        names = set(re.findall(r"[A-Za-z_]\w*", toolchain.pytest_markers)) - {"not", "and", "or"}
+        assert names <= set(root_conftest.MARKERS), toolchain.name
 
 
 def test_the_key_tables_in_docker_readme_are_rendered_from_the_fields(repo):
@@ -193,6 +219,6 @@ def test_every_key_of_the_matrix_file_is_documented(repo):
         return out
 
     used = keys(data["build"])
-    for table in [*data["vendors"].values(), *data["local_bases"].values()]:
+    for table in [*data["toolchains"].values(), *data["local_bases"].values()]:
         used |= keys(table)
     assert used <= documented, sorted(used - documented)

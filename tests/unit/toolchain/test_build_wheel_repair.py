@@ -13,7 +13,7 @@ from buildtest_support import REPO, load_script
 
 from build_tools import matrix, wheelcheck
 
-CPU = matrix.load(REPO / "configs" / "toolchains.toml").vendor("cpu")
+CPU = matrix.load(REPO / "configs" / "toolchains.toml").toolchain("cpu")
 GOOD = "torch_fl-0.1.0+pt213cpu-cp311-cp311-manylinux_2_34_x86_64.manylinux_2_36_x86_64.whl"
 
 

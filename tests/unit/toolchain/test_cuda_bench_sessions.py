@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO, nox_sessions
 
-from build_tools import dockercli, env, flow, matrix, outputs, plan, runner
-from build_tools.summary import Summary
+from build_tools import containers, dockercli, env, flow, git, matrix, outputs, plan, runner
+from build_tools.summary import ImageRef, Summary
 
 CLIENT = dockercli.DockerClient("docker", "28.2.2", "buildx")
 
@@ -23,7 +23,7 @@ def m() -> matrix.Matrix:
 
 def test_nox_lists_a_bench_session_per_vendor(m):
     listed = nox_sessions()
-    for vendor in m.vendors:
+    for vendor in m.toolchains:
         line = listed[f"bench-{vendor}"]
         assert f"reports in reports/{vendor}/bench/" in line
         assert line.startswith("- "), "bench sessions are never selected by default"
@@ -32,17 +32,10 @@ def test_nox_lists_a_bench_session_per_vendor(m):
 # ----------------------------------------------------------------------------------------------- the plan
 @pytest.mark.parametrize("vendor", ["cpu", "cuda"])
 def test_bench_run_is_the_wheels_benchmark_in_the_test_image(m, vendor, tmp_path):
-    chain = m.vendor(vendor)
-    c = plan.plan_bench_run(
-        "docker",
-        chain,
-        f"torch-fl/{vendor}-test:abc",
-        tmp_path / "out",
-        env.from_environ({"HTTPS_PROXY": "http://u:secret@proxy:3128"}),
-        bench_args=["--cases", "a,b"],
-        user="1000:1000",
-        commit="0123abcd",
-    )
+    toolchain = m.toolchain(vendor)
+    host = env.from_environ({"HTTPS_PROXY": "http://u:secret@proxy:3128"})
+    site = plan.Site("docker", toolchain, f"torch-fl/{vendor}-test:abc", tmp_path / "out", host, user="1000:1000")
+    c = plan.plan_bench_run(site, bench_args=["--cases", "a,b"], commit="0123abcd")
     argv = list(c.argv)
     assert argv[:3] == ["docker", "run", "--rm"]
     assert f"{tmp_path / 'out'}:/reports" in argv
@@ -54,14 +47,14 @@ def test_bench_run_is_the_wheels_benchmark_in_the_test_image(m, vendor, tmp_path
         "-m",
         "harness",
         "--accelerator",
-        chain.accelerator,
+        toolchain.accelerator,
         "--out",
         "/reports",
         "--cases",
         "a,b",
     ], "the harness on the installed wheel, full length unless asked (no --short), reports into the mounted directory"
     assert "TORCH_FL_COMMIT=0123abcd" in argv and f"FLAGOS_ACCELERATOR={vendor}" in argv
-    for flag in chain.docker_run_flags:
+    for flag in toolchain.docker_run_flags:
         assert argv.index(flag) < i
     assert ("--gpus=all" in argv) == (vendor == "cuda")
     assert "secret" not in c.shell() and "-e HTTPS_PROXY" in c.shell()
@@ -70,10 +63,9 @@ def test_bench_run_is_the_wheels_benchmark_in_the_test_image(m, vendor, tmp_path
 
 def test_the_test_run_command_did_not_change_shape(m, tmp_path):
     """Factoring the shared `docker run` prefix out kept test-<vendor>'s command as it was."""
-    cpu = m.vendor("cpu")
-    c = plan.plan_test_run(
-        "docker", cpu, "img", tmp_path / "r", env.from_environ({}), bench="full", pytest_args=[], user="1:2"
-    )
+    cpu = m.toolchain("cpu")
+    site = plan.Site("docker", cpu, "img", tmp_path / "r", env.from_environ({}), user="1:2")
+    c = plan.plan_test_run(site, bench="full", pytest_args=[])
     assert list(c.argv) == [
         "docker", "run", "--rm", "--network", "host", "-v", f"{tmp_path / 'r'}:/reports", "--user", "1:2",
         "-e", "HOME=/tmp", "-e", "FLAGOS_ACCELERATOR=cpu", "--shm-size=1g", "img", "python",
@@ -113,9 +105,9 @@ def bench_repo(tmp_path, m, monkeypatch):
     state = {"rc": 0, "files": ["bench.json", "bench.md", "bench.png"]}
 
     def fake_test_image(f, vendor, summary):
-        built = flow.Built(
-            f.matrix.vendor(vendor), Path("w.whl"), None, None, env.from_environ({}), [], [], ("b", "1"), ("t", "1")
-        )
+        base = ImageRef("b", "1")
+        host, toolchain = env.from_environ({}), f.matrix.toolchain(vendor)
+        built = flow.Built(toolchain, None, host, [], base, base, "key", "src", Path("wheels"), Path("w.whl"))
         return built, f"torch-fl/{vendor}-test:abc"
 
     def fake_run(self, cmd, *, check=True, passthrough=False):
@@ -131,7 +123,7 @@ def bench_repo(tmp_path, m, monkeypatch):
     monkeypatch.setattr(runner.Runner, "run", fake_run)
     monkeypatch.setattr(dockercli, "find_client", lambda environ=None, probe=None, which=None: CLIENT)
     monkeypatch.setattr(dockercli, "check_daemon", lambda client, probe=None: "28.2.2")
-    monkeypatch.setattr(flow, "_git_head", lambda repo: "abc123")
+    monkeypatch.setattr(git, "head_commit", lambda repo: "abc123")
     return repo, calls, state
 
 
@@ -145,7 +137,7 @@ def test_bench_cpu_publishes_reports_cpu_bench_whole(m, bench_repo):
     (repo / "reports" / "cpu" / "bench" / "stale.txt").write_text("old run")
     (repo / "reports" / "cpu" / "junit.xml").write_text("test-cpu's")
     summary = Summary("cpu")
-    flow.bench(make_flow(repo, m, "--", "--runs", "3"), "cpu", summary)
+    containers.bench(make_flow(repo, m, "--", "--runs", "3"), "cpu", summary)
     out = repo / "reports" / "cpu" / "bench"
     assert sorted(p.name for p in out.iterdir()) == ["bench.json", "bench.md", "bench.png"]
     assert (repo / "reports" / "cpu" / "junit.xml").read_text() == "test-cpu's", "only bench/ is replaced"
@@ -161,7 +153,7 @@ def test_a_failed_gate_keeps_its_reports_and_fails_in_one_line(m, bench_repo):
     repo, _, state = bench_repo
     state["rc"] = 3
     with pytest.raises(flow.UserError) as err:
-        flow.bench(make_flow(repo, m), "cpu", Summary("cpu"))
+        containers.bench(make_flow(repo, m), "cpu", Summary("cpu"))
     assert str(err.value) == (
         "bench-cpu failed: python -m harness exited 3 (reports in reports/cpu/bench); log /logs/bench.log"
     )
@@ -174,7 +166,7 @@ def test_a_failed_measurement_leaves_the_previous_reports(m, bench_repo):
     (repo / "reports" / "cpu" / "bench" / "bench.json").write_text("previous")
     state["rc"], state["files"] = 1, []
     with pytest.raises(flow.UserError, match=r"exited 1 \(no reports written\)"):
-        flow.bench(make_flow(repo, m), "cpu", Summary("cpu"))
+        containers.bench(make_flow(repo, m), "cpu", Summary("cpu"))
     assert (repo / "reports" / "cpu" / "bench" / "bench.json").read_text() == "previous"
     assert not [p for p in (repo / "reports" / "cpu").iterdir() if p.name.startswith(".")]
 
@@ -182,34 +174,27 @@ def test_a_failed_measurement_leaves_the_previous_reports(m, bench_repo):
 def test_bench_dry_run_writes_nothing(m, bench_repo):
     repo, calls, _ = bench_repo
     summary = Summary("cpu")
-    flow.bench(make_flow(repo, m, "--dry-run"), "cpu", summary)
+    containers.bench(make_flow(repo, m, "--dry-run"), "cpu", summary)
     assert not (repo / "reports").exists()
     assert [(s.name, s.status) for s in summary.stages] == [("run benchmark", "planned")]
     assert "--short" not in calls[0].argv
 
 
-def test_git_head_marks_a_dirty_checkout(tmp_path):
-    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t", "-C", str(tmp_path)]
-    if subprocess.run([*git, "init", "-q"], check=False).returncode != 0:
+def test_head_commit_marks_a_dirty_checkout(tmp_path):
+    cli = ["git", "-c", "user.email=t@t", "-c", "user.name=t", "-C", str(tmp_path)]
+    if subprocess.run([*cli, "init", "-q"], check=False).returncode != 0:
         pytest.skip("git is not available")
     (tmp_path / "f").write_text("1")
-    subprocess.run([*git, "add", "f"], check=True)
-    subprocess.run([*git, "commit", "-qm", "x"], check=True)
-    head = flow._git_head(tmp_path)
+    subprocess.run([*cli, "add", "f"], check=True)
+    subprocess.run([*cli, "commit", "-qm", "x"], check=True)
+    head = git.head_commit(tmp_path)
     assert len(head) == 40
     (tmp_path / "f").write_text("2")
-    assert flow._git_head(tmp_path) == head + "-dirty"
-    assert flow._git_head(tmp_path / "nope") == ""
+    assert git.head_commit(tmp_path) == head + "-dirty"
+    assert git.head_commit(tmp_path / "nope") == ""
 
 
 def test_printed_dry_run_line_is_copy_pasteable(m, tmp_path):
-    c = plan.plan_bench_run(
-        "docker",
-        m.vendor("cpu"),
-        "img",
-        tmp_path,
-        env.from_environ({}),
-        bench_args=["--routes", "native,cpu"],
-        user=None,
-    )
+    site = plan.Site("docker", m.toolchain("cpu"), "img", tmp_path, env.from_environ({}))
+    c = plan.plan_bench_run(site, bench_args=["--routes", "native,cpu"])
     assert shlex.split(c.shell()) == list(c.argv)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO
 
-from build_tools import dockercli, flow, gpu, matrix, plan
+from build_tools import containers, dockercli, flow, gpu, matrix, plan
 from build_tools.summary import Summary
 
 # `docker info --format '{{json .Runtimes}}'` of a GPU host after `nvidia-ctk runtime configure`, and of this one
@@ -40,8 +40,8 @@ def m() -> matrix.Matrix:
 
 # ------------------------------------------------------------------------------------------ pure pieces
 def test_only_rows_that_ask_for_gpus_are_checked(m):
-    assert gpu.needs_nvidia(m.vendor("cuda").docker_run_flags)
-    assert not gpu.needs_nvidia(m.vendor("cpu").docker_run_flags)
+    assert gpu.needs_nvidia(m.toolchain("cuda").docker_run_flags)
+    assert not gpu.needs_nvidia(m.toolchain("cpu").docker_run_flags)
     assert not gpu.needs_nvidia(["--device=/dev/kfd", "--shm-size=8g"])
     assert gpu.needs_nvidia(["--gpus=device=0,1"]) and gpu.needs_nvidia(["--gpus"])
     assert not gpu.needs_nvidia(["--gpus-per-task=1"])
@@ -144,12 +144,12 @@ def real_flow(m: matrix.Matrix, lines: list[str], *posargs: str) -> flow.Flow:
     return flow.Flow(Path("/nonexistent-repo"), m, plan.parse_posargs(list(posargs)), echo=lines.append, environ={})
 
 
-@pytest.mark.parametrize("action", [flow.test, flow.bench])
+@pytest.mark.parametrize("action", [containers.test, containers.bench])
 def test_test_and_bench_cuda_stop_at_once_without_a_gpu(m, host, action):
     lines: list[str] = []
     with pytest.raises(flow.UserError) as err:
         action(real_flow(m, lines), "cuda", Summary("cuda"))
-    session = "test-cuda" if action is flow.test else "bench-cuda"
+    session = "test-cuda" if action is containers.test else "bench-cuda"
     msg = str(err.value)
     assert msg.startswith(f"{session} needs an NVIDIA GPU and the NVIDIA Container Toolkit on this host:")
     assert "\n" not in msg and host["probed"] == 1
@@ -158,25 +158,25 @@ def test_test_and_bench_cuda_stop_at_once_without_a_gpu(m, host, action):
 def test_a_gpu_without_the_container_toolkit_still_stops(m, host):
     host["devices"] = ["/dev/nvidia0"]
     with pytest.raises(flow.UserError, match=r"^test-cuda needs the NVIDIA Container Toolkit on this host: "):
-        flow.test(real_flow(m, []), "cuda", Summary("cuda"))
+        containers.test(real_flow(m, []), "cuda", Summary("cuda"))
 
 
 def test_with_a_gpu_and_the_nvidia_runtime_the_flow_goes_on_to_build(m, host):
     host["devices"], host["runtimes"] = ["/dev/nvidia0"], ["nvidia", "runc"]
     lines: list[str] = []
     with pytest.raises(AssertionError, match="nothing may be built"):  # i.e. the check passed, build was next
-        flow.test(real_flow(m, lines), "cuda", Summary("cuda"))
+        containers.test(real_flow(m, lines), "cuda", Summary("cuda"))
     assert "GPU containers: /dev/nvidia0; NVIDIA Container Toolkit (nvidia runtime)" in lines
 
 
 def test_the_cpu_row_is_not_probed(m, host):
-    flow.require_gpus(real_flow(m, []), "cpu", "test-cpu")
+    containers.require_gpus(real_flow(m, []), "cpu", "test-cpu")
     assert host["probed"] == 0
 
 
 def test_a_dry_run_says_it_would_stop_and_goes_on(m, host):
     lines: list[str] = []
-    flow.require_gpus(real_flow(m, lines, "--dry-run"), "cuda", "test-cuda")
+    containers.require_gpus(real_flow(m, lines, "--dry-run"), "cuda", "test-cuda")
     assert any(line.startswith("dry run: a real run would stop here: test-cuda needs an NVIDIA GPU") for line in lines)
 
 
@@ -203,5 +203,5 @@ def test_the_session_error_is_the_one_line(m, host, monkeypatch):
             raise SystemExit(text)
 
     with pytest.raises(SystemExit) as err:
-        noxfile._run(FakeSession(), "test", "cuda", lambda f, summary: flow.test(f, "cuda", summary))
+        noxfile._run(FakeSession(), "test", "cuda", lambda f, summary: containers.test(f, "cuda", summary))
     assert str(err.value).startswith("test-cuda needs an NVIDIA GPU") and "\n" not in str(err.value)

@@ -1,4 +1,4 @@
-"""The CUDA toolchain as data: the [vendors.cuda] row, docker/cuda/Dockerfile, and its `--dry-run` plan.
+"""The CUDA toolchain as data: the [toolchains.cuda] row, docker/cuda/Dockerfile, and its `--dry-run` plan.
 
 No docker, no GPU: the dry run is planned in a throw-away repository with the docker daemon faked away.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO
 
-from build_tools import dockercli, env, flow, gpu, matrix, plan
+from build_tools import containers, dockercli, env, flow, gpu, matrix, plan
 from build_tools.summary import Summary
 
 DOCKERFILE = REPO / "docker" / "cuda" / "Dockerfile"
@@ -49,7 +49,7 @@ CUDA_SONAMES = [
 
 @pytest.fixture(scope="module")
 def cuda(m) -> matrix.Toolchain:
-    return m.vendor("cuda")
+    return m.toolchain("cuda")
 
 
 def stages(text: str) -> dict[str, str]:
@@ -178,7 +178,7 @@ def test_build_cuda_dry_run_plans_both_builds_and_runs_nothing(fake_repo, empty_
     flow.build(dry_flow(repo, mx, lines), "cuda", summary)
     cmds = printed_commands(capsys.readouterr().out)
     assert [c[c.index("--target") + 1] for c in cmds] == ["build", "wheel"]
-    cuda = mx.vendor("cuda")
+    cuda = mx.toolchain("cuda")
     for c in cmds:
         assert c[0] == "DOCKER_BUILDKIT=1" and c[1:3] == ["docker", "build"]
         assert c[c.index("-f") + 1] == str(repo / "docker" / "cuda" / "Dockerfile")
@@ -200,7 +200,8 @@ def test_build_cuda_dry_run_plans_both_builds_and_runs_nothing(fake_repo, empty_
     assert any(a.startswith("type=local,dest=") and f".{cuda.variant}.tmp-" in a for a in cmds[1])
     assert [(s.name, s.status) for s in summary.stages] == [("stage build context", "ran"), ("build wheel", "planned")]
     text = "\n".join(lines)
-    assert f"dry run: base image {cuda.builder_image}" in text and "nox -s base-image" in text
+    assert f"base image {cuda.builder_image} is not present locally" in text and "nox -s base-image" in text
+    assert f"[dry-run] pull {cuda.builder_image}" in text, "a dry run plans the pull a real run would try"
     assert not (repo / "wheels" / cuda.variant).exists() and not (repo / "build" / "logs").exists()
 
 
@@ -208,7 +209,7 @@ def test_test_cuda_dry_run_reports_the_missing_gpu_and_plans_a_gpu_container(fak
     repo, mx = fake_repo
     lines: list[str] = []
     summary = Summary("cuda")
-    flow.test(dry_flow(repo, mx, lines, "--", "-k", "add"), "cuda", summary)
+    containers.test(dry_flow(repo, mx, lines, "--", "-k", "add"), "cuda", summary)
     run = [c for c in printed_commands(capsys.readouterr().out) if c[:2] == ["docker", "run"]]
     assert len(run) == 1
     argv = run[0]
@@ -223,10 +224,8 @@ def test_test_cuda_dry_run_reports_the_missing_gpu_and_plans_a_gpu_container(fak
 
 
 def test_plan_of_the_cuda_test_run_keeps_the_row_flags_after_the_environment(cuda, tmp_path):
-    c = plan.plan_test_run(
-        "docker", cuda, "img:1", tmp_path / "r", env.from_environ({}), bench="short", pytest_args=[], user="1:1",
-        suites=("routing", "bench"),
-    )
+    site = plan.Site("docker", cuda, "img:1", tmp_path / "r", env.from_environ({}), user="1:1")
+    c = plan.plan_test_run(site, bench="short", pytest_args=[], suites=("routing", "bench"))
     argv = list(c.argv)
     assert argv.index("-e") < argv.index("--gpus=all") < argv.index("img:1")
     assert argv[argv.index("--bench") + 1] == "short"
@@ -234,10 +233,8 @@ def test_plan_of_the_cuda_test_run_keeps_the_row_flags_after_the_environment(cud
 
 @pytest.mark.parametrize(("asked", "ran"), [("short", "none"), ("full", "full"), ("none", "none")])
 def test_a_row_without_the_bench_suite_runs_no_short_benchmark(cuda, tmp_path, asked, ran):
-    c = plan.plan_test_run(
-        "docker", cuda, "img:1", tmp_path / "r", env.from_environ({}), bench=asked, pytest_args=[], user="1:1",
-        suites=("routing", "correctness"),
-    )
+    site = plan.Site("docker", cuda, "img:1", tmp_path / "r", env.from_environ({}), user="1:1")
+    c = plan.plan_test_run(site, bench=asked, pytest_args=[], suites=("routing", "correctness"))
     assert c.argv[c.argv.index("--bench") + 1] == ran
 
 

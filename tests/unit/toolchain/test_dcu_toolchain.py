@@ -1,4 +1,4 @@
-"""The DCU toolchain as data and as a plan: the [vendors.dcu] row, docker/dcu/, and `nox -s build-dcu -- --dry-run`.
+"""The DCU toolchain as data and as a plan: the [toolchains.dcu] row, docker/dcu/, and `nox -s build-dcu -- --dry-run`.
 
 No docker, no DTK image, no DCU: dry runs are planned in a throw-away repository with the docker daemon faked
 (reachable, no images) and the host's devices faked. What a DCU node adds (the DTK image, /dev/kfd) is exactly
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO
 
-from build_tools import dockercli, env, flow, hostdev, matrix, plan, wheelcheck
+from build_tools import containers, dockercli, env, flow, hostdev, matrix, plan, wheelcheck
 from build_tools.summary import Summary
 
 DCU = REPO / "docker" / "dcu"
@@ -78,7 +78,7 @@ def load(name: str):
 
 @pytest.fixture(scope="module")
 def dcu(m) -> matrix.Toolchain:
-    return m.vendor("dcu")
+    return m.toolchain("dcu")
 
 
 # ------------------------------------------------------------------------------------------------ the row
@@ -103,7 +103,7 @@ def test_excludes_cover_torch_and_the_dtk_runtime(dcu):
 def test_matrix_rejects_bad_variant_families_and_mounts(tmp_path):
     base = (REPO / "configs" / "toolchains.toml").read_text()
     for old, new, msg in [
-        ('variant = "dtk*"', 'variant = "dtk*2"', "vendors.dcu.variant"),
+        ('variant = "dtk*"', 'variant = "dtk*2"', "toolchains.dcu.variant"),
         ('["/opt/hyhal:/opt/hyhal:ro"]', '["opt/hyhal"]', "optional_mounts"),
         ('["/opt/hyhal:/opt/hyhal:ro"]', '["/opt/hyhal:/opt/hyhal:rw"]', "optional_mounts"),
     ]:
@@ -385,7 +385,7 @@ def test_build_dcu_dry_run_prints_every_docker_command(fake_repo, no_dtk_daemon,
     assert cmds[1][cmds[1].index("--target") + 1] == "wheel"
     assert cmds[1][cmds[1].index("--output") + 1].startswith(f"type=local,dest={repo / 'wheels' / '.dcu.tmp-'}")
     said = "\n".join(lines)
-    assert f"base image {dcu.builder_image} is not present locally (a real run would stop here:" in said
+    assert f"a real run would stop here: base image {dcu.builder_image} is not present locally:" in said
     assert "torch: preinstalled in" in said
     # how collectives reach RCCL: through the DTK torch, and RCCL itself stays out of the wheel
     assert f"collectives: {dcu.collectives}" in said and "RCCL" in dcu.collectives
@@ -394,7 +394,7 @@ def test_build_dcu_dry_run_prints_every_docker_command(fake_repo, no_dtk_daemon,
 
 def test_test_dcu_dry_run_plans_a_container_with_the_devices(fake_repo, no_dtk_daemon, capsys, dcu):
     repo, mx = fake_repo
-    flow.test(dry_flow(repo, mx, []), "dcu", Summary("dcu"))
+    containers.test(dry_flow(repo, mx, []), "dcu", Summary("dcu"))
     run = [c for c in printed(capsys.readouterr().out) if c[:2] == ["docker", "run"]]
     assert len(run) == 1
     argv = run[0]
@@ -436,24 +436,16 @@ def test_test_dcu_on_a_host_without_the_devices_stops_at_once(fake_repo, monkeyp
     monkeypatch.setattr(flow, "build", lambda *a, **k: built.append(a))
     f = flow.Flow(repo, mx, plan.Options(), echo=lambda s: None, environ={"PATH": ""})
     with pytest.raises(flow.UserError, match=r"test-dcu passes /dev/kfd, /dev/dri into the test container"):
-        flow.test(f, "dcu", Summary("dcu"))
+        containers.test(f, "dcu", Summary("dcu"))
     assert built == []
     # the cpu row passes no devices: not checked
-    assert hostdev.device_paths(mx.vendor("cpu").docker_run_flags) == []
+    assert hostdev.device_paths(mx.toolchain("cpu").docker_run_flags) == []
 
 
 def test_plan_test_run_appends_host_flags_after_the_row_flags(dcu, tmp_path):
-    c = plan.plan_test_run(
-        "docker",
-        dcu,
-        "img:1",
-        tmp_path,
-        env.from_environ({}),
-        bench="none",
-        pytest_args=[],
-        user="1000:1000",
-        host_flags=["-v", "/opt/hyhal:/opt/hyhal:ro", "--group-add=109"],
-    )
+    flags = ["-v", "/opt/hyhal:/opt/hyhal:ro", "--group-add=109"]
+    site = plan.Site("docker", dcu, "img:1", tmp_path, env.from_environ({}), "1000:1000", flags)
+    c = plan.plan_test_run(site, bench="none", pytest_args=[])
     argv = list(c.argv)
     last_row_flag = max(argv.index(f) for f in dcu.docker_run_flags)
     assert argv.index("/opt/hyhal:/opt/hyhal:ro") > last_row_flag

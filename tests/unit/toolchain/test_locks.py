@@ -35,13 +35,13 @@ def test_each_row_locks_builder_and_test_and_install_unless_torch_comes_with_the
 
 
 def _row(**torch) -> matrix.Toolchain:
-    cpu = MATRIX.vendor("cpu")
-    return dataclasses.replace(cpu, vendor="demo", torch=dataclasses.replace(cpu.torch, **torch))
+    cpu = MATRIX.toolchain("cpu")
+    return dataclasses.replace(cpu, name="demo", torch=dataclasses.replace(cpu.torch, **torch))
 
 
 def test_a_torch_builder_without_dependencies_pins_torch_alone():
     builder = {lock.stage: lock for lock in locks.locks_of(_row(builder_no_deps=True), REPO, "m.toml", ("routing",))}
-    assert [r for r, _ in builder["builder"].pinned] == [MATRIX.vendor("cpu").torch.requirement]
+    assert [r for r, _ in builder["builder"].pinned] == [MATRIX.toolchain("cpu").torch.requirement]
     assert not any(r.startswith("torch") for r, _ in builder["builder"].resolved)
     # no model suite: torchvision (which pins torch exactly) stays out of the test image
     assert builder["test"].pinned == ()

@@ -15,7 +15,7 @@ import pytest
 from buildtest_support import REPO
 
 ACME = """
-[vendors.acme]
+[toolchains.acme]
 summary = "a throw-away vendor: the cpu toolchain under another name"
 dockerfile = "docker/acme/Dockerfile"
 builder_image = "debian:bookworm-slim"

@@ -1,0 +1,195 @@
+"""The flows that run one container in the test image: test-, bench- and qualify-<toolchain>.
+
+Each makes the test image first (flow.test_image: the build, if needed, and the image, if needed), then runs its
+container through the runner and reads the reports back (``Container``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import dockercli, env, git, gpu, hostdev, outputs, plan
+from . import flow as flows
+from .flow import BUILD_REPORTS, Flow
+from .matrix import Toolchain
+from .runner import Result, UserError
+from .summary import Summary, parse_junit
+
+
+# ---------------------------------------------------------------------------------------------- host checks
+def require_gpus(flow: Flow, name: str, session: str) -> None:
+    """Stop at once when the row's test container needs NVIDIA GPUs (``--gpus``) that this host cannot give it.
+
+    Rows without ``--gpus`` are not checked (nothing is probed). A dry run reports what a real run would do.
+    """
+    toolchain = flow.matrix.toolchain(name)
+    if not gpu.needs_nvidia(toolchain.docker_run_flags):
+        return
+    client = flow.images.client()
+    runtimes = dockercli.runtime_names(client) if flow.images.daemon_usable() else None
+    devices = gpu.device_nodes()
+    hook = gpu.find_hook()
+    problem = gpu.problem(session, devices=devices, runtimes=runtimes, hook=hook, build_session=f"build-{name}")
+    if problem is None:
+        flow.echo(gpu.describe(devices, runtimes, hook))
+    else:
+        flow.runner.refuse(problem)
+
+
+def require_devices(flow: Flow, name: str, session: str) -> None:
+    """Stop at once when the row passes device nodes (``--device=/dev/kfd``) that this docker host lacks."""
+    toolchain = flow.matrix.toolchain(name)
+    problem = hostdev.problem(session, hostdev.missing_devices(toolchain.docker_run_flags), f"build-{name}")
+    if problem is not None:
+        flow.runner.refuse(problem)
+
+
+def host_run_flags(flow: Flow, toolchain: Toolchain) -> list[str]:
+    """Optional mounts present on this host and the groups of the passed device nodes (build_tools/hostdev.py)."""
+    for mount in toolchain.docker_run_optional_mounts:
+        if not os.path.exists(mount.split(":", 1)[0]):
+            flow.echo(f"optional mount {mount} not added: {mount.split(':', 1)[0]} does not exist on this host")
+    return hostdev.run_flags(toolchain.docker_run_flags, toolchain.docker_run_optional_mounts)
+
+
+# ------------------------------------------------------------------------------------------------- the runs
+@dataclass(frozen=True)
+class Container:
+    """One run in the test image: its session, summary row and report directory, how to plan it and read it back."""
+
+    stage: str  # the summary's row: "run suites", "run benchmark"
+    final: Path  # the report directory it replaces, whole (or, ``in_place``, writes into)
+    command: Callable[[plan.Site], plan.Command]
+    collect: Callable[[Path, Result], str]  # reads the filled directory: "ran" or "failed"
+    finish: Callable[[Path], None] = lambda tmp: None  # adds to the filled directory before the swap
+    keep: tuple[str, ...] = ()  # subdirectories of ``final`` written by another session that survive the swap
+    publish_empty: bool = True  # swap in a directory the run left empty
+    in_place: bool = False  # mount ``final`` itself rather than a scratch directory to swap in
+
+
+def _run_in_test_image(flow: Flow, name: str, summary: Summary, how: Container) -> tuple[Result, str, bool]:
+    """The tail test-* and bench-* share: the test image, one container run and its reports swapped in whole.
+    Returns the run, its status and whether its reports were published."""
+    built, tag = flows.test_image(flow, name, summary)
+    tmp = flow.runner.scratch_dir(how.final)
+    mount = how.final if how.in_place else tmp
+    user, flags = env.current_user(), host_run_flags(flow, built.toolchain)
+    site = plan.Site(flow.images.client().exe, built.toolchain, tag, mount, built.host, user, flags)
+    try:
+        with summary.stage(how.stage) as stage:
+            res = flow.runner.run(how.command(site), check=False, passthrough=True)
+            stage.status = "planned" if res.planned else how.collect(tmp, res)
+            if not res.planned:
+                stage.note = f"exit {res.returncode}; log {res.log}"
+        published = not res.planned and (how.publish_empty or any(tmp.iterdir()))
+        if published:
+            summary.reports = how.final.relative_to(flow.repo)
+            how.finish(tmp)
+            outputs.keep_subdirs(how.final, tmp, list(how.keep))
+            outputs.publish_dir(tmp, how.final)
+        else:
+            flow.runner.remove(tmp)
+    except BaseException:
+        flow.runner.remove(tmp)
+        raise
+    return res, stage.status, published
+
+
+BENCH_DIR = "bench"
+
+
+def test(flow: Flow, name: str, summary: Summary) -> None:
+    """Build (if needed), make the test image (if needed), run the suites; reports to reports/<toolchain>/."""
+    require_gpus(flow, name, f"test-{name}")
+    require_devices(flow, name, f"test-{name}")
+    final = flow.repo / "reports" / name
+
+    def command(site: plan.Site) -> plan.Command:
+        suites = flow.matrix.suites(site.toolchain)
+        return plan.plan_test_run(site, bench=flow.options.bench, pytest_args=flow.options.tool_args, suites=suites)
+
+    def collect(tmp: Path, res: Result) -> str:
+        junit = tmp / "junit.xml"
+        summary.tests = parse_junit(junit) if junit.is_file() else None
+        summary.bench = sorted(p.name for p in tmp.glob("bench*"))
+        return "ran" if res.returncode == 0 and summary.tests and summary.tests.ok else "failed"
+
+    def finish(tmp: Path) -> None:
+        for report in BUILD_REPORTS:
+            src = flow.state.reports(name) / report
+            if src.is_file():
+                shutil.copyfile(src, tmp / report)
+        (tmp / "summary.md").write_text(summary.markdown(), encoding="utf-8")
+
+    how = Container("run suites", final, command, collect, finish, keep=(BENCH_DIR,))
+    res, status, _ = _run_in_test_image(flow, name, summary, how)
+    if status == "failed":
+        what = summary.tests.line() if summary.tests else "no JUnit report was written"
+        raise UserError(
+            f"test-{name} failed: {what} (container exit {res.returncode}); "
+            f"reports in {final.relative_to(flow.repo)}, log {res.log}"
+        )
+
+
+def bench(flow: Flow, name: str, summary: Summary) -> None:
+    """Build (if needed), make the test image (if needed), run the full benchmark in it.
+
+    Reports (bench.json, bench.md, bench.png) go to reports/<toolchain>/bench/, swapped in whole; arguments after
+    the separator go to the benchmark, ``python -m torch_fl.bench`` (``nox -s bench-cpu -- -- --short``,
+    ``-- --rebuild -- --cases a,b``).
+    """
+    require_gpus(flow, name, f"bench-{name}")
+    require_devices(flow, name, f"bench-{name}")
+    final = flow.repo / "reports" / name / BENCH_DIR
+
+    def command(site: plan.Site) -> plan.Command:
+        return plan.plan_bench_run(site, bench_args=flow.options.tool_args, commit=git.head_commit(flow.repo))
+
+    def collect(tmp: Path, res: Result) -> str:
+        summary.bench = sorted(p.name for p in tmp.iterdir())
+        return "ran" if res.returncode == 0 else "failed"
+
+    # the benchmark writes its reports only after measuring; a --max-ratio gate failure still has them
+    how = Container("run benchmark", final, command, collect, publish_empty=False)
+    res, _, published = _run_in_test_image(flow, name, summary, how)
+    if res.returncode != 0:
+        where = f"reports in {final.relative_to(flow.repo)}" if published else "no reports written"
+        raise UserError(
+            f"bench-{name} failed: python -m {plan.BENCH_MODULE} exited {res.returncode} ({where}); log {res.log}"
+        )
+
+
+QUALIFY_DIR = "qualify"
+
+
+def qualify(flow: Flow, name: str, summary: Summary) -> None:
+    """Build (if needed), make the test image (if needed), qualify a provider in it (torch_fl/qualify).
+
+    The run directory is reports/<toolchain>/qualify/, written in place (a rerun resumes it); arguments after the
+    separator go to ``python -m torch_fl qualify`` (default ``--provider flaggems``).
+    """
+    require_gpus(flow, name, f"qualify-{name}")
+    require_devices(flow, name, f"qualify-{name}")
+    run_dir = flow.repo / "reports" / name / QUALIFY_DIR
+    args = list(flow.options.tool_args)
+    provider = args[args.index("--provider") + 1] if "--provider" in args[:-1] else "flaggems"
+    args = [a for i, a in enumerate(args) if a != "--provider" and (i == 0 or args[i - 1] != "--provider")]
+    flow.runner.make_dir(run_dir)
+
+    def command(site: plan.Site) -> plan.Command:
+        return plan.plan_qualify_run(site, provider=provider, qualify_args=args)
+
+    def collect(tmp: Path, res: Result) -> str:
+        return "ran" if res.returncode in (0, 3) else "failed"  # 3: operators left pending
+
+    # written in place, never swapped: the scratch directory stays empty and is not published
+    how = Container("run qualification", run_dir, command, collect, publish_empty=False, in_place=True)
+    res, _, _ = _run_in_test_image(flow, name, summary, how)
+    if res.returncode == 3:
+        flow.echo(f"qualify-{name}: operators left pending; run the session again to resume ({run_dir})")
+    elif res.returncode != 0:
+        raise UserError(f"qualify-{name} failed: exit {res.returncode}; log {res.log}")

@@ -1,0 +1,169 @@
+"""Read a frozen dataclass from a TOML table, driven by its fields.
+
+Each field declares its key once (``key(doc, ...)``): the type comes from the annotation (``str``, ``bool``,
+``tuple[str, ...]``, ``Mapping[str, str]`` or a nested dataclass read from a sub-table), a field without a default
+is required, and the field's metadata holds the TOML path (``auditwheel.exclude``) and the check of its value.
+Problems are collected, not raised one by one: the caller reports them all at once, unknown keys with the nearest
+known names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, Field, field, fields, is_dataclass
+from typing import Any
+
+# a check returns the problem with a value (or with one item of a list, one key of a table), None when it is fine
+Check = Callable[[Any], "str | None"]
+
+
+def key(doc: str, *, toml: str = "", check: Check | None = None, **kw: Any) -> Any:
+    """A TOML key: ``doc`` is its documentation (docker/README.md's tables), ``toml`` its dotted path where that
+    differs from the field name, ``check`` the test of its value (of each item of a list, each key of a table)."""
+    return field(metadata={"doc": doc, "toml": toml, "check": check}, **kw)
+
+
+def given() -> Any:
+    """A field the reader does not read but is handed (the name of the table a row comes from)."""
+    return field(metadata={"given": True})
+
+
+def matches(pattern: re.Pattern[str], hint: str) -> Check:
+    return lambda value: None if pattern.match(value) else f"expected {hint}, got {value!r}"
+
+
+def one_line(value: str) -> str | None:
+    return "must be one line" if "\n" in value else None
+
+
+def keys_of(cls: type) -> list[Field[Any]]:
+    """The fields of ``cls`` that are TOML keys (not handed to the reader)."""
+    return [f for f in fields(cls) if not f.metadata.get("given")]
+
+
+def path_of(f: Field[Any]) -> str:
+    return f.metadata.get("toml") or f.name
+
+
+def required(f: Field[Any]) -> bool:
+    return f.default is MISSING and f.default_factory is MISSING
+
+
+class Problems(list[str]):
+    """``dotted.key: problem`` lines, in the order they were found."""
+
+    def add(self, where: str, problem: str) -> None:
+        self.append(f"{where}: {problem}")
+
+    def unknown(self, where: str, names: list[str], known: list[str]) -> None:
+        for name in names:
+            near = difflib.get_close_matches(name, known, n=1)
+            self.add(_join(where, name), "unknown key" + (f" (did you mean {near[0]}?)" if near else " (typo?)"))
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _convert(tp: Any, value: Any, where: str, problems: Problems) -> Any:
+    """``value`` as ``tp`` (lists become tuples); None with a problem when it is not one."""
+    origin = typing.get_origin(tp)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        problems.add(where, f"expected true or false, got {value!r}")
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+        problems.add(where, f"expected a string, got {value!r}")
+    elif origin is tuple:
+        if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+            return tuple(value)
+        problems.add(where, f"expected a list of non-empty strings, got {value!r}")
+    elif origin is Mapping:
+        if not isinstance(value, dict):
+            problems.add(where, f"expected a table of strings, got {value!r}")
+            return None
+        bad = {k: v for k, v in value.items() if not isinstance(v, str)}
+        for k, v in bad.items():
+            problems.add(f"{where}.{k}", f"expected a string, got {v!r}")
+        return None if bad else dict(value)
+    else:
+        raise TypeError(f"{where}: no reader for {tp!r}")
+    return None
+
+
+def _check(f: Field[Any], value: Any, where: str, problems: Problems) -> None:
+    check = f.metadata.get("check")
+    if check is None:
+        return
+    if isinstance(value, tuple):
+        items = [(where, v) for v in value]
+    elif isinstance(value, dict):
+        items = [(f"{where}.{k}", k) for k in value]
+    else:
+        items = [(where, value)]
+    for at, item in items:
+        problem = check(item)
+        if problem:
+            problems.add(at, problem)
+
+
+def read(cls: type, table: Mapping[str, Any], where: str, problems: Problems, **handed: Any) -> Any:
+    """An instance of the dataclass ``cls`` from ``table`` (``where`` is its dotted name), or None when
+    ``problems`` got a problem with it. ``handed`` are the fields given rather than read."""
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = dict(handed)
+    known: list[str] = []
+    start = len(problems)
+    for f in keys_of(cls):
+        path = path_of(f)
+        known.append(path)
+        at = _join(where, path)
+        node: Any = table
+        for part in path.split("."):
+            node = node.get(part, MISSING) if isinstance(node, dict) else MISSING
+        if node is MISSING:
+            if required(f):
+                problems.add(at, "missing (required)")
+            continue
+        tp = hints[f.name]
+        if is_dataclass(tp):
+            if not isinstance(node, dict):
+                problems.add(at, f"expected a table, got {node!r}")
+                value = None
+            else:
+                value = read(tp, node, at, problems)
+        else:
+            value = _convert(tp, node, at, problems)
+            if value is not None:
+                _check(f, value, at, problems)
+        if value is not None:
+            values[f.name] = value
+    groups = {p.split(".", 1)[0] for p in known if "." in p}
+    for group in sorted(groups & set(table)):
+        sub = table[group]
+        if not isinstance(sub, dict):
+            problems.add(_join(where, group), f"expected a table, got {sub!r}")
+            continue
+        inner = [p.split(".", 1)[1] for p in known if p.startswith(group + ".")]
+        problems.unknown(_join(where, group), sorted(set(sub) - set(inner)), inner)
+    nested = {path_of(f) for f in keys_of(cls) if is_dataclass(hints[f.name])}
+    top = {p.split(".", 1)[0] for p in known} | nested
+    problems.unknown(where, sorted(set(table) - top), sorted(top))
+    return cls(**values) if len(problems) == start else None
+
+
+def docs(cls: type, title: str) -> list[str]:
+    """Markdown rows ``| `key` | doc |`` of every key of ``cls``, nested tables spelt out."""
+    hints = typing.get_type_hints(cls)
+    out: list[str] = []
+    for f in keys_of(cls):
+        if is_dataclass(hints[f.name]):
+            out += [row.replace("| `", f"| `{path_of(f)}.", 1) for row in docs(hints[f.name], "")]
+        else:
+            out.append(f"| `{path_of(f)}` | {f.metadata['doc']} |")
+    return [f"`{title}`", "", "| key | meaning |", "| --- | --- |", *out] if title else out
