@@ -61,6 +61,7 @@ def host_run_flags(flow: Flow, toolchain: Toolchain) -> list[str]:
 class Container:
     """One run in the test image: its session, summary row and report directory, how to plan it and read it back."""
 
+    session: str  # "test", "bench", "qualify": the session is <session>-<toolchain>
     stage: str  # the summary's row: "run suites", "run benchmark"
     final: Path  # the report directory it replaces, whole (or, ``in_place``, writes into)
     command: Callable[[plan.Site], plan.Command]
@@ -74,6 +75,10 @@ class Container:
 def _run_in_test_image(flow: Flow, name: str, summary: Summary, how: Container) -> tuple[Result, str, bool]:
     """The tail test-* and bench-* share: the test image, one container run and its reports swapped in whole.
     Returns the run, its status and whether its reports were published."""
+    require_gpus(flow, name, f"{how.session}-{name}")
+    require_devices(flow, name, f"{how.session}-{name}")
+    if how.in_place:
+        flow.runner.make_dir(how.final)
     built, tag = flows.test_image(flow, name, summary)
     tmp = flow.runner.scratch_dir(how.final)
     mount = how.final if how.in_place else tmp
@@ -104,8 +109,6 @@ BENCH_DIR = "bench"
 
 def test(flow: Flow, name: str, summary: Summary) -> None:
     """Build (if needed), make the test image (if needed), run the suites; reports to reports/<toolchain>/."""
-    require_gpus(flow, name, f"test-{name}")
-    require_devices(flow, name, f"test-{name}")
     final = flow.repo / "reports" / name
 
     def command(site: plan.Site) -> plan.Command:
@@ -125,7 +128,7 @@ def test(flow: Flow, name: str, summary: Summary) -> None:
                 shutil.copyfile(src, tmp / report)
         (tmp / "summary.md").write_text(summary.markdown(), encoding="utf-8")
 
-    how = Container("run suites", final, command, collect, finish, keep=(BENCH_DIR,))
+    how = Container("test", "run suites", final, command, collect, finish, keep=(BENCH_DIR,))
     res, status, _ = _run_in_test_image(flow, name, summary, how)
     if status == "failed":
         what = summary.tests.line() if summary.tests else "no JUnit report was written"
@@ -142,8 +145,6 @@ def bench(flow: Flow, name: str, summary: Summary) -> None:
     the separator go to the benchmark, ``python -m torch_fl.bench`` (``nox -s bench-cpu -- -- --short``,
     ``-- --rebuild -- --cases a,b``).
     """
-    require_gpus(flow, name, f"bench-{name}")
-    require_devices(flow, name, f"bench-{name}")
     final = flow.repo / "reports" / name / BENCH_DIR
 
     def command(site: plan.Site) -> plan.Command:
@@ -154,7 +155,7 @@ def bench(flow: Flow, name: str, summary: Summary) -> None:
         return "ran" if res.returncode == 0 else "failed"
 
     # the benchmark writes its reports only after measuring; a --max-ratio gate failure still has them
-    how = Container("run benchmark", final, command, collect, publish_empty=False)
+    how = Container("bench", "run benchmark", final, command, collect, publish_empty=False)
     res, _, published = _run_in_test_image(flow, name, summary, how)
     if res.returncode != 0:
         where = f"reports in {final.relative_to(flow.repo)}" if published else "no reports written"
@@ -172,13 +173,10 @@ def qualify(flow: Flow, name: str, summary: Summary) -> None:
     The run directory is reports/<toolchain>/qualify/, written in place (a rerun resumes it); arguments after the
     separator go to ``python -m torch_fl qualify`` (default ``--provider flaggems``).
     """
-    require_gpus(flow, name, f"qualify-{name}")
-    require_devices(flow, name, f"qualify-{name}")
     run_dir = flow.repo / "reports" / name / QUALIFY_DIR
     args = list(flow.options.tool_args)
     provider = args[args.index("--provider") + 1] if "--provider" in args[:-1] else "flaggems"
     args = [a for i, a in enumerate(args) if a != "--provider" and (i == 0 or args[i - 1] != "--provider")]
-    flow.runner.make_dir(run_dir)
 
     def command(site: plan.Site) -> plan.Command:
         return plan.plan_qualify_run(site, provider=provider, qualify_args=args)
@@ -187,7 +185,7 @@ def qualify(flow: Flow, name: str, summary: Summary) -> None:
         return "ran" if res.returncode in (0, 3) else "failed"  # 3: operators left pending
 
     # written in place, never swapped: the scratch directory stays empty and is not published
-    how = Container("run qualification", run_dir, command, collect, publish_empty=False, in_place=True)
+    how = Container("qualify", "run qualification", run_dir, command, collect, publish_empty=False, in_place=True)
     res, _, _ = _run_in_test_image(flow, name, summary, how)
     if res.returncode == 3:
         flow.echo(f"qualify-{name}: operators left pending; run the session again to resume ({run_dir})")

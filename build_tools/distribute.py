@@ -123,17 +123,8 @@ def plan_install_run(
         argv += ["-e", f"{k}={v}"]
     # a GPU row's node image runs the smoke on the always-built CPU emulation runtime (no GPU needed to install)
     argv += ["-e", "FLAGOS_ACCELERATOR=cpu"] if toolchain.test_env.get("FLAGOS_ACCELERATOR", "cpu") != "cpu" else []
-    argv += [
-        image,
-        "python",
-        "/opt/torch-fl/install_smoke.py",
-        "--how",
-        how,
-        "--index",
-        INDEX_IN_CONTAINER,
-        "--expect",
-        expect,
-    ]
+    argv += [image, "python", "/opt/torch-fl/install_smoke.py", "--how", how]
+    argv += ["--index", INDEX_IN_CONTAINER, "--expect", expect]
     return plan.Command(f"install {toolchain.name}: {how}", tuple(argv), log_name=f"{toolchain.name}/install-{how}.log")
 
 
@@ -181,15 +172,8 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
         unasked="a real run needs the wheels of every torch line and a current index (nox -s index)",
     )
     client = f.images.client()
-    key = context.combine(
-        "node",
-        toolchain.fingerprint(),
-        staged.wheelhouse_digest,
-        staged.scripts_digest,
-        context.file_sha256(f.repo / NODE_DOCKERFILE),
-        test_base.id,
-        *torch_args,
-    )
+    digests = (staged.wheelhouse_digest, staged.scripts_digest, context.file_sha256(f.repo / NODE_DOCKERFILE))
+    key = context.combine("node", toolchain.fingerprint(), *digests, test_base.id, *torch_args)
     extra_index = [a for a in torch_args if a.startswith("http")]
     t0 = time.monotonic()
     with f.pipconf(host, extra_index) as pipconf:
@@ -206,19 +190,8 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
     summary.add("node image", "ran", time.monotonic() - t0, f"{test_base.ref} + {toolchain.torch.requirement}")
     summary.images["node"] = ImageRef(node.tag, dockercli.image_id(client, node.tag) or "?")
     f.images.prune_old(plan.image_repo(name, "node"), node.tag)
-    probe = dockercli.run_quiet(
-        [
-            client.exe,
-            "run",
-            "--rm",
-            "--network",
-            "none",
-            node.tag,
-            "python",
-            "-c",
-            "import torch; print(torch.__version__, torch.version.cuda or '')",
-        ]
-    )
+    ask = "import torch; print(torch.__version__, torch.version.cuda or '')"
+    probe = dockercli.run_quiet([client.exe, "run", "--rm", "--network", "none", node.tag, "python", "-c", ask])
     if probe.returncode != 0:
         raise flow.UserError(f"the node image's torch does not import: {probe.stderr.strip()[-400:]}")
     torch_version, cuda = (probe.stdout.split() + [""])[:2]

@@ -167,16 +167,8 @@ def _stage(flow: Flow, toolchain: Toolchain) -> Built:
     flow.echo(torch_note)
     if toolchain.collectives:
         flow.echo(f"collectives: {toolchain.collectives}")
-    key = context.combine(
-        "build",
-        toolchain.fingerprint(),
-        staged.src_digest,
-        staged.scripts_digest,
-        staged.wheelhouse_digest,
-        staged.dockerfile_digest,
-        builder_base.id,
-        *torch_args,
-    )
+    digests = (staged.src_digest, staged.scripts_digest, staged.wheelhouse_digest, staged.dockerfile_digest)
+    key = context.combine("build", toolchain.fingerprint(), *digests, builder_base.id, *torch_args)
     sources = context.sources_digest(flow.repo, toolchain, flow.matrix.build)
     wheel_dir = flow.repo / "wheels" / toolchain.wheel_dir
     outputs.sweep_temporaries(wheel_dir.parent)
@@ -264,17 +256,9 @@ def test_image(flow: Flow, name: str, summary: Summary) -> tuple[Built, str]:
         tests_digest, dist_digest = "dry-run", "dry-run"  # a planned build has no wheel to stage yet
         if built.wheel.is_file():
             tests_digest, dist_digest = context.stage_tests(flow.repo, name, flow.matrix.build, built.wheel)
-        key = context.combine(
-            "test",
-            built.toolchain.fingerprint(),
-            built.staged.scripts_digest,
-            built.staged.wheelhouse_digest,
-            built.staged.dockerfile_digest,
-            tests_digest,
-            dist_digest,
-            built.test_base.id,
-            *built.torch_args,
-        )
+        staged = (built.staged.scripts_digest, built.staged.wheelhouse_digest, built.staged.dockerfile_digest)
+        parts = (*staged, tests_digest, dist_digest, built.test_base.id, *built.torch_args)
+        key = context.combine("test", built.toolchain.fingerprint(), *parts)
         tag = plan.image_tag(name, "test", key)
         info = flow.runner.ask(lambda: dockercli.inspect_image(client, tag))
         if info and not flow.options.rebuild and dockercli.image_labels(info).get(f"{plan.LABEL_PREFIX}.key") == key:

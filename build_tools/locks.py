@@ -114,16 +114,9 @@ def locks_of(toolchain: Toolchain, repo: Path, matrix_path: str, suites: Sequenc
     }
     if torch:
         stages["install"] = (tuple(torch), ())
+    index = toolchain.torch.index_url
     out = [
-        Lock(
-            toolchain.name,
-            stage,
-            toolchain.python,
-            lock_path(toolchain, stage),
-            tuple(res),
-            tuple(pin),
-            toolchain.torch.index_url,
-        )
+        Lock(toolchain.name, stage, toolchain.python, lock_path(toolchain, stage), tuple(res), tuple(pin), index)
         for stage, (res, pin) in stages.items()
     ]
     if toolchain.name in NODES:

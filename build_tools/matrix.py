@@ -38,20 +38,19 @@ class MatrixError(ValueError):
     """The matrix file is missing, malformed or has invalid values (one line per problem)."""
 
 
-def _image(value: str) -> str | None:
-    return matches(_IMAGE_RE, "a docker image reference (lower case, e.g. debian:bookworm-slim)")(value)
+_image = matches(_IMAGE_RE, "a docker image reference (lower case, e.g. debian:bookworm-slim)")
 
 
 def _env_name(name: str) -> str | None:
     return None if _ENV_KEY_RE.match(name) else "not a valid environment variable name"
 
 
-def _requirement(value: str) -> str | None:
-    return None if _requirement_name(value) else f"not a requirement: {value!r}"
-
-
 def _requirement_name(requirement: str) -> str:
     return re.split(r"[<>=!~ \[;@]", requirement, maxsplit=1)[0]
+
+
+def _requirement(value: str) -> str | None:
+    return None if _requirement_name(value) else f"not a requirement: {value!r}"
 
 
 def _soname_glob(pattern: str) -> str | None:
@@ -73,6 +72,10 @@ def _mount(mount: str) -> str | None:
     if len(parts) not in (2, 3) or not all(p.startswith("/") for p in parts[:2]) or parts[2:] not in ([], ["ro"]):
         return f"{mount!r}: write '/host/path:/container/path[:ro]'"
     return None
+
+
+def _tagged_image(name: str) -> bool:
+    return ":" in name and bool(_IMAGE_RE.match(name))
 
 
 def _inside_repo(entry: str) -> str | None:
@@ -283,55 +286,50 @@ class Matrix:
         return None
 
 
-_TOP = ("schema", "build", "toolchains", "local_bases")
+_TABLES = ("build", "toolchains", "local_bases")
 
 
-def _rows(cls: type, data: Mapping[str, Any], table: str, problems: Problems, name_ok: Any, hint: str) -> dict:
-    """The rows of the ``[table.<name>]`` tables, read as ``cls`` (a row with problems is left out)."""
-    rows = {}
-    for name, row in data.get(table, {}).items():
+def _rows(cls: type, rows: Mapping[str, Any], table: str, problems: Problems, hint: str, ok: Any) -> dict:
+    """The ``[table.<name>]`` rows read as ``cls``; a row with problems is left out, a name ``ok`` refuses gets
+    ``hint``."""
+    out = {}
+    for name, row in rows.items():
         where = f'{table}."{name}"' if table == "local_bases" else f"{table}.{name}"
-        if not name_ok(name):
+        if not ok(name):
             problems.add(where, hint)
         elif not isinstance(row, dict):
             problems.add(where, "expected a table")
         elif (value := read(cls, row, where, problems, name=name)) is not None:
-            rows[name] = value
-    return rows
+            out[name] = value
+    return out
 
 
 def parse(data: Mapping[str, Any], path: Path) -> Matrix:
     """Validate an already-parsed TOML document; every problem at once in one ``MatrixError``."""
     problems = Problems()
     if data.get("schema") != SCHEMA:
-        got = "missing" if "schema" not in data else f"got {data['schema']!r}"
-        problems.add("schema", f"expected {SCHEMA}, {got} (this tooling reads schema {SCHEMA})")
-    problems.unknown("", sorted(set(data) - set(_TOP)), list(_TOP))
-    for table in ("build", "toolchains", "local_bases"):
-        if not isinstance(data.get(table, {}), dict):
-            problems.add(table, f"expected a table, got {data[table]!r}")
-    if not data.get("toolchains"):
-        problems.add("toolchains", "no toolchain tables")
-    build = read(BuildSpec, data.get("build", {}), "build", problems) if "build" in data else None
+        problems.add("schema", f"expected {SCHEMA}, got {data.get('schema')!r} (this tooling reads schema {SCHEMA})")
+    problems.unknown("", sorted(set(data) - {"schema", *_TABLES}), ["schema", *_TABLES])
+    tables = {t: data.get(t, {}) for t in _TABLES}
+    for t, value in tables.items():
+        if not isinstance(value, dict):
+            problems.add(t, f"expected a table, got {value!r}")
+            tables[t] = {}
     if "build" not in data:
         problems.add("build", "missing (required)")
-    toolchains = _rows(
-        Toolchain, data, "toolchains", problems, _NAME_RE.match, "toolchain names are lower-case letters and digits"
-    )
-    bases = _rows(
-        LocalBase, data, "local_bases", problems, lambda n: _IMAGE_RE.match(n) and ":" in n,
-        "expected an image name with a tag (e.g. x/debian:bookworm)",
-    )
+    if not tables["toolchains"]:
+        problems.add("toolchains", "no toolchain tables")
+    build = read(BuildSpec, tables["build"], "build", problems)
+    names = "toolchain names are lower-case letters and digits"
+    toolchains = _rows(Toolchain, tables["toolchains"], "toolchains", problems, names, _NAME_RE.match)
+    tagged = "expected an image name with a tag (e.g. x/debian:bookworm)"
+    bases = _rows(LocalBase, tables["local_bases"], "local_bases", problems, tagged, _tagged_image)
     for name, row in toolchains.items():
-        extra = sorted(set(row.test_suites) - set(build.test_suites if build else ()))
-        if build and extra:
-            problems.add(
-                f"toolchains.{name}.test_suites",
-                f"{', '.join(extra)} not in [build].test_suites ({', '.join(build.test_suites)})",
-            )
+        if build and (extra := sorted(set(row.test_suites) - set(build.test_suites))):
+            suites = ", ".join(build.test_suites)
+            problems.add(f"toolchains.{name}.test_suites", f"{', '.join(extra)} not in [build].test_suites ({suites})")
     if problems:
         raise MatrixError("\n".join(f"{path}: {p}" for p in problems))
-    assert build is not None
     return Matrix(path=path, build=build, toolchains=toolchains, local_bases=bases)
 
 

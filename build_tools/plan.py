@@ -168,32 +168,23 @@ def labels(toolchain: Toolchain, role: str, key: str) -> list[str]:
 
 def plan_build(docker: str, toolchain: Toolchain, inp: BuildInputs, export_dir: Path) -> list[Command]:
     """Build (and tag) the builder image, then export the repaired wheel from the cache into ``export_dir``."""
-    tag = image_tag(toolchain.name, "builder", inp.key)
+    tag, name = image_tag(toolchain.name, "builder", inp.key), toolchain.name
+    build = (*_docker_build(docker, toolchain, inp, "build"), *labels(toolchain, "builder", inp.key), "-t", tag)
+    export = (*_docker_build(docker, toolchain, inp, "wheel"), "--output", f"type=local,dest={export_dir}")
     return [
         Command(
-            title=f"build {toolchain.name}: compile and repair the wheel in {tag}",
-            argv=(
-                *_docker_build(docker, toolchain, inp, "build"),
-                *labels(toolchain, "builder", inp.key),
-                "-t",
-                tag,
-                str(inp.context),
-            ),
-            env=BUILDKIT_ENV,
-            log_name=f"{toolchain.name}/docker-build-builder.log",
-            kind="build",
+            f"build {name}: compile and repair the wheel in {tag}",
+            (*build, str(inp.context)),
+            BUILDKIT_ENV,
+            f"{name}/docker-build-builder.log",
+            "build",
         ),
         Command(
-            title=f"build {toolchain.name}: export the repaired wheel",
-            argv=(
-                *_docker_build(docker, toolchain, inp, "wheel"),
-                "--output",
-                f"type=local,dest={export_dir}",
-                str(inp.context),
-            ),
-            env=BUILDKIT_ENV,
-            log_name=f"{toolchain.name}/docker-build-export.log",
-            kind="build",
+            f"build {name}: export the repaired wheel",
+            (*export, str(inp.context)),
+            BUILDKIT_ENV,
+            f"{name}/docker-build-export.log",
+            "build",
         ),
     ]
 
@@ -258,23 +249,9 @@ def plan_test_run(
         bench = "none"
     toolchain = site.toolchain
     argv = _docker_run(site)
-    argv += [
-        site.image,
-        "python",
-        f"{SCRIPTS_IN_IMAGE}/run_tests.py",
-        "--tests",
-        TESTS_IN_IMAGE,
-        "--reports",
-        REPORTS_IN_CONTAINER,
-        "--markers",
-        toolchain.pytest_markers,
-        "--vendor",
-        toolchain.accelerator,
-        "--bench",
-        bench,
-        "--suites",
-        ",".join(suites),
-    ]
+    argv += [site.image, "python", f"{SCRIPTS_IN_IMAGE}/run_tests.py", "--tests", TESTS_IN_IMAGE]
+    argv += ["--reports", REPORTS_IN_CONTAINER, "--markers", toolchain.pytest_markers]
+    argv += ["--vendor", toolchain.accelerator, "--bench", bench, "--suites", ",".join(suites)]
     if pytest_args:
         argv += ["--", *pytest_args]
     return Command(

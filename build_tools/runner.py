@@ -50,9 +50,6 @@ class Planned:
     def __bool__(self) -> bool:
         return False
 
-    def __repr__(self) -> str:
-        return "PLANNED"
-
 
 PLANNED = Planned()
 

@@ -68,31 +68,27 @@ def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
 
+# per annotated type: how a TOML value of it is recognised, and what a problem says was expected
+_KINDS: dict[Any, tuple[Callable[[Any], bool], str]] = {
+    bool: (lambda v: isinstance(v, bool), "true or false"),
+    str: (lambda v: isinstance(v, str), "a string"),
+    tuple: (lambda v: isinstance(v, list) and all(isinstance(x, str) and x for x in v), "a list of non-empty strings"),
+    Mapping: (lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()), "a table of strings"),
+}
+
+
 def _convert(tp: Any, value: Any, where: str, problems: Problems) -> Any:
     """``value`` as ``tp`` (lists become tuples); None with a problem when it is not one."""
-    origin = typing.get_origin(tp)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        problems.add(where, f"expected true or false, got {value!r}")
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-        problems.add(where, f"expected a string, got {value!r}")
-    elif origin is tuple:
-        if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
-            return tuple(value)
-        problems.add(where, f"expected a list of non-empty strings, got {value!r}")
-    elif origin is Mapping:
-        if not isinstance(value, dict):
-            problems.add(where, f"expected a table of strings, got {value!r}")
-            return None
-        bad = {k: v for k, v in value.items() if not isinstance(v, str)}
-        for k, v in bad.items():
-            problems.add(f"{where}.{k}", f"expected a string, got {v!r}")
-        return None if bad else dict(value)
+    kind = typing.get_origin(tp) or tp
+    accepts, expected = _KINDS[kind]
+    if accepts(value):
+        return tuple(value) if kind is tuple else dict(value) if kind is Mapping else value
+    if kind is Mapping and isinstance(value, dict):  # name the entries that are not strings
+        for k, v in value.items():
+            if not isinstance(v, str):
+                problems.add(f"{where}.{k}", f"expected a string, got {v!r}")
     else:
-        raise TypeError(f"{where}: no reader for {tp!r}")
+        problems.add(where, f"expected {expected}, got {value!r}")
     return None
 
 
