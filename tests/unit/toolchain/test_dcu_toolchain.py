@@ -353,11 +353,8 @@ def printed(out: str) -> list[list[str]]:
 
 
 def build_arg(argv: list[str], name: str) -> str:
-    values = [
-        argv[i + 1].split("=", 1)[1]
-        for i, a in enumerate(argv)
-        if a == "--build-arg" and argv[i + 1].startswith(name + "=")
-    ]
+    pairs = zip(argv, argv[1:], strict=False)
+    values = [v.split("=", 1)[1] for a, v in pairs if a == "--build-arg" and v.startswith(name + "=")]
     assert len(values) == 1, name
     return values[0]
 
