@@ -147,8 +147,7 @@ def read(cls: type, table: Mapping[str, Any], where: str, problems: Problems, **
             continue
         inner = [p.split(".", 1)[1] for p in known if p.startswith(group + ".")]
         problems.unknown(_join(where, group), sorted(set(sub) - set(inner)), inner)
-    nested = {path_of(f) for f in keys_of(cls) if is_dataclass(hints[f.name])}
-    top = {p.split(".", 1)[0] for p in known} | nested
+    top = {p.split(".", 1)[0] for p in known}
     problems.unknown(where, sorted(set(table) - top), sorted(top))
     return cls(**values) if len(problems) == start else None
 
