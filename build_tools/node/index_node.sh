@@ -58,7 +58,7 @@ else
     log "build: reusing $(cd /tmp/torch-fl-repaired && ls ./*.whl) (REUSE_BUILD=1)"
   else
   excludes=$("$PY" -c 'import tomllib, sys; m = tomllib.load(open("configs/toolchains.toml", "rb"))
-print(" ".join(next(r for r in m["vendors"].values() if r["variant"] == sys.argv[1])["auditwheel"]["exclude"]))' "$variant")
+print(" ".join(next(r for r in m["toolchains"].values() if r["variant"] == sys.argv[1])["auditwheel"]["exclude"]))' "$variant")
   { VARIANT=$variant BUILD_ENV="CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)" "$PY" docker/scripts/build_wheel.py . /tmp/torch-fl-dist \
     && AUDITWHEEL_EXCLUDE=$excludes "$PY" docker/scripts/repair_wheel.py /tmp/torch-fl-dist /tmp/torch-fl-repaired; } \
     >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; echo "build failed: $OUT/build.log"; exit 1; }

@@ -109,12 +109,25 @@ def test_test_stage_installs_no_compiler_and_builder_stage_does():
         assert tool in builder
 
 
+def _runs(text: str) -> list[str]:
+    """The Dockerfile's RUN instructions, each joined across its continuation lines."""
+    return [run for run in re.sub(r"\\\n\s*", " ", text).splitlines() if run.startswith("RUN ")]
+
+
 def test_secrets_are_mounted_never_copied():
+    """pip reads the index and the CA bundle from BuildKit secrets: every RUN that installs from an index (a lock,
+    through steps.sh) mounts both, steps.sh points pip at the mounted pipconf, and no instruction copies them."""
     text = DOCKERFILE.read_text()
     assert "COPY" not in "".join(line for line in text.splitlines() if "pip.conf" in line or "cacert" in line)
-    for line in text.splitlines():
-        if "pip install" in line and "--no-index" not in line:
-            assert "PIP_CONFIG_FILE=/run/secrets/pipconf" in line, line
+    locks = [run for run in _runs(text) if "steps lock" in run]
+    assert len(locks) >= 3, "the builder, install and test locks are installed through steps.sh"
+    for run in locks:
+        assert "--mount=type=secret,id=pipconf" in run and "--mount=type=secret,id=cacert" in run, run
+    for run in _runs(text):
+        assert "pip install" not in run or "--no-index" in run, f"pip from an index outside steps.sh: {run}"
+    steps = (REPO / "docker" / "scripts" / "steps.sh").read_text()
+    lock = steps[steps.index("step_lock()"):steps.index("step_wheel()")]
+    assert "PIP_CONFIG_FILE=/run/secrets/pipconf" in lock and "--require-hashes" in lock
 
 
 def test_vendor_requirement_files_exist_and_are_pinned():
