@@ -3,7 +3,7 @@
     nox -s test-cpu                  build + repair the wheel in Docker, test it in a compiler-free image
     nox -s test-cpu -- --rebuild -- -k add   session flags after `--`; pytest's arguments after a second `--`
     nox -s build-cpu -- --dry-run    print every docker command without running it
-    nox -s bench-cpu                 the full benchmark in the test container (-- -- --short: torch_fl.bench's options)
+    nox -s bench-cpu                 the full benchmark in the test container (-- -- --short: the harness's options)
     nox -s base-image                make the local base image on hosts that cannot pull (debootstrap)
     nox -s index                     PEP 503 index + flat find-links page in every wheels/<variant>/
     nox -s publish -- DEST           copy the wheels and indexes to DEST/<variant>/ (a directory or share), atomically
@@ -15,7 +15,7 @@
 Flags of build-*/test-*/bench-* (given after `--`): --dry-run, --rebuild (ignore the up-to-date wheel and images),
 --bench-full / --no-bench (test-*; default: the short benchmark). An unknown flag is an error naming the valid ones
 (build_tools/plan.py SESSION_FLAGS); what follows a second `--` goes to pytest (test-*) or the benchmark
-(bench-*: python -m torch_fl.bench).
+(bench-*: python -m harness, tests/bench/harness).
 test-<gpu toolchain> and bench-<gpu toolchain> stop at once on a host without the GPU or its container runtime.
 The logic lives in build_tools/ (unit-tested in tests/unit/toolchain/); see docker/README.md.
 """

@@ -142,7 +142,7 @@ def bench(flow: Flow, name: str, summary: Summary) -> None:
     """Build (if needed), make the test image (if needed), run the full benchmark in it.
 
     Reports (bench.json, bench.md, bench.png) go to reports/<toolchain>/bench/, swapped in whole; arguments after
-    the separator go to the benchmark, ``python -m torch_fl.bench`` (``nox -s bench-cpu -- -- --short``,
+    the separator go to the benchmark, ``python -m harness`` (tests/bench/harness) (``nox -s bench-cpu -- -- --short``,
     ``-- --rebuild -- --cases a,b``).
     """
     final = flow.repo / "reports" / name / BENCH_DIR

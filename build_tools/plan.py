@@ -251,7 +251,7 @@ def plan_test_run(
     argv = _docker_run(site)
     argv += [site.image, "python", f"{SCRIPTS_IN_IMAGE}/run_tests.py", "--tests", TESTS_IN_IMAGE]
     argv += ["--reports", REPORTS_IN_CONTAINER, "--markers", toolchain.pytest_markers]
-    argv += ["--vendor", toolchain.accelerator, "--bench", bench, "--suites", ",".join(suites)]
+    argv += ["--accelerator", toolchain.accelerator, "--bench", bench, "--suites", ",".join(suites)]
     if pytest_args:
         argv += ["--", *pytest_args]
     return Command(

@@ -1,6 +1,6 @@
-"""Run the suites inside a test container against the installed wheel (the `docker run` command of test-<vendor>).
+"""Run the suites inside a test container against the installed wheel (the `docker run` command of test-<toolchain>).
 
-usage: python run_tests.py --tests DIR --reports DIR --markers EXPR --vendor V --bench short|full|none
+usage: python run_tests.py --tests DIR --reports DIR --markers EXPR --accelerator A --bench short|full|none
                            [--suites routing,correctness] [-- PYTEST_ARGS...]
 
 1. smoke: the extension module loads without importing torch first (its RPATH finds torch's libraries), no
@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--tests", type=Path, required=True)
     ap.add_argument("--reports", type=Path, required=True)
     ap.add_argument("--markers", default="")
-    ap.add_argument("--vendor", required=True)
+    ap.add_argument("--accelerator", required=True)
     ap.add_argument("--bench", choices=("short", "full", "none"), default="short")
     ap.add_argument("--suites", default="routing,correctness")
     args = ap.parse_args(argv)
@@ -127,7 +127,7 @@ def main(argv: list[str]) -> int:
         print("run_tests: benchmark skipped (--bench none: --no-bench, or a row without the bench suite)", flush=True)
     else:
         # the harness beside the tests, from their copy's bench/ (python -m finds it there; torch_fl is the wheel's)
-        cmd = [sys.executable, "-m", "harness", "--accelerator", args.vendor, "--out", str(args.reports)]
+        cmd = [sys.executable, "-m", "harness", "--accelerator", args.accelerator, "--out", str(args.reports)]
         if args.bench == "short":
             cmd.append("--short")
         print("run_tests: " + " ".join(cmd), flush=True)

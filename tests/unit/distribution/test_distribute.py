@@ -4,6 +4,7 @@ and the errors that name the command to run."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,9 @@ def test_node_image_has_python_and_torch_only_and_no_secret_in_args(tmp_path):
     text = (REPO / distribute.NODE_DOCKERFILE).read_text()
     for compiler in ("g++", "gcc", "python3-dev", "cmake"):
         assert compiler not in text
-    assert "torch-fl" not in " ".join(line for line in text.splitlines() if line.startswith("RUN"))
+    runs = " ".join(line for line in text.splitlines() if line.startswith("RUN"))
+    installs_torch_fl = re.search(r"torch[-_]fl[^/]*\.whl|install[^\n]*torch[-_]fl(?![-_/])", runs)
+    assert not installs_torch_fl, "the node image holds no torch-fl (its /opt/torch-fl/ steps script is tooling)"
 
 
 @pytest.mark.parametrize("how", distribute.HOWS)

@@ -70,7 +70,7 @@ def test_the_test_run_command_did_not_change_shape(m, tmp_path):
         "docker", "run", "--rm", "--network", "host", "-v", f"{tmp_path / 'r'}:/reports", "--user", "1:2",
         "-e", "HOME=/tmp", "-e", "FLAGOS_ACCELERATOR=cpu", "--shm-size=1g", "img", "python",
         "/opt/torch-fl/scripts/run_tests.py", "--tests", "/opt/torch-fl-tests", "--reports", "/reports",
-        "--markers", cpu.pytest_markers, "--vendor", "cpu", "--bench", "full",
+        "--markers", cpu.pytest_markers, "--accelerator", "cpu", "--bench", "full",
         "--suites", "routing,correctness",
     ]  # fmt: skip
 

@@ -229,7 +229,7 @@ def test_test_cuda_dry_run_reports_the_missing_gpu_and_plans_a_gpu_container(fak
     assert "--gpus=all" in argv and "FLAGOS_ACCELERATOR=cuda" in argv
     image = argv[argv.index("python") - 1]
     assert image.startswith("torch-fl/cuda-test:")
-    assert argv[argv.index("--markers") + 1] == "" and argv[argv.index("--vendor") + 1] == "cuda"
+    assert argv[argv.index("--markers") + 1] == "" and argv[argv.index("--accelerator") + 1] == "cuda"
     assert argv[-3:] == ["--", "-k", "add"]
     assert [s.status for s in summary.stages][-2:] == ["planned", "planned"]
     # this machine has no GPU runtime visible to the (absent) daemon: the dry run says a real run would stop

@@ -406,7 +406,7 @@ def test_test_dcu_dry_run_plans_a_container_with_the_devices(fake_repo, no_dtk_d
     assert {"--group-add=109", "--group-add=44", "--group-add=110"} <= set(before)
     after = argv[argv.index(image) + 1 :]
     assert after[:2] == ["python", "/opt/torch-fl/scripts/run_tests.py"]
-    assert after[after.index("--markers") + 1] == "not cuda" and after[after.index("--vendor") + 1] == "dcu"
+    assert after[after.index("--markers") + 1] == "not cuda" and after[after.index("--accelerator") + 1] == "dcu"
 
 
 def test_build_dcu_without_the_dtk_image_stops_at_once_with_one_line(fake_repo, no_dtk_daemon, monkeypatch, dcu):
