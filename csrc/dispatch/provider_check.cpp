@@ -4,8 +4,6 @@
 
 #include <ATen/ATen.h>
 
-#include <sstream>
-
 namespace torch_fl {
 namespace {
 
@@ -56,15 +54,7 @@ std::vector<c10::IValue> expected_returns(const c10::OperatorHandle& op, const s
 
 template <class... T>
 [[noreturn]] void mismatch(const c10::OperatorHandle& op, const std::string& provider, const T&... what) {
-  std::ostringstream out;
-  const std::string name = short_op_name(op.operator_name());
-  std::string var = name;
-  for (auto pos = var.find('.'); pos != std::string::npos; pos = var.find('.', pos + 2)) var.replace(pos, 1, "__");
-  out << "provider '" << provider << "' returned a wrong result for " << name << ": ";
-  (out << ... << what);
-  out << ". Fix the provider's kernel for " << name << ", or route the op elsewhere (FLAGOS_OP_" << var
-      << "=native)";
-  TORCH_CHECK(false, out.str());
+  fail_provider_result(provider, op.operator_name(), c10::str(what...));
 }
 
 void check_tensor(const c10::OperatorHandle& op, const std::string& provider, size_t index, const at::Tensor& got,
@@ -90,6 +80,12 @@ void check_tensor(const c10::OperatorHandle& op, const std::string& provider, si
 }
 
 } // namespace
+
+void fail_provider_result(const std::string& provider, const c10::OperatorName& op, const std::string& what) {
+  const std::string name = short_op_name(op);
+  TORCH_CHECK(false, "provider '", provider, "' returned a wrong result for ", name, ": ", what,
+      ". Fix the provider's kernel for ", name, ", or route the op elsewhere (", override_variable(name), "=native)");
+}
 
 void check_provider_results(const c10::OperatorHandle& op, const std::string& provider,
     const std::vector<c10::IValue>& arguments, const torch::jit::Stack& stack, c10::Device vendor_device) {

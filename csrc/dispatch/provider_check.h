@@ -17,4 +17,9 @@ namespace torch_fl {
 void check_provider_results(const c10::OperatorHandle& op, const std::string& provider,
     const std::vector<c10::IValue>& arguments, const torch::jit::Stack& stack, c10::Device vendor_device);
 
+// The error for a provider result that is not what the op gives (`what`): it names the provider and the op,
+// and the route override that sends the op elsewhere.
+[[noreturn]] void fail_provider_result(const std::string& provider, const c10::OperatorName& op,
+    const std::string& what);
+
 } // namespace torch_fl

@@ -39,10 +39,14 @@ void check_same_device(c10::DeviceIndex& seen, c10::DeviceIndex index, const c10
     seen = index;
     return;
   }
-  TORCH_CHECK(seen == index,
-      "Expected all tensors to be on the same device, but found at least two devices, flagos:", int(seen),
-      " and flagos:", int(index), "! (when running ", short_op_name(op.operator_name()),
-      " on the flagos device; move one of them with .to())");
+  if (seen != index) fail_two_devices(seen, "flagos:" + std::to_string(int(index)), op, "move one of them with .to()");
+}
+
+void fail_two_devices(c10::DeviceIndex flagos, const std::string& other, const c10::OperatorHandle& op,
+    const std::string& fix) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, flagos:",
+      int(flagos), " and ", other, "! (when running ", short_op_name(op.operator_name()), " on the flagos device; ",
+      fix, ")");
 }
 
 namespace {
@@ -92,13 +96,6 @@ void register_fast_entry(FastEntry* entry) {
 }
 
 // ---- routes ------------------------------------------------------------------------
-
-std::string short_op_name(const c10::OperatorName& name) {
-  std::string s = name.name;
-  if (s.rfind("aten::", 0) == 0) s.erase(0, 6);
-  if (!name.overload_name.empty()) s += "." + name.overload_name;
-  return s;
-}
 
 void publish_routes(std::unique_ptr<RouteTable> table) {
   // Tables are small and reloads rare: the old one is kept (not freed) so a
@@ -180,13 +177,11 @@ void run_on_vendor(const c10::OperatorHandle& op, torch::jit::Stack* stack, cons
         // say plainly that the vendor has no kernel instead of torch's table.
         if (op.hasKernelForDispatchKey(runtime().vendor_key())) throw;
         const std::string name = short_op_name(op.operator_name());
-        std::string var = name;
-        for (auto pos = var.find('.'); pos != std::string::npos; pos = var.find('.', pos + 2)) var.replace(pos, 1, "__");
         const bool cpu_can =
             runtime().vendor_key() != c10::DispatchKey::CPU && op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
         TORCH_CHECK_NOT_IMPLEMENTED(false, name, " has no ", c10::toString(runtime().vendor_key()),
             " kernel, so its native route cannot run with FLAGOS_ACCELERATOR=", runtime().name(),
-            cpu_can ? ". Route it to the host (FLAGOS_OP_" + var + "=cpu)"
+            cpu_can ? ". Route it to the host (" + override_variable(name) + "=cpu)"
                     : std::string(". torch has no CPU kernel for it either, so no route of this machine can run it"),
             ", or run on an accelerator whose torch has it.");
       }
@@ -277,10 +272,7 @@ std::vector<std::string> intercept_ops(const std::vector<std::string>& ops) {
   std::lock_guard<std::mutex> lock(intercept_mutex());
   std::vector<std::string> added;
   for (const std::string& op : ops) {
-    const auto dot = op.find('.');
-    c10::OperatorName name = dot == std::string::npos
-        ? c10::OperatorName("aten::" + op, "")
-        : c10::OperatorName("aten::" + op.substr(0, dot), op.substr(dot + 1));
+    c10::OperatorName name = parse_short_op_name(op);
     if (intercepted_names().count(name)) continue;
     auto handle = c10::Dispatcher::singleton().findOp(name);
     if (!handle || handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;

@@ -2,6 +2,8 @@
 // every aten operator reaching the flagos device to the route its table names.
 #pragma once
 
+#include "dispatch/op_name.h"
+
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
@@ -54,14 +56,15 @@ void set_provider_hook(ProviderHook hook);
 std::vector<std::string> intercept_ops(const std::vector<std::string>& ops);
 std::vector<std::string> intercepted_ops();
 
-// The short name used in confs and logs: "add.Tensor", "relu".
-std::string short_op_name(const c10::OperatorName& name);
-
 // Rules every route applies (router.cpp), and the cpu route (cpu_route.cpp).
 bool is_flagos(const at::Tensor& t);
 bool is_generator_argument(const c10::Argument& arg);
 // Flagos tensors of one call must share a device, as CUDA tensors must; `seen` starts at -1.
 void check_same_device(c10::DeviceIndex& seen, c10::DeviceIndex index, const c10::OperatorHandle& op);
+// torch's error for one call's tensors on two devices: flagos device `flagos` and `other` ("flagos:1",
+// "cpu"), with how to fix the call.
+[[noreturn]] void fail_two_devices(c10::DeviceIndex flagos, const std::string& other, const c10::OperatorHandle& op,
+    const std::string& fix);
 void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // The router's boxed entry point (also what the fast path falls back to).

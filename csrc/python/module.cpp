@@ -4,6 +4,7 @@
 #include "dispatch/counters.h"
 #include "dispatch/data_movement.h"
 #include "dispatch/decompositions.h"
+#include "dispatch/provider_check.h"
 #include "dispatch/retag.h"
 #include "dispatch/router.h"
 #include "replay/plan.h"
@@ -98,10 +99,7 @@ void call_python_provider(int provider, const c10::OperatorHandle& op, torch::ji
     Route route;
     route.kind = RouteKind::Provider;
     route.provider = static_cast<int16_t>(provider);
-    std::string var = name;
-    for (auto pos = var.find('.'); pos != std::string::npos; pos = var.find('.', pos + 2)) var.replace(pos, 1, "__");
-    TORCH_CHECK(false, "provider '", route_name(current_routes(), route), "' returned a wrong result for ", name, ": ",
-        what, ". Fix the provider's kernel for ", name, ", or route the op elsewhere (FLAGOS_OP_", var, "=native)");
+    fail_provider_result(route_name(current_routes(), route), schema.operator_name(), what);
   };
   auto convert = [&](py::handle item, size_t i) {
     try {
@@ -131,12 +129,6 @@ Route to_route(const py::tuple& t) {
   r.kind = static_cast<RouteKind>(t[0].cast<int>());
   r.provider = static_cast<int16_t>(t[1].cast<int>());
   return r;
-}
-
-c10::OperatorName parse_op(const std::string& op) {
-  const auto dot = op.find('.');
-  return dot == std::string::npos ? c10::OperatorName("aten::" + op, "")
-                                  : c10::OperatorName("aten::" + op.substr(0, dot), op.substr(dot + 1));
 }
 
 // (stream_id, device_index, device_type): the fields torch.Stream is built from.
@@ -223,13 +215,13 @@ PYBIND11_MODULE(_C, m) {
     table->providers = providers;
     table->replayable = replayable;
     for (const auto& item : per_op) {
-      table->per_op.emplace(parse_op(item.first.cast<std::string>()), to_route(item.second.cast<py::tuple>()));
+      table->per_op.emplace(parse_short_op_name(item.first.cast<std::string>()), to_route(item.second.cast<py::tuple>()));
     }
     publish_routes(std::move(table));
   }, "Publish a complete route table (kind: 0 native, 1 cpu, 2 provider).");
   m.def("route_of", [](const std::string& op) {
     const RouteTable& table = current_routes();
-    auto it = table.per_op.find(parse_op(op));
+    auto it = table.per_op.find(parse_short_op_name(op));
     return route_name(table, it == table.per_op.end() ? table.fallback : it->second);
   }, "The route the router would take for an operator now.");
   m.def("intercept_ops", &intercept_ops, "Route these ops by name even where torch has a generic kernel.");
