@@ -1,6 +1,6 @@
 // The TensorImpl and StorageImpl of a vendor alias (retag.h), kept out of the host heap.
 //
-// Aliases outlive their call (the per-thread alias pool in retag.cpp), and a call may free some and make
+// Aliases outlive their call (the per-thread alias pool, alias_pool.h), and a call may free some and make
 // others in the middle of a step. Made with malloc, each new one lands in whatever hole the heap has just got,
 // often inside a large kernel buffer freed a moment before (the CPU emulation's device memory is that same
 // heap), so the hole can no longer hold the next buffer and the heap grows step after step (several MiB a

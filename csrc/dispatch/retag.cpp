@@ -1,18 +1,11 @@
 // Re-tagging: flagos tensors seen as vendor tensors and back (retag.h says how).
 #include "dispatch/retag.h"
-#include "compat/torch_compat.h"
-#include "dispatch/alias_objects.h"
 #include "dispatch/data_movement.h"
 #include "dispatch/router.h"
 #include "runtime/runtime.h"
 
 #include <ATen/core/Generator.h>
 #include <c10/core/TensorImpl.h>
-#include <c10/core/UndefinedTensorImpl.h>
-
-#include <array>
-#include <atomic>
-#include <typeinfo>
 
 namespace torch_fl {
 
@@ -30,12 +23,6 @@ void release_vendor_storage(void* ctx) {
   c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(ctx));
 }
 
-void copy_layout(c10::TensorImpl& impl, const at::Tensor& like) {
-  impl.set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
-  if (like.is_conj()) impl._set_conj(true);
-  if (like.is_neg()) impl._set_neg(true);
-}
-
 // A tensor the caller keeps (a result): flagos keys plus the autograd keys and
 // version counter every user-visible tensor has.
 at::Tensor make_tensor_on(const c10::Storage& storage, c10::DispatchKeySet keys, const at::Tensor& like) {
@@ -44,209 +31,17 @@ at::Tensor make_tensor_on(const c10::Storage& storage, c10::DispatchKeySet keys,
   return at::Tensor(std::move(impl));
 }
 
-// A vendor alias lives below autograd, for one call. It is built as torch builds
-// its own views (the VIEW constructor, the caller's keys with the backend swapped)
-// and shares the caller's version counter instead of allocating one: that is most
-// of what a re-tag cost. Sharing is also what a nested in-place op inside a vendor
-// kernel (a host foreach loop) needs to count as a write to the caller's tensor.
-at::Tensor make_vendor_alias(const c10::Storage& storage, const at::Tensor& like) {
-  c10::TensorImpl* caller = like.unsafeGetTensorImpl();
-  auto impl = c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::unsafe_steal_from_new(
-      new AliasTensorImpl(c10::TensorImpl::VIEW, c10::Storage(storage), caller->key_set(), like.dtype()));
-  impl->_change_backend_component_keys(storage.device());
-  copy_layout(*impl, like);
-  impl->set_version_counter(caller->version_counter());
-  return at::Tensor(std::move(impl));
-}
-
-c10::Storage alias_storage_of(const at::Tensor& t) {
-  Runtime& rt = runtime();
-  c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
-  // Resizable through the vendor allocator, so an out= argument that a vendor
-  // kernel resizes gets vendor memory, adopted afterwards (written_from_vendor).
-  return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::unsafe_steal_from_new(new AliasStorageImpl(
-      c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
-      c10::DataPtr(impl->mutable_data(), rt.vendor_device(t.device().index())),
-      c10::GetAllocator(rt.vendor_type()), /*resizable=*/true)));
-}
-
-// ---- alias reuse -----------------------------------------------------------------------
-//
-// Building an alias (a StorageImpl and a TensorImpl, construction and destruction each) was most of what a
-// re-tag cost, and objects that outlive their call are cold by the time the next step asks for them. So a
-// call's aliases go back to a small pool of this thread when it ends, and the next call, whatever tensors
-// it has, takes them from there while they are still in cache: re-pointed at its tensors, not rebuilt.
-// A pooled tensor alias keeps its own storage alias, so taking one re-points that storage at the caller's
-// bytes in place; only a tensor whose storage the call already has an alias of (arguments sharing storage)
-// is moved onto that one, and its own storage waits among the spares. Only an alias nothing else holds goes
-// back (no other reference, no Python object, no autograd data), and taking one sets everything a fresh
-// alias gets from its caller (bytes, size, device, dtype, layout, version counter); an alias whose dispatch
-// keys differ from what the caller needs (conjugate, negative, ...) is made anew. A pooled tensor has a
-// disabled version counter, so it keeps no caller's objects alive; its storage keeps the last address,
-// never read before it is re-pointed.
-std::atomic<bool> g_alias_reuse{true};
-
-template <class T>
-bool exposed_to_python(const T& impl) {
-  // A vendor kernel written in Python gave it a PyObject: dropping that later,
-  // at thread exit, would need an interpreter that may be gone.
-  return compat::has_pyobj(*impl.pyobj_slot());
-}
-
-// Counts read without touching them (reclaim and release move no count).
-bool only_reference(c10::StorageImpl* impl) {
-  auto p = c10::intrusive_ptr<c10::StorageImpl>::reclaim(impl);
-  const bool only = p.use_count() == 1 && p.weak_use_count() == 1;
-  p.release();
-  return only;
-}
-
-// A storage alias pointing nowhere yet.
-c10::Storage empty_storage_alias() {
-  const c10::DeviceType vendor = runtime().vendor_type();
-  return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::unsafe_steal_from_new(new AliasStorageImpl(
-      c10::StorageImpl::use_byte_size_t(), 0, c10::DataPtr(nullptr, c10::Device(vendor)), c10::GetAllocator(vendor),
-      /*resizable=*/true)));
-}
-
-bool same_layout(const c10::TensorImpl& a, const c10::TensorImpl& b) {
-  if (a.storage_offset() != b.storage_offset()) return false;
-  const c10::IntArrayRef as = a.sizes(), bs = b.sizes(), at = a.strides(), bt = b.strides();
-  if (as.size() != bs.size()) return false;
-  for (size_t d = 0; d < as.size(); ++d) { // a few dims: a loop beats a call to memcmp
-    if (as[d] != bs[d] || at[d] != bt[d]) return false;
-  }
-  return true;
-}
-
-} // namespace
-
-class AliasPool {
- public:
-  // The alias of `like` for one call: over `shared` (the call's alias of like's storage, when it has one),
-  // else over the alias's own storage, re-pointed at like's bytes.
-  at::Tensor tensor(const at::Tensor& like, c10::StorageImpl* original, c10::StorageImpl* shared) {
-    c10::TensorImpl* caller = like.unsafeGetTensorImpl();
-    if (tensors_.empty() || caller->key_set() != caller_keys_ || tensors_.back().key_set() != alias_keys_) {
-      at::Tensor fresh = make_vendor_alias(
-          shared != nullptr ? c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(shared))
-                            : alias_storage_of(like),
-          like);
-      caller_keys_ = caller->key_set();
-      alias_keys_ = fresh.key_set();
-      return fresh;
-    }
-    at::Tensor alias = std::move(tensors_.back());
-    tensors_.pop_back();
-    c10::TensorImpl* impl = alias.unsafeGetTensorImpl();
-    const c10::Device device = runtime().vendor_device(like.device().index());
-    if (shared == nullptr) {
-      c10::StorageImpl* own = impl->unsafe_storage().unsafeGetStorageImpl();
-      // mutable_data(): a copy-on-write storage materializes first, exactly as for a fresh alias.
-      own->set_data_ptr_noswap(c10::DataPtr(original->mutable_data(), device));
-      own->set_nbytes(original->nbytes());
-      if (impl->dtype() != caller->dtype() || impl->device() != device) {
-        impl->set_storage_and_dtype(impl->unsafe_storage(), caller->dtype()); // also takes the storage's device
-      }
-    } else {
-      if (spares_.size() < kCapacity) spares_.push_back(impl->unsafe_storage());
-      impl->set_storage_and_dtype(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(shared)),
-          caller->dtype());
-    }
-    // Calls repeat their shapes (an optimizer's lists, a layer's activations), and the pool hands a call's
-    // aliases out in the order the last call took them: often the layout is already the caller's.
-    if (!same_layout(*impl, *caller)) {
-      impl->set_sizes_and_strides(caller->sizes(), caller->strides(), caller->storage_offset());
-    }
-    impl->set_version_counter(caller->version_counter());
-    return alias;
-  }
-
-  // At the end of a call: keep what nothing else holds, drop the rest.
-  void give_back(at::Tensor&& alias) {
-    c10::TensorImpl* impl = alias.unsafeGetTensorImpl();
-    if (tensors_.size() >= kCapacity || alias.use_count() != 1 || alias.weak_use_count() != 1 ||
-        exposed_to_python(*impl) || impl->autograd_meta() != nullptr || !impl->allow_tensor_metadata_change()) {
-      return;
-    }
-    c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
-    // Its storage goes back with it only if it is still the tensor's own alias storage: not shared with
-    // another alias, not one a vendor kernel put there, not resized into vendor memory (a DataPtr with a
-    // context owns that memory). Otherwise the tensor takes a spare, and the other storage goes its way.
-    if (storage == nullptr || typeid(*storage) != typeid(AliasStorageImpl) || !only_reference(storage) ||
-        exposed_to_python(*storage) || storage->data_ptr().get_context() != nullptr) {
-      c10::Storage spare = spares_.empty() ? empty_storage_alias() : std::move(spares_.back());
-      if (!spares_.empty()) spares_.pop_back();
-      impl->set_storage_keep_dtype(std::move(spare));
-    }
-    impl->set_version_counter(c10::VariableVersion(c10::VariableVersion::DISABLED));
-    tensors_.push_back(std::move(alias));
-  }
-
-  // A list op's storages, this call's index into its Retagger's list of them: found without a search of
-  // that list (quadratic for the 24 to 96 tensors of an optimizer's lists). Stamped with the call, so a
-  // new call needs no clearing.
-  uint64_t new_call() { return ++calls_; }
-  size_t* index_of(const c10::StorageImpl* storage, uint64_t call) {
-    size_t h = static_cast<size_t>((reinterpret_cast<uint64_t>(storage) * 0x9E3779B97F4A7C15ull) >> (64 - kIndexBits));
-    for (size_t probe = 0; probe < kIndex; ++probe, h = (h + 1) & (kIndex - 1)) {
-      Slot& slot = index_[h];
-      if (slot.call != call) {
-        slot = {storage, call, SIZE_MAX};
-        return &slot.position;
-      }
-      if (slot.storage == storage) return &slot.position;
-    }
-    return nullptr; // full: the caller searches its list
-  }
-
- private:
-  // Enough for the lists of a fused optimizer step over a few hundred parameters; more are freed.
-  static constexpr size_t kCapacity = 1024;
-  static constexpr int kIndexBits = 11;
-  static constexpr size_t kIndex = size_t{1} << kIndexBits;
-  struct Slot {
-    const c10::StorageImpl* storage = nullptr;
-    uint64_t call = 0;
-    size_t position = SIZE_MAX;
-  };
-  std::vector<at::Tensor> tensors_;
-  std::vector<c10::Storage> spares_; // storage aliases of tensors moved onto a shared one
-  c10::DispatchKeySet caller_keys_; // the keys of the last caller given a new alias, and that alias's
-  c10::DispatchKeySet alias_keys_;
-  std::array<Slot, kIndex> index_{};
-  uint64_t calls_ = 0;
-};
-
-// This thread's pool (never shared, so it needs no lock).
-static AliasPool& alias_pool() {
-  thread_local AliasPool pool;
-  return pool;
-}
-
-namespace {
-
 // Under emulation the vendor kernels are CPU kernels and would happily take a
 // host tensor beside flagos ones; an accelerator would refuse, so we do too.
 // 0-dim host tensors (scalars) are allowed, as CUDA allows them.
 [[noreturn]] void reject_host_tensor(const at::Tensor& t, c10::DeviceIndex flagos_index, const c10::OperatorHandle& op) {
-  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, flagos:",
-      int(flagos_index), " and cpu! (when running ", short_op_name(op.operator_name()),
-      " on the flagos device; move the host tensor of shape ", t.sizes(), " with .to('flagos'))");
+  fail_two_devices(flagos_index, "cpu", op, c10::str("move the host tensor of shape ", t.sizes(), " with .to('flagos')"));
 }
 
 } // namespace
 
-at::Tensor vendor_alias(const at::Tensor& flagos) {
-  if (!is_flagos(flagos)) return flagos;
-  return make_vendor_alias(alias_storage_of(flagos), flagos);
-}
-
-void set_alias_reuse(bool on) { g_alias_reuse.store(on, std::memory_order_relaxed); }
-bool alias_reuse() { return g_alias_reuse.load(std::memory_order_relaxed); }
-
 Retagger::Retagger(const c10::OperatorHandle& op)
-    : op_(op), reuse_(alias_reuse()), pool_(reuse_ ? &alias_pool() : nullptr) {}
+    : op_(op), reuse_(alias_reuse()), pool_(reuse_ ? &AliasPool::of_this_thread() : nullptr) {}
 
 Retagger::~Retagger() {
   if (!reuse_) return;
@@ -277,11 +72,7 @@ at::Tensor Retagger::to_vendor(c10::MaybeOwned<at::Tensor> owned_or_borrowed, bo
   size_t* position = nullptr;
   const StorageAlias* seen = seen_storage(original, &position);
   c10::StorageImpl* shared = seen != nullptr ? seen->alias : nullptr;
-  at::Tensor v = reuse_ ? pool_->tensor(t, original, shared)
-                        : make_vendor_alias(shared != nullptr
-                                  ? c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(shared))
-                                  : alias_storage_of(t),
-                              t);
+  at::Tensor v = reuse_ ? pool_->tensor(t, original, shared) : new_vendor_alias(t, shared);
   if (shared == nullptr) add_storage(original, v.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl(), position);
   tensors_.push_back({v, std::move(owned_or_borrowed), written});
   return v;
@@ -532,7 +323,8 @@ void Retagger::adopt_resized(c10::StorageImpl* alias_storage) {
     s.original->set_data_ptr_noswap(std::move(adopted));
     s.original->set_nbytes(nbytes);
     s.original_data = s.original->mutable_data();
-    // the alias now points nowhere; keep later checks consistent
+    // The alias points at the caller's bytes again (without owning them), so later checks see an alias of the
+    // caller's storage, not a resized one.
     alias_storage->set_data_ptr_noswap(c10::DataPtr(s.original_data, alias_storage->device()));
   }
 }

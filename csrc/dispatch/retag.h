@@ -1,11 +1,17 @@
 // Zero-copy re-tagging between flagos tensors and vendor tensors.
 //
-// A flagos tensor is viewed as a tensor of the vendor device (CPU under
-// emulation, CUDA on NVIDIA and DCU) by a fresh TensorImpl over a non-owning
-// storage on the same bytes. The caller's TensorImpl is never modified, so a
-// tensor shared with another thread is never seen half re-tagged.
+// A flagos tensor is viewed as a tensor of the vendor device (CPU under emulation, CUDA on NVIDIA and DCU) by
+// a vendor alias: a TensorImpl of its own over a non-owning storage on the same bytes (alias_pool.h builds and
+// reuses them). Converting the arguments never modifies a caller's TensorImpl, so a tensor that another thread
+// reads is never seen half re-tagged. Two steps after the vendor kernel ran do modify the caller's tensor, and
+// only a tensor the op's schema says it writes (Tensor(a!): in-place and out= arguments), as torch's own kernel
+// would: written_from_vendor gives it the sizes and strides the kernel set on its alias (an out= argument
+// resized or restrided), and adopt_resized gives its storage the vendor memory the kernel resized the alias
+// into, so every view of that storage sees the new bytes. Results the vendor made are relabelled as flagos in
+// place only when nothing else holds them (relabel_fresh).
 #pragma once
 
+#include "dispatch/alias_pool.h"
 #include "runtime/host_access.h"
 
 #include <ATen/core/Tensor.h>
@@ -15,16 +21,6 @@
 #include <c10/util/SmallVector.h>
 
 namespace torch_fl {
-
-// A vendor view of one flagos tensor, for bookkeeping kernels (copies).
-at::Tensor vendor_alias(const at::Tensor& flagos);
-
-// Whether calls reuse the vendor aliases of earlier calls on the same thread
-// (on by default; off only to measure what the reuse saves).
-void set_alias_reuse(bool on);
-bool alias_reuse();
-
-class AliasPool; // retag.cpp: the vendor aliases this thread's calls reuse
 
 // Re-tags the arguments of one operator call and maps its results back.
 class Retagger {
@@ -58,6 +54,7 @@ class Retagger {
   void refuse_host_tensors() const;
   // After the vendor kernel ran: what it did to written arguments (resizes,
   // restrides) reaches the caller's tensors (returns_from_vendor does this itself).
+  // This is where a caller's TensorImpl and StorageImpl are modified (see above).
   void written_from_vendor();
   // A vendor result as the caller sees it: the caller's own tensor, a view of
   // its storage, or a fresh flagos tensor that adopts the vendor memory.
@@ -104,7 +101,9 @@ class Retagger {
   const c10::OperatorHandle& op_;
   const bool reuse_;    // alias_reuse() when the call began
   AliasPool* const pool_; // this thread's alias pool, looked up once per call (null without reuse)
-  uint64_t call_ = 0;     // a list op's number in the pool's storage index (0: storages are searched)
+  // A list op's number in the pool's storage index (0: storages are searched). Read only while the arguments
+  // are converted, before any nested router call can stamp the index anew (alias_pool.h).
+  uint64_t call_ = 0;
   c10::DeviceIndex device_ = -1;
   c10::SmallVector<StorageAlias, 4> storages_;
   c10::SmallVector<TensorAlias, 4> tensors_;

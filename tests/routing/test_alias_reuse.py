@@ -1,4 +1,4 @@
-"""Vendor aliases reused across calls (csrc/dispatch/retag.cpp) are indistinguishable from fresh ones.
+"""Vendor aliases reused across calls (csrc/dispatch/alias_pool.h) are indistinguishable from fresh ones.
 
 The router gives each call's vendor aliases back to a pool of its thread, and the next call re-points them at its
 own tensors. These checks change what a reused alias could get wrong between two calls (its layout, its storage,
