@@ -12,14 +12,18 @@ std::atomic<bool> g_on{false};
 
 namespace {
 
-std::mutex& table_mutex() {
-  static std::mutex m;
-  return m;
-}
 // Keyed by what the caller passes: the dispatcher's operator names live as long as the process.
-std::map<std::pair<const c10::OperatorName*, const char*>, Row>& table() {
-  static auto* t = new std::map<std::pair<const c10::OperatorName*, const char*>, Row>(); // leaked: threads may outlive statics
-  return *t;
+using Table = std::map<std::pair<const c10::OperatorName*, const char*>, Row>;
+
+// The table and the mutex that guards it, made once and never destroyed: a thread still routing calls while
+// the process exits (autograd's device threads) may count one after static destructors ran.
+struct Guarded {
+  std::mutex mutex;
+  Table table;
+};
+Guarded& counted() {
+  static auto* g = new Guarded();
+  return *g;
 }
 
 } // namespace
@@ -27,8 +31,9 @@ std::map<std::pair<const c10::OperatorName*, const char*>, Row>& table() {
 void set_on(bool on) { g_on.store(on, std::memory_order_relaxed); }
 
 void add(const c10::OperatorName& op, const char* path, const std::array<int64_t, kPhases>& ns) {
-  std::lock_guard<std::mutex> lock(table_mutex());
-  Row& row = table()[{&op, path}];
+  Guarded& g = counted();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  Row& row = g.table[{&op, path}];
   if (row.calls == 0) {
     row.op = short_op_name(op);
     row.path = path;
@@ -38,16 +43,18 @@ void add(const c10::OperatorName& op, const char* path, const std::array<int64_t
 }
 
 std::vector<Row> rows() {
-  std::lock_guard<std::mutex> lock(table_mutex());
+  Guarded& g = counted();
+  std::lock_guard<std::mutex> lock(g.mutex);
   std::vector<Row> out;
-  out.reserve(table().size());
-  for (const auto& [key, row] : table()) out.push_back(row);
+  out.reserve(g.table.size());
+  for (const auto& [key, row] : g.table) out.push_back(row);
   return out;
 }
 
 void reset() {
-  std::lock_guard<std::mutex> lock(table_mutex());
-  table().clear();
+  Guarded& g = counted();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  g.table.clear();
 }
 
 } // namespace torch_fl::counters
