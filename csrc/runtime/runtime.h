@@ -52,7 +52,7 @@ class Runtime {
   // Memory for flagos storages; the DataPtr is tagged with the flagos device.
   virtual c10::Allocator* allocator() = 0;
   // Account for memory the vendor's own kernels allocated (native-route outputs)
-  // and that a flagos tensor now owns; the returned DataPtr releases it.
+  // and that a flagos tensor takes over; the returned DataPtr releases it.
   virtual c10::DataPtr adopt(c10::DataPtr vendor_ptr, size_t nbytes, c10::DeviceIndex index) = 0;
   // Statistics of flagos memory in torch's own terms: the flagos c10::DeviceAllocator (allocator.cpp) hands
   // them to torch.accelerator.memory_stats & co. A vendor fills the fields it keeps and leaves the rest 0.
