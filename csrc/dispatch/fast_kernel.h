@@ -3,7 +3,7 @@
 // The boxed router (router.cpp) serves every operator, but a boxed call costs
 // a stack, an IValue per argument and, for a tensor held only by Python, a GIL
 // round trip on its first C++ reference. For the operators registered with
-// register_fast (fast_ops.cpp, fast_ops_training.cpp) the router also installs
+// register_fast (the fast_ops*.cpp files) the router also installs
 // this typed kernel. When the op's route is native it re-tags the borrowed
 // arguments and calls the vendor kernel directly; any other route goes through
 // the boxed router, so routes, overrides, logging and errors are the same on
@@ -225,10 +225,16 @@ struct Kernel<Op, Ret(Args...)> {
 // The op's name comes from its at::_ops struct, so the kernel can only be
 // registered for the operator whose signature it was built from.
 template <class Op>
-void register_fast(torch::Library& m) {
+void register_one(torch::Library& m) {
   register_fast_entry(&Kernel<Op>::entry());
   const std::string overload = Op::overload_name;
   m.impl((std::string(Op::name) + (overload.empty() ? "" : "." + overload)).c_str(), TORCH_FN(Kernel<Op>::call));
+}
+
+// The fast entry for each of these ops (at::_ops structs), registered in the order given.
+template <class... Ops>
+void register_fast(torch::Library& m) {
+  (register_one<Ops>(m), ...);
 }
 
 } // namespace torch_fl::fast

@@ -29,40 +29,22 @@
 
 namespace torch_fl {
 
-using fast::register_fast;
-
 // Functional ops that dominate inference and training steps. Each must have its
 // own autograd formula (never CompositeImplicitAutograd, which torch decomposes
 // above the device); tests/routing/test_fast_path.py checks that, and that
 // every op here still honours its route.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  register_fast<at::_ops::add_Tensor>(m);
-  register_fast<at::_ops::sub_Tensor>(m);
-  register_fast<at::_ops::mul_Tensor>(m);
-  register_fast<at::_ops::div_Tensor>(m);
-  register_fast<at::_ops::where_self>(m);
-  register_fast<at::_ops::pow_Tensor_Scalar>(m);
-  register_fast<at::_ops::neg>(m);
-  register_fast<at::_ops::exp>(m);
-  register_fast<at::_ops::rsqrt>(m);
-  register_fast<at::_ops::tanh>(m);
-  register_fast<at::_ops::sigmoid>(m);
-  register_fast<at::_ops::relu>(m);
-  register_fast<at::_ops::silu>(m);
-  register_fast<at::_ops::gelu>(m);
-  register_fast<at::_ops::mm>(m);
-  register_fast<at::_ops::bmm>(m);
-  register_fast<at::_ops::addmm>(m);
-  register_fast<at::_ops::sum_dim_IntList>(m);
-  register_fast<at::_ops::mean_dim>(m);
-  register_fast<at::_ops::_softmax>(m);
-  register_fast<at::_ops::_log_softmax>(m);
-  register_fast<at::_ops::native_layer_norm>(m);
-  register_fast<at::_ops::mse_loss>(m);
+  namespace ops = at::_ops;
+  fast::register_fast<ops::add_Tensor, ops::sub_Tensor, ops::mul_Tensor, ops::div_Tensor, ops::where_self,
+      ops::pow_Tensor_Scalar>(m);
+  fast::register_fast<ops::neg, ops::exp, ops::rsqrt, ops::tanh, ops::sigmoid, ops::relu, ops::silu, ops::gelu>(m);
+  fast::register_fast<ops::mm, ops::bmm, ops::addmm>(m);
+  fast::register_fast<ops::sum_dim_IntList, ops::mean_dim, ops::_softmax, ops::_log_softmax, ops::native_layer_norm,
+      ops::mse_loss>(m);
   // clone: torch's generic body would allocate on flagos and copy through copy_ and _copy_from (two fresh
   // aliases); as one routed call it is the vendor's clone on one alias. Autograd clones every gradient that
   // does not keep its parameter's layout.
-  register_fast<at::_ops::clone>(m);
+  fast::register_fast<ops::clone>(m);
 }
 
 } // namespace torch_fl

@@ -11,15 +11,14 @@
 
 namespace torch_fl {
 
-using fast::register_fast;
-
 // The same rule as fast_ops.cpp: each op has an autograd formula of its own (the backward ones are the
 // formulas' kernels).
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  register_fast<at::_ops::_scaled_dot_product_efficient_attention>(m);
-  register_fast<at::_ops::_scaled_dot_product_efficient_attention_backward>(m);
-  register_fast<at::_ops::_scaled_dot_product_flash_attention_for_cpu>(m);
-  register_fast<at::_ops::_scaled_dot_product_flash_attention_for_cpu_backward>(m);
+  namespace ops = at::_ops;
+  fast::register_fast<ops::_scaled_dot_product_efficient_attention,
+      ops::_scaled_dot_product_efficient_attention_backward>(m);
+  fast::register_fast<ops::_scaled_dot_product_flash_attention_for_cpu,
+      ops::_scaled_dot_product_flash_attention_for_cpu_backward>(m);
 }
 
 } // namespace torch_fl

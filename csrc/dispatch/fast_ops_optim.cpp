@@ -21,38 +21,22 @@
 
 namespace torch_fl {
 
-using fast::register_fast;
-
 // Each has an autograd formula of its own (derivatives.yaml), as fast_ops.cpp requires.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  register_fast<at::_ops::_foreach_add__Scalar>(m);
-  register_fast<at::_ops::_foreach_add__List>(m);
-  register_fast<at::_ops::_foreach_add__ScalarList>(m);
-  register_fast<at::_ops::_foreach_add__Tensor>(m);
-  register_fast<at::_ops::_foreach_sub__Scalar>(m);
-  register_fast<at::_ops::_foreach_sub__List>(m);
-  register_fast<at::_ops::_foreach_sub__ScalarList>(m);
-  register_fast<at::_ops::_foreach_mul__Scalar>(m);
-  register_fast<at::_ops::_foreach_mul__List>(m);
-  register_fast<at::_ops::_foreach_mul__ScalarList>(m);
-  register_fast<at::_ops::_foreach_mul__Tensor>(m);
-  register_fast<at::_ops::_foreach_div__Scalar>(m);
-  register_fast<at::_ops::_foreach_div__List>(m);
-  register_fast<at::_ops::_foreach_div__ScalarList>(m);
-  register_fast<at::_ops::_foreach_div__Tensor>(m);
-  register_fast<at::_ops::_foreach_lerp__Scalar>(m);
-  register_fast<at::_ops::_foreach_lerp__List>(m);
-  register_fast<at::_ops::_foreach_addcmul__Scalar>(m);
-  register_fast<at::_ops::_foreach_addcmul__ScalarList>(m);
-  register_fast<at::_ops::_foreach_addcdiv__Scalar>(m);
-  register_fast<at::_ops::_foreach_addcdiv__ScalarList>(m);
-  register_fast<at::_ops::_foreach_maximum__List>(m);
-  register_fast<at::_ops::_foreach_sqrt>(m);
-  register_fast<at::_ops::_foreach_sqrt_>(m);
-  register_fast<at::_ops::_foreach_neg_>(m);
-  register_fast<at::_ops::_foreach_zero_>(m);
-  register_fast<at::_ops::_foreach_norm_Scalar>(m);
-  register_fast<at::_ops::_fused_adamw_>(m);
+  namespace ops = at::_ops;
+  fast::register_fast<ops::_foreach_add__Scalar, ops::_foreach_add__List, ops::_foreach_add__ScalarList,
+      ops::_foreach_add__Tensor>(m);
+  fast::register_fast<ops::_foreach_sub__Scalar, ops::_foreach_sub__List, ops::_foreach_sub__ScalarList>(m);
+  fast::register_fast<ops::_foreach_mul__Scalar, ops::_foreach_mul__List, ops::_foreach_mul__ScalarList,
+      ops::_foreach_mul__Tensor>(m);
+  fast::register_fast<ops::_foreach_div__Scalar, ops::_foreach_div__List, ops::_foreach_div__ScalarList,
+      ops::_foreach_div__Tensor>(m);
+  fast::register_fast<ops::_foreach_lerp__Scalar, ops::_foreach_lerp__List, ops::_foreach_maximum__List>(m);
+  fast::register_fast<ops::_foreach_addcmul__Scalar, ops::_foreach_addcmul__ScalarList, ops::_foreach_addcdiv__Scalar,
+      ops::_foreach_addcdiv__ScalarList>(m);
+  fast::register_fast<ops::_foreach_sqrt, ops::_foreach_sqrt_, ops::_foreach_neg_, ops::_foreach_zero_,
+      ops::_foreach_norm_Scalar>(m);
+  fast::register_fast<ops::_fused_adamw_>(m);
 }
 
 } // namespace torch_fl

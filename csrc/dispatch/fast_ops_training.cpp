@@ -34,43 +34,21 @@
 
 namespace torch_fl {
 
-using fast::register_fast;
-
 // The same rule as fast_ops.cpp: each op has an autograd formula of its own.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  namespace ops = at::_ops;
   // in-place: gradient accumulation, optimizers without _foreach_, activations
-  register_fast<at::_ops::add__Tensor>(m);
-  register_fast<at::_ops::sub__Tensor>(m);
-  register_fast<at::_ops::mul__Tensor>(m);
-  register_fast<at::_ops::mul__Scalar>(m);
-  register_fast<at::_ops::div__Tensor>(m);
-  register_fast<at::_ops::addcmul_>(m);
-  register_fast<at::_ops::addcdiv_>(m);
-  register_fast<at::_ops::lerp__Scalar>(m);
-  register_fast<at::_ops::relu_>(m);
-  register_fast<at::_ops::fill__Scalar>(m);
-  register_fast<at::_ops::zero_>(m);
-  // out=
-  register_fast<at::_ops::add_out>(m);
-  register_fast<at::_ops::mul_out>(m);
-  register_fast<at::_ops::mm_out>(m);
-  register_fast<at::_ops::bmm_out>(m); // with mm.out and addmm.out, the matmuls of an Inductor graph
-  register_fast<at::_ops::addmm_out>(m);
-  register_fast<at::_ops::baddbmm_out>(m);
-  register_fast<at::_ops::where_self_out>(m);
+  fast::register_fast<ops::add__Tensor, ops::sub__Tensor, ops::mul__Tensor, ops::mul__Scalar, ops::div__Tensor>(m);
+  fast::register_fast<ops::addcmul_, ops::addcdiv_, ops::lerp__Scalar, ops::relu_, ops::fill__Scalar, ops::zero_>(m);
+  // out= (mm.out, bmm.out and addmm.out are the matmuls of an Inductor graph)
+  fast::register_fast<ops::add_out, ops::mul_out, ops::mm_out, ops::bmm_out, ops::addmm_out, ops::baddbmm_out,
+      ops::where_self_out>(m);
   // backward kernels
-  register_fast<at::_ops::threshold_backward>(m);
-  register_fast<at::_ops::gelu_backward>(m);
-  register_fast<at::_ops::sigmoid_backward>(m);
-  register_fast<at::_ops::tanh_backward>(m);
-  register_fast<at::_ops::_softmax_backward_data>(m);
-  register_fast<at::_ops::_log_softmax_backward_data>(m);
-  register_fast<at::_ops::native_layer_norm_backward>(m);
-  register_fast<at::_ops::native_batch_norm>(m);
-  register_fast<at::_ops::native_batch_norm_backward>(m);
-  register_fast<at::_ops::select_backward>(m);
-  register_fast<at::_ops::mse_loss_backward>(m);
-  register_fast<at::_ops::sqrt>(m);
+  fast::register_fast<ops::threshold_backward, ops::gelu_backward, ops::sigmoid_backward, ops::tanh_backward>(m);
+  fast::register_fast<ops::_softmax_backward_data, ops::_log_softmax_backward_data,
+      ops::native_layer_norm_backward>(m);
+  fast::register_fast<ops::native_batch_norm, ops::native_batch_norm_backward, ops::select_backward,
+      ops::mse_loss_backward, ops::sqrt>(m);
 }
 
 } // namespace torch_fl
