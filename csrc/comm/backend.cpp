@@ -63,6 +63,11 @@ class Staging {
   at::Tensor inout(const at::Tensor& t) { return staged(t, /*keep_contents=*/true); }
   at::Tensor out(const at::Tensor& t) { return staged(t, /*keep_contents=*/false); }
 
+  // `f` (in, inout or out) for a tensor, a list or a list of lists, keeping the shape of the argument.
+  template <class F>
+  at::Tensor each(const at::Tensor& t, F f) {
+    return (this->*f)(t);
+  }
   template <class F>
   std::vector<at::Tensor> each(const std::vector<at::Tensor>& ts, F f) {
     std::vector<at::Tensor> r;
@@ -146,114 +151,69 @@ class FlagosBackend final : public c10d::Backend {
   const c10::intrusive_ptr<c10d::Backend>& vendor() const { return vendor_; }
 
   WorkPtr broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
-    Staging s;
-    auto v = s.each(tensors, &Staging::inout);
-    return run("broadcast", s, [&] { return vendor_->broadcast(v, opts); });
+    return staged("broadcast", &Backend::broadcast, &Staging::inout, tensors, opts);
   }
   WorkPtr allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
-    Staging s;
-    auto v = s.each(tensors, &Staging::inout);
-    return run("all_reduce", s, [&] { return vendor_->allreduce(v, opts); });
+    return staged("all_reduce", &Backend::allreduce, &Staging::inout, tensors, opts);
   }
   WorkPtr allreduce_coalesced(std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override {
-    Staging s;
-    auto v = s.each(tensors, &Staging::inout);
-    return run("all_reduce_coalesced", s, [&] { return vendor_->allreduce_coalesced(v, opts); });
+    return staged("all_reduce_coalesced", &Backend::allreduce_coalesced, &Staging::inout, tensors, opts);
   }
   WorkPtr reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
-    Staging s;
-    auto v = s.each(tensors, &Staging::inout);
-    return run("reduce", s, [&] { return vendor_->reduce(v, opts); });
+    return staged("reduce", &Backend::reduce, &Staging::inout, tensors, opts);
   }
   WorkPtr allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                     const c10d::AllgatherOptions& opts) override {
-    Staging s;
-    auto o = s.each(outputs, &Staging::out);
-    auto i = s.each(inputs, &Staging::in);
-    return run("all_gather", s, [&] { return vendor_->allgather(o, i, opts); });
+    return written_from("all_gather", &Backend::allgather, outputs, inputs, opts);
   }
   WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) override {
-    Staging s;
-    auto o = s.out(output);
-    auto i = s.in(input);
-    return run("all_gather_into_tensor", s, [&] { return vendor_->_allgather_base(o, i, opts); });
+    return written_from("all_gather_into_tensor", &Backend::_allgather_base, output, input, opts);
   }
   WorkPtr allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                               const c10d::AllgatherOptions& opts) override {
-    Staging s;
-    auto o = s.each(outputs, &Staging::out);
-    auto i = s.each(inputs, &Staging::in);
-    return run("all_gather_coalesced", s, [&] { return vendor_->allgather_coalesced(o, i, opts); });
+    return written_from("all_gather_coalesced", &Backend::allgather_coalesced, outputs, inputs, opts);
   }
   WorkPtr allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                           const c10d::AllgatherOptions& opts) override {
-    Staging s;
-    auto o = s.each(outputs, &Staging::out);
-    auto i = s.each(inputs, &Staging::in);
-    return run("all_gather_into_tensor_coalesced", s, [&] { return vendor_->allgather_into_tensor_coalesced(o, i, opts); });
+    return written_from(
+        "all_gather_into_tensor_coalesced", &Backend::allgather_into_tensor_coalesced, outputs, inputs, opts);
   }
   WorkPtr gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                  const c10d::GatherOptions& opts) override {
-    Staging s;
-    auto o = s.each(outputs, &Staging::out);
-    auto i = s.each(inputs, &Staging::in);
-    return run("gather", s, [&] { return vendor_->gather(o, i, opts); });
+    return written_from("gather", &Backend::gather, outputs, inputs, opts);
   }
   WorkPtr scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                   const c10d::ScatterOptions& opts) override {
-    Staging s;
-    auto o = s.each(outputs, &Staging::out);
-    auto i = s.each(inputs, &Staging::in);
-    return run("scatter", s, [&] { return vendor_->scatter(o, i, opts); });
+    return written_from("scatter", &Backend::scatter, outputs, inputs, opts);
   }
   WorkPtr reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                          const c10d::ReduceScatterOptions& opts) override {
-    Staging s;
-    auto o = s.each(outputs, &Staging::out);
-    auto i = s.each(inputs, &Staging::in);
-    return run("reduce_scatter", s, [&] { return vendor_->reduce_scatter(o, i, opts); });
+    return written_from("reduce_scatter", &Backend::reduce_scatter, outputs, inputs, opts);
   }
   WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override {
-    Staging s;
-    auto o = s.out(output);
-    auto i = s.in(input);
-    return run("reduce_scatter_tensor", s, [&] { return vendor_->_reduce_scatter_base(o, i, opts); });
+    return written_from("reduce_scatter_tensor", &Backend::_reduce_scatter_base, output, input, opts);
   }
   WorkPtr reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                           const c10d::ReduceScatterOptions& opts) override {
-    Staging s;
-    auto o = s.each(outputs, &Staging::out);
-    auto i = s.each(inputs, &Staging::in);
-    return run("reduce_scatter_tensor_coalesced", s, [&] { return vendor_->reduce_scatter_tensor_coalesced(o, i, opts); });
+    return written_from(
+        "reduce_scatter_tensor_coalesced", &Backend::reduce_scatter_tensor_coalesced, outputs, inputs, opts);
   }
   WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split,
                         std::vector<int64_t>& input_split, const c10d::AllToAllOptions& opts) override {
-    Staging s;
-    auto o = s.out(output);
-    auto i = s.in(input);
-    return run("all_to_all_single", s, [&] { return vendor_->alltoall_base(o, i, output_split, input_split, opts); });
+    return written_from("all_to_all_single", &Backend::alltoall_base, output, input, output_split, input_split, opts);
   }
   WorkPtr alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                    const c10d::AllToAllOptions& opts) override {
-    Staging s;
-    auto o = s.each(outputs, &Staging::out);
-    auto i = s.each(inputs, &Staging::in);
-    return run("all_to_all", s, [&] { return vendor_->alltoall(o, i, opts); });
+    return written_from("all_to_all", &Backend::alltoall, outputs, inputs, opts);
   }
   WorkPtr send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
-    Staging s;
-    auto v = s.each(tensors, &Staging::in);
-    return run("send", s, [&] { return vendor_->send(v, dst, tag); });
+    return staged("send", &Backend::send, &Staging::in, tensors, dst, tag);
   }
   WorkPtr recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
-    Staging s;
-    auto v = s.each(tensors, &Staging::out);
-    return run("recv", s, [&] { return vendor_->recv(v, src, tag); });
+    return staged("recv", &Backend::recv, &Staging::out, tensors, src, tag);
   }
   WorkPtr recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
-    Staging s;
-    auto v = s.each(tensors, &Staging::out);
-    return run("recv", s, [&] { return vendor_->recvAnysource(v, tag); });
+    return staged("recv", &Backend::recvAnysource, &Staging::out, tensors, tag);
   }
   WorkPtr barrier(const c10d::BarrierOptions& opts) override {
     Staging s;
@@ -276,7 +236,25 @@ class FlagosBackend final : public c10d::Backend {
   c10d::ErrorType getError() override { return vendor_->getError(); }
 
  private:
-  // Starts the vendor's collective and wraps its work, so that a failure, now or at wait(), names the
+  // A collective `call` of the vendor on one list of tensors, each staged by `stage` (in, inout or out).
+  template <class Call, class... Rest>
+  WorkPtr staged(const char* what, Call call, at::Tensor (Staging::*stage)(const at::Tensor&),
+      std::vector<at::Tensor>& tensors, Rest&... rest) {
+    Staging s;
+    auto v = s.each(tensors, stage);
+    return run(what, s, [&] { return (vendor_.get()->*call)(v, rest...); });
+  }
+  // A collective `call` of the vendor that writes `outputs` from `inputs` (each a tensor, a list or a list of
+  // lists).
+  template <class Call, class Out, class In, class... Rest>
+  WorkPtr written_from(const char* what, Call call, Out& outputs, In& inputs, Rest&... rest) {
+    Staging s;
+    auto o = s.each(outputs, &Staging::out);
+    auto i = s.each(inputs, &Staging::in);
+    return run(what, s, [&] { return (vendor_.get()->*call)(o, i, rest...); });
+  }
+
+  // Starts the vendor's collective and wraps its work, so that a failure, at the start or at wait(), names the
   // collective, the rank and the library.
   template <class Start>
   WorkPtr run(const char* what, Staging& staging, Start&& start) {
