@@ -87,37 +87,25 @@ class Builder {
       w_.push_back(bits_of(c.imag()));
     } else if (v.isString()) {
       const std::string& s = v.toStringRef();
-      w_.push_back(kString);
-      w_.push_back(static_cast<int64_t>(s.size()));
+      header(kString, s.size());
       for (size_t i = 0; i < s.size(); i += 8) {
         int64_t chunk = 0;
         std::memcpy(&chunk, s.data() + i, std::min<size_t>(8, s.size() - i));
         w_.push_back(chunk);
       }
     } else if (v.isIntList()) {
-      const auto list = v.toIntList();
-      w_.push_back(kIntList);
-      w_.push_back(static_cast<int64_t>(list.size()));
-      for (int64_t x : list) w_.push_back(x);
+      words(kIntList, v.toIntList(), [](int64_t x) { return x; });
     } else if (v.isDoubleList()) {
-      const auto list = v.toDoubleList();
-      w_.push_back(kDoubleList);
-      w_.push_back(static_cast<int64_t>(list.size()));
-      for (double x : list) w_.push_back(bits_of(x));
+      words(kDoubleList, v.toDoubleList(), [](double x) { return bits_of(x); });
     } else if (v.isBoolList()) {
-      const auto list = v.toBoolList();
-      w_.push_back(kBoolList);
-      w_.push_back(static_cast<int64_t>(list.size()));
-      for (bool x : list) w_.push_back(x);
+      words(kBoolList, v.toBoolList(), [](bool x) { return int64_t{x}; });
     } else if (v.isTensorList()) {
       const auto list = v.toTensorList();
-      w_.push_back(kTensorList);
-      w_.push_back(static_cast<int64_t>(list.size()));
+      header(kTensorList, list.size());
       for (const at::Tensor& t : list) tensor(t);
     } else if (v.isList()) { // Tensor?[] (index): each element a slot, None ones undefined
       const auto list = v.toList();
-      w_.push_back(kTensorList);
-      w_.push_back(static_cast<int64_t>(list.size()));
+      header(kTensorList, list.size());
       for (const c10::IValue& e : list) {
         if (e.isTensor()) {
           tensor(e.toTensor());
@@ -139,6 +127,18 @@ class Builder {
   }
 
  private:
+  // A sequence's tag and length, before its elements.
+  void header(Tag tag, size_t size) {
+    w_.push_back(tag);
+    w_.push_back(static_cast<int64_t>(size));
+  }
+  // A list of numbers: its header, then one word per element.
+  template <class List, class Word>
+  void words(Tag tag, const List& list, Word word) {
+    header(tag, list.size());
+    for (const auto& x : list) w_.push_back(word(x));
+  }
+
   std::vector<int64_t>& w_;
   std::vector<at::Tensor>* slots_;
   bool host_scalars_by_value_;
