@@ -44,12 +44,8 @@ void recording_from_python(py::handle wire, replay::Recording* out) {
   replay::Plan& p = out->plan;
   for (py::handle a : t[1].cast<py::list>()) {
     auto f = a.cast<py::tuple>();
-    replay::Alloc alloc;
-    alloc.dtype = torch::jit::toIValue(f[0], c10::IntType::get()).toScalarType();
-    alloc.sizes = ints(f[1]);
-    alloc.strides = ints(f[2]);
-    alloc.storage_offset = f[3].cast<int64_t>();
-    p.allocs.push_back(std::move(alloc));
+    p.allocs.push_back(replay::Alloc{torch::jit::toIValue(f[0], c10::IntType::get()).toScalarType(), ints(f[1]),
+        ints(f[2]), f[3].cast<int64_t>()});
   }
   for (py::handle s : t[2].cast<py::list>()) {
     auto f = s.cast<py::tuple>();
@@ -63,25 +59,15 @@ void recording_from_python(py::handle wire, replay::Recording* out) {
     launch.config = launch_config(f[0], f[1], f[2], f[3]);
     for (py::handle q : f[4].cast<py::list>()) {
       auto g = q.cast<py::tuple>();
-      replay::Param param;
-      param.kind = static_cast<replay::Param::Kind>(g[0].cast<int>());
-      param.index = g[1].cast<uint16_t>();
-      param.offset = g[2].cast<int64_t>();
-      param.bits = g[3].cast<uint64_t>();
-      launch.params.push_back(param);
+      launch.params.push_back(replay::Param{static_cast<replay::Param::Kind>(g[0].cast<int>()), g[1].cast<uint16_t>(),
+          g[2].cast<int64_t>(), g[3].cast<uint64_t>()});
     }
     p.launches.push_back(std::move(launch));
   }
   for (py::handle o : t[4].cast<py::list>()) {
     auto f = o.cast<py::tuple>();
-    replay::Output output;
-    output.kind = static_cast<replay::Output::Kind>(f[0].cast<int>());
-    output.index = f[1].cast<uint16_t>();
-    output.whole = f[2].cast<bool>();
-    output.sizes = ints(f[3]);
-    output.strides = ints(f[4]);
-    output.storage_offset = f[5].cast<int64_t>();
-    p.outputs.push_back(std::move(output));
+    p.outputs.push_back(replay::Output{static_cast<replay::Output::Kind>(f[0].cast<int>()), f[1].cast<uint16_t>(),
+        f[2].cast<bool>(), ints(f[3]), ints(f[4]), f[5].cast<int64_t>()});
   }
 }
 
