@@ -1,6 +1,8 @@
 // Bookkeeping kernels the flagos device implements itself: allocation, copies,
 // resizing, the metadata-only views and record_stream. They never go through the router
-// (they are what the routes are built from), so they are always native.
+// (they are what the routes are built from), so they are always native. Each family is
+// registered beside its kernels; the names registered here are exactly what
+// torch_fl.routes() reports as pinned native.
 #include "dispatch/data_movement.h"
 #include "runtime/runtime.h"
 
@@ -46,6 +48,11 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
       kFlagosKeys, c10::dtype_or_default(dtype));
 }
 
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+}
+
 // Grow the storage when the new shape needs more bytes; shrinking keeps them.
 void ensure_storage(c10::TensorImpl* impl) {
   if (impl->numel() == 0) return;
@@ -89,6 +96,14 @@ at::Tensor& set_empty_(at::Tensor& self) {
   return set_storage_offset_(self, std::move(empty), 0, {0}, {});
 }
 
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("set_.source_Storage", TORCH_FN(set_storage_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_offset_));
+  m.impl("set_.source_Tensor", TORCH_FN(set_tensor_));
+  m.impl("set_", TORCH_FN(set_empty_));
+}
+
 at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
     std::optional<int64_t> storage_offset) {
   return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
@@ -100,6 +115,12 @@ at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
 
 at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
   return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("as_strided", TORCH_FN(as_strided));
+  m.impl("view", TORCH_FN(view));
+  m.impl("_reshape_alias", TORCH_FN(reshape_alias));
 }
 
 // Every copy that touches a flagos tensor: host<->flagos and flagos<->flagos
@@ -119,6 +140,11 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+}
+
 // The allocator that must see record_stream is the one that owns the flagos storage. Through the router the
 // vendor kernel would only see a re-tagged alias storage, which its allocator does not know, and memory could be
 // reused while the stream still reads it.
@@ -131,23 +157,9 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
       ->recordDataPtrOnStream(self.storage().data_ptr(), stream);
 }
 
-} // namespace
-
-// The names here are exactly what torch_fl.routes() reports as pinned native.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
-  m.impl("empty_strided", TORCH_FN(empty_strided));
-  m.impl("resize_", TORCH_FN(resize_));
-  m.impl("set_.source_Storage", TORCH_FN(set_storage_));
-  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_offset_));
-  m.impl("set_.source_Tensor", TORCH_FN(set_tensor_));
-  m.impl("set_", TORCH_FN(set_empty_));
-  m.impl("as_strided", TORCH_FN(as_strided));
-  m.impl("view", TORCH_FN(view));
-  m.impl("_reshape_alias", TORCH_FN(reshape_alias));
-  m.impl("_copy_from", TORCH_FN(copy_from));
-  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   m.impl("record_stream", TORCH_FN(record_stream));
 }
 
+} // namespace
 } // namespace torch_fl
