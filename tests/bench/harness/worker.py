@@ -179,7 +179,7 @@ def _overhead_one(torch: Any, item: workloads.OverheadOp, spec: dict[str, Any]) 
         state = item.setup(device)
         calls[name] = ((lambda state=state: item.call(state)), child.synchronizer(torch, device))
     # the same flagos tensors with every vendor alias built anew per call: what the router cost before aliases
-    # were reused across calls (csrc/dispatch/retag.cpp), measured beside it
+    # were reused across calls (csrc/dispatch/alias_pool.h), measured beside it
     calls["flagos-fresh"] = calls["flagos"]
     logged = child.logged_routes(calls["flagos"][0])
     for call, _ in calls.values():
