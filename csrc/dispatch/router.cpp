@@ -60,19 +60,21 @@ const RouteTable& empty_table() {
   return table;
 }
 
-// Function-local statics: fast_ops.cpp registers its entries while the library
-// loads, possibly before this file's globals exist.
+// Built on first use, since fast_ops.cpp registers its entries while the library
+// loads, possibly before this file's globals exist; and never destroyed, like the
+// route tables they guard: a thread still routing at exit (the autograd engine's,
+// a DataLoader worker's) must not find them gone.
 std::mutex& intercept_mutex() {
-  static std::mutex m;
-  return m;
+  static auto* m = new std::mutex;
+  return *m;
 }
 std::unordered_set<c10::OperatorName>& intercepted_names() {
-  static std::unordered_set<c10::OperatorName> names;
-  return names;
+  static auto* names = new std::unordered_set<c10::OperatorName>;
+  return *names;
 }
 std::vector<FastEntry*>& fast_entries() {
-  static std::vector<FastEntry*> entries;
-  return entries;
+  static auto* entries = new std::vector<FastEntry*>;
+  return *entries;
 }
 
 Route route_of(const RouteTable& table, const c10::OperatorName& name) {
