@@ -5,7 +5,7 @@
 # then the route A/B benchmark. Everything lands under $OUT (default reports/cuda-node).
 #   bash build_tools/node/cuda_node.sh [smoke|full|bench|train|models|dist|checks|opinfo|compile|replay|stepops|
 #                                       flaggems]
-#   full:   the routing and correctness suites (in one process, or SUITE_WORKERS xdist workers), then the bench;
+#   full:   the routing and correctness suites (SUITE_WORKERS xdist workers, 8; 0: one process), then the bench;
 #           BENCH_ARGS="--runs 3 ..." adds bench options. bench: the bench alone
 #   train:  flagos training against plain cuda in separate processes (tests/node/train_check.py), and the step
 #           time (TIME_PAIRS alternating processes per arm)
@@ -309,7 +309,7 @@ status=0
 t0=$(date +%s)
 if [ "$mode" != bench ]; then  # bench: the benchmark alone
   (cd "$tests_copy" && "$PY" -m pytest -c pyproject.toml routing correctness -q -p no:cacheprovider -rs \
-     ${SUITE_WORKERS:+-n "$SUITE_WORKERS"} --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest.txt"; exit "${PIPESTATUS[0]}") \
+     -n "${SUITE_WORKERS:-8}" --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest.txt"; exit "${PIPESTATUS[0]}") \
      || status=$?
   echo "routing and correctness suites: $(( $(date +%s) - t0 )) s"; t0=$(date +%s)
 fi
