@@ -9,6 +9,7 @@ key (torch_fl.replay says what).
 
 from __future__ import annotations
 
+import re
 import struct
 import threading
 from collections.abc import Sequence
@@ -39,23 +40,11 @@ _FILLED = {
 _ARG, _ALLOC, _BYTES = 0, 1, 2
 _STEP_ALLOC, _STEP_FILL, _STEP_LAUNCH = 0, 1, 2
 
-# How launch() packs scalar parameters: (struct format, size). Floats are passed in their own width, as
-# Triton >= 3.5 does; bf16 is a float32 cut to its upper half.
-_SCALAR_FORMATS = {
-    "i1": ("<b", 1),
-    "i8": ("<b", 1),
-    "i16": ("<h", 2),
-    "i32": ("<i", 4),
-    "i64": ("<q", 8),
-    "u1": ("<B", 1),
-    "u8": ("<B", 1),
-    "u16": ("<H", 2),
-    "u32": ("<I", 4),
-    "u64": ("<Q", 8),
-    "fp16": ("<e", 2),
-    "fp32": ("<f", 4),
-    "fp64": ("<d", 8),
-}
+# How launch() packs scalar parameters of a Triton type: floats in their own width, as Triton >= 3.5 passes them
+# (bf16 is a float32 cut to its upper half, pack_scalar says so); integers, signed or not, as their two's
+# complement bits in their width, a byte at the least (i1, u1).
+_FLOAT_FORMATS = {"fp16": "<e", "fp32": "<f", "fp64": "<d"}
+_INT_TYPE = re.compile(r"[iu](?P<bits>1|8|16|32|64)")
 
 
 class Refused(Exception):
@@ -67,15 +56,12 @@ def pack_scalar(ty: str, value: object) -> int:
     if ty == "bf16":
         (bits,) = struct.unpack("<I", struct.pack("<f", float(value)))
         return bits >> 16
-    fmt = _SCALAR_FORMATS.get(ty)
-    if fmt is None:
+    if ty in _FLOAT_FORMATS:
+        return int.from_bytes(struct.pack(_FLOAT_FORMATS[ty], float(value)), "little")
+    integer = _INT_TYPE.fullmatch(ty)
+    if integer is None:
         raise Refused(f"a kernel parameter of type {ty!r} the replay does not pack")
-    code, size = fmt
-    v = float(value) if code in ("<e", "<f", "<d") else int(value)
-    if code not in ("<e", "<f", "<d"):
-        v &= (1 << (8 * size)) - 1
-        code = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}[size]
-    return int.from_bytes(struct.pack(code, v), "little")
+    return int(value) & ((1 << max(8, int(integer["bits"]))) - 1)
 
 
 def _slots(args: Sequence[object], kwargs: dict[str, object]) -> list[torch.Tensor | None]:
