@@ -42,14 +42,15 @@ __all__ = [
 _Device = torch.device | str | int | None
 
 
-def _index(device: _Device) -> int:
-    """Device index of ``device`` (None = the current flagos device)."""
+def _index(device: _Device, *, any_type: bool = False) -> int:
+    """Device index of ``device`` (None = the current flagos device). A device of another type is an error unless
+    ``any_type``: Dynamo's device interface takes the index alone, as flagos device i is the vendor's device i."""
     if device is None:
         return _C.current_device()
     if isinstance(device, int):
         return device
     device = torch.device(device)
-    if device.type != "flagos":
+    if device.type != "flagos" and not any_type:
         raise ValueError(f"expected a flagos device, got {device}")
     return _C.current_device() if device.index is None else device.index
 

@@ -22,12 +22,7 @@ _HostProperties = namedtuple("_HostProperties", ["multi_processor_count"])
 
 
 def _vendor_index(device: Any) -> int:
-    if device is None:
-        return _flagos.current_device()
-    if isinstance(device, int):
-        return device
-    device = torch.device(device)
-    return _flagos.current_device() if device.index is None else device.index
+    return _flagos._index(device, any_type=True)
 
 
 def on_gpu() -> bool:
