@@ -28,6 +28,7 @@ __all__ = [
     "Settings",
     "decode_op",
     "encode_op",
+    "op_variable",
     "read_settings",
     "read_settings_collecting",
 ]
@@ -149,6 +150,11 @@ def read_settings_collecting(environ: Mapping[str, str]) -> tuple[Settings, list
 def encode_op(op: str) -> str:
     """``add.Tensor`` -> ``add__Tensor`` (the part after FLAGOS_OP_)."""
     return op.replace(".", "__")
+
+
+def op_variable(op: str) -> str:
+    """``add.Tensor`` -> ``FLAGOS_OP_add__Tensor``, the variable that overrides the route of ``op``."""
+    return OP_PREFIX + encode_op(op)
 
 
 def decode_op(encoded: str, known_ops: Collection[str]) -> str:

@@ -243,6 +243,12 @@ def test_decode_op(encoded: str, op: str) -> None:
     assert env.decode_op(encoded, KNOWN) == op
 
 
+def test_op_variable_is_the_prefix_and_the_encoded_name() -> None:
+    assert env.op_variable("add.Tensor") == "FLAGOS_OP_add__Tensor"
+    assert env.op_variable("add_.Tensor") == env.OP_PREFIX + env.encode_op("add_.Tensor") == "FLAGOS_OP_add___Tensor"
+    assert env.decode_op(env.op_variable("add_.Tensor")[len(env.OP_PREFIX) :], KNOWN) == "add_.Tensor"
+
+
 def test_decode_op_ambiguous_lists_every_reading() -> None:
     with pytest.raises(EnvError) as caught:
         env.decode_op("add___Tensor", KNOWN | {"add._Tensor"})

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._env import OP_PREFIX
 from .worker import EXIT_CRASH, EXIT_NATIVE_FAULT
 
 BUDGET_GRACE = 30.0  # seconds past the budget that running workers get to finish their operator
@@ -44,7 +45,7 @@ class Plan:
 
 
 def _env(plan: Plan) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGOS_OP_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(OP_PREFIX)}
     conf = plan.out / "native.conf"
     conf.write_text(NATIVE_CONF)
     env["FLAGOS_BACKEND_CONFIG"] = str(conf)

@@ -64,9 +64,9 @@ class _Worker:
 
     # -- routes --------------------------------------------------------------------------------------------
     def route(self, op: str, provider: bool) -> None:
-        from .._env import OP_PREFIX, encode_op
+        from .._env import op_variable
 
-        var = OP_PREFIX + encode_op(op)
+        var = op_variable(op)
         if provider:
             os.environ[var] = self.provider
         else:
