@@ -12,13 +12,11 @@ The conf and override objects are duck-typed (see ``_conf.Conf`` and ``_env.Over
 from __future__ import annotations
 
 import difflib
-import importlib.util
-import os
-import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ._env import decode_op
 from ._names import BUILTIN_ROUTES, CPU, NATIVE, ROUTE_ALIASES
 
 __all__ = [
@@ -92,7 +90,7 @@ def resolve(
 
     ``transfer_ops`` move data between devices (``_to_copy``, ``copy_`` ...): the cpu route is
     built from them, so they never take it. ``decode`` maps an override's encoded name to an op
-    (``_env.decode_op``) and raises ValueError when it cannot.
+    (``_env.decode_op`` by default) and raises ValueError when it cannot.
     """
     ctx = _Context(
         known_ops=frozenset(known_ops),
@@ -102,7 +100,7 @@ def resolve(
         transfers=frozenset(transfer_ops),
     )
     requests = _conf_requests(conf, ctx)
-    requests.update(_override_requests(overrides, ctx, decode or _sibling_decode()))
+    requests.update(_override_requests(overrides, ctx, decode or decode_op))
     entries: dict[str, Resolved] = {}
     for request in requests.values():
         resolved = _resolve_chain(request, ctx)
@@ -149,13 +147,12 @@ class _Request:
 def _conf_requests(conf: Any, ctx: _Context) -> dict[str, _Request]:
     requests: dict[str, _Request] = {}
     for op, entry in conf.entries.items():
-        where = str(entry.origin)
-        if op not in ctx.known_ops:
-            ctx.problems.append(f"{where}: unknown operator '{op}'; {_nearest_ops(op, ctx.known_ops)}; {NAME_RULE}")
-            continue
-        request = _make_request(op, tuple(entry.routes), where, ctx)
-        if request is not None:
-            requests[op] = request
+        if op in ctx.known_ops:
+            _add_request(requests, op, tuple(entry.routes), str(entry.origin), ctx)
+        else:
+            ctx.problems.append(
+                f"{entry.origin}: unknown operator '{op}'; {nearest_ops(op, ctx.known_ops)}; {NAME_RULE}"
+            )
     return requests
 
 
@@ -172,18 +169,16 @@ def _override_requests(
         where = f"env {override.var}"
         if op in requests:
             ctx.problems.append(f"{where}: {op} is already set by {requests[op].origin}; unset one of the two")
-            continue
-        request = _make_request(op, tuple(override.routes), where, ctx)
-        if request is not None:
-            requests[op] = request
+        else:
+            _add_request(requests, op, tuple(override.routes), where, ctx)
     return requests
 
 
-def _make_request(op: str, written: tuple[str, ...], where: str, ctx: _Context) -> _Request | None:
+def _add_request(requests: dict[str, _Request], op: str, written: tuple[str, ...], where: str, ctx: _Context) -> None:
+    """Add the chain ``written`` for ``op`` to ``requests``, or the reasons it cannot be to the problems."""
     chain = _normalise_chain(written, where, f"for {op}", ctx)
-    if chain is None or not _policy_allows(op, chain, written, where, ctx):
-        return None
-    return _Request(op=op, chain=chain, written=written, origin=where)
+    if chain is not None and _policy_allows(op, chain, written, where, ctx):
+        requests[op] = _Request(op=op, chain=chain, written=written, origin=where)
 
 
 def _normalise_chain(written: tuple[str, ...], where: str, what: str, ctx: _Context) -> tuple[str, ...] | None:
@@ -207,27 +202,31 @@ def _normalise_chain(written: tuple[str, ...], where: str, what: str, ctx: _Cont
 
 
 def _policy_allows(op: str, chain: tuple[str, ...], written: tuple[str, ...], where: str, ctx: _Context) -> bool:
-    shown = ", ".join(written)
+    refusal = _policy_refusal(op, chain, ctx)
+    if refusal is not None:
+        ctx.problems.append(f"{where}: {op} = {', '.join(written)}: {refusal}")
+    return refusal is None
+
+
+def _policy_refusal(op: str, chain: tuple[str, ...], ctx: _Context) -> str | None:
+    """Why ``op`` cannot take ``chain`` whatever the providers can do, or None."""
     if op in ctx.pinned and chain != (NATIVE,):
-        ctx.problems.append(
-            f"{where}: {op} = {shown}: {op} is device bookkeeping that flagos implements itself "
-            f"({ctx.pinned[op]}), so it always runs native; remove this line"
+        return (
+            f"{op} is device bookkeeping that flagos implements itself ({ctx.pinned[op]}), so it always runs "
+            "native; remove this line"
         )
-        return False
     if op in ctx.transfers and CPU in chain:
-        ctx.problems.append(
-            f"{where}: {op} = {shown}: {op} moves data between devices, and the cpu route is made of such "
-            "moves (it copies its arguments to the host and its results back), so it cannot run it; "
-            f"route {op} to native (the device's own copies) or remove this line"
+        return (
+            f"{op} moves data between devices, and the cpu route is made of such moves (it copies its arguments "
+            f"to the host and its results back), so it cannot run it; route {op} to native (the device's own "
+            "copies) or remove this line"
         )
-        return False
     if op in ctx.views and CPU in chain:
-        ctx.problems.append(
-            f"{where}: {op} = {shown}: {op} returns a view of its input, and the cpu route computes on a "
-            "host copy, so it cannot return a view; route it to native or a provider"
+        return (
+            f"{op} returns a view of its input, and the cpu route computes on a host copy, so it cannot return a "
+            "view; route it to native or a provider"
         )
-        return False
-    return True
+    return None
 
 
 def _walk(op: str, chain: tuple[str, ...], ctx: _Context) -> tuple[str | None, tuple[tuple[str, str], ...]]:
@@ -335,10 +334,6 @@ def _kept_native(default: Resolved, ctx: _Context, exclude: set[str]) -> dict[st
 
 def nearest_ops(op: str, known_ops: Collection[str]) -> str:
     """'nearest: a, b, c' (difflib), or why there is no suggestion; for messages about unknown names."""
-    return _nearest_ops(op, known_ops)
-
-
-def _nearest_ops(op: str, known_ops: Collection[str]) -> str:
     base, _, overload = op.partition(".")
     if overload == "default" and base in known_ops:
         return f"the default overload is written without a suffix: '{base}'"
@@ -348,19 +343,3 @@ def _nearest_ops(op: str, known_ops: Collection[str]) -> str:
         return f"{op} needs an overload: {shown}"
     near = difflib.get_close_matches(op, list(known_ops), n=5, cutoff=0.6)
     return f"nearest: {', '.join(near)}" if near else "no operator has a similar name"
-
-
-def _sibling_decode() -> Callable[[str, Collection[str]], str]:
-    # _env sits next to this file; load it the same way this module was loaded.
-    if __package__:
-        from . import _env
-
-        return _env.decode_op
-    name = "_flagos_env_beside_routing"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(__file__), "_env.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up while the class is built
-        spec.loader.exec_module(module)
-    return sys.modules[name].decode_op
