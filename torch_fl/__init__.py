@@ -2,7 +2,7 @@
 
 ``import torch_fl`` is the opt-in: it selects the vendor runtime (``FLAGOS_ACCELERATOR``), renames PrivateUse1 to
 ``flagos``, reads the route conf and the ``FLAGOS_OP_*`` overrides, and publishes one complete route table to the
-C++ router. Any problem in the configuration stops the import with one error that lists every problem found,
+C++ router. Any problem in the configuration stops the import with one ConfigError that lists every problem found,
 before anything is registered, so a process never runs with a partial table. ``import torch`` alone never loads
 torch_fl unless ``FLAGOS_AUTOLOAD=1`` (the ``_torch_fl_autoload`` module says why).
 """
@@ -36,15 +36,15 @@ except ImportError as _exc:  # typically: importing the source tree instead of t
     ) from _exc
 from . import _conf, _env, _one_accelerator, _routing, _shipped, compile, providers, replay
 from . import flagos as flagos
-from ._conf import ConfError
-from ._env import EnvError
+from ._errors import ConfError, ConfigError, EnvError, RouteError, merged
 from ._one_accelerator import OneAcceleratorError
-from ._routing import Resolved, RouteError, RouteTable
+from ._routing import Resolved, RouteTable
 from .providers import Provider, load_entry_points, register_provider, unregister_provider
 from .providers.flaggems import FlagGemsProvider
 
 __all__ = [
     "ConfError",
+    "ConfigError",
     "EnvError",
     "OneAcceleratorError",
     "Provider",
@@ -200,13 +200,13 @@ def _choose_accelerator(requested: str | None) -> str:
     built = list(_C.built_runtimes())
     if requested is not None:
         if requested not in built:
-            raise EnvError(
+            raise ConfigError(
                 f"{_env.ACCELERATOR_VAR}={requested} is not supported by this build of torch_fl "
                 f"(variant {__version__}); it supports: {', '.join(built)}. Install the wheel for that "
                 f"accelerator or unset {_env.ACCELERATOR_VAR}."
             )
         if requested in ("cuda", "dcu") and not torch.cuda.is_available():
-            raise EnvError(
+            raise ConfigError(
                 f"{_env.ACCELERATOR_VAR}={requested} but torch sees no GPU (torch.cuda.is_available() is False); "
                 f"check the driver and device visibility, or use {_env.ACCELERATOR_VAR}=cpu for emulation."
             )
@@ -233,7 +233,7 @@ def conf_path(settings: _env.Settings | None = None, accel: str | None = None) -
     name = settings.conf_name or "default"
     shipped = _shipped.confs(CONF_DIR, accel)
     if name not in shipped:
-        raise EnvError(
+        raise ConfigError(
             f"{_env.CONF_VAR}={name!r}: no such conf is shipped for {accel}; choose one of {', '.join(shipped)}, "
             f"or give a file with {_env.BACKEND_CONFIG_VAR}=PATH"
         )
@@ -248,15 +248,13 @@ def transfer_ops() -> frozenset[str]:
 
 
 def _resolve(settings: _env.Settings, path: str) -> RouteTable:
-    conf, problems = _conf.parse_conf_collecting(path)
+    conf, errors = _conf.parse_conf_collecting(path)
     try:
         table = _resolve_conf(settings, conf)
-    except RouteError as exc:
-        raise RouteError([*map(str, problems), *exc.problems]) from None
-    if len(problems) == 1:
-        raise problems[0]
-    if problems:
-        raise RouteError([str(p) for p in problems])
+    except ConfigError as exc:
+        errors.append(exc)
+    if (error := merged(errors)) is not None:
+        raise error
     _shipped.warn_qualification(path, conf, table, providers.providers())
     return table
 
@@ -345,7 +343,7 @@ def reload_routes() -> RouteTable:
     publish a new table whole (e.g. after registering a provider)."""
     settings = _env.read_settings(os.environ)
     if _state is not None and settings.accelerator not in (None, _C.accelerator()):
-        raise EnvError(
+        raise ConfigError(
             f"{_env.ACCELERATOR_VAR} changed to {settings.accelerator} after start-up; "
             f"the runtime ({_C.accelerator()}) is chosen once per process"
         )
@@ -404,31 +402,27 @@ def _settle_at_exit() -> None:
 
 def _check_configuration() -> tuple[_env.Settings, str, RouteTable]:
     """Everything that can be wrong with the user's configuration, found in one pass: env variables,
-    the conf and the routes (with the providers they name). One problem raises its own kind of error
-    (EnvError, ConfError, RouteError); several raise one RouteError that lists them all."""
-    settings, env_problems = _env.read_settings_collecting(os.environ)
+    the conf and the routes (with the providers they name), raised together as one ConfigError."""
+    settings, problems = _env.read_settings_collecting(os.environ)
     accel = "cpu"
     try:
         accel = _choose_accelerator(settings.accelerator)
-    except EnvError as exc:
-        env_problems.append(str(exc))
+    except ConfigError as exc:
+        problems.extend(exc.problems)
     if settings.emu_trap and accel != "cpu":
-        env_problems.append(
+        problems.append(
             f"{_env.EMU_TRAP_VAR}=1 applies to the CPU emulation only, and this process runs "
             f"{_env.ACCELERATOR_VAR}={accel}; unset one of the two"
         )
     _builtin_providers(accel)
     try:
         table = _resolve(settings, conf_path(settings, accel))
-        other: list[str] = []
-    except (_conf.ConfError, RouteError) as exc:
-        if not env_problems:
-            raise
-        other = list(exc.problems) if isinstance(exc, RouteError) else [str(exc)]
-    if env_problems and not other:
-        raise EnvError("\n".join(env_problems))
-    if env_problems:
-        raise RouteError([*env_problems, *other])
+    except ConfigError as exc:
+        if not problems:
+            raise  # as it is: a single conf problem keeps its path and line
+        problems.extend(exc.problems)
+    if problems:
+        raise ConfigError(problems)
     return settings, accel, table
 
 

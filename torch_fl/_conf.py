@@ -24,9 +24,10 @@ import re
 import stat
 from dataclasses import dataclass, field
 
+from ._errors import ConfigError
 from ._names import ROUTE_NAME_PATTERN, ROUTE_NAME_RE
 
-__all__ = ["Conf", "ConfEntry", "ConfError", "Origin", "parse_conf", "parse_conf_collecting", "parse_conf_text"]
+__all__ = ["Conf", "ConfEntry", "Origin", "parse_conf", "parse_conf_collecting", "parse_conf_text"]
 
 DEFAULT_KEY = "default"
 MAX_CONF_BYTES = 4 * 1024 * 1024
@@ -36,18 +37,6 @@ SYNTAX_HINT = "expected 'op.overload = route[, next-route ...]', 'default = rout
 _OP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?")
 _INCLUDE_RE = re.compile(r"include(?:\s+(?P<arg>.*))?")
 _QUALIFIED_RE = re.compile(r"qualified(?:\s+(?P<arg>.*))?")
-
-
-class ConfError(ValueError):
-    """A conf problem; ``str(e)`` is ``"path:line: what is wrong; what to do"``.
-
-    Line 0 stands for the file as a whole (it could not be read at all).
-    """
-
-    def __init__(self, path: str, line: int, message: str) -> None:
-        super().__init__(f"{path}:{line}: {message}")
-        self.path = path
-        self.line = line
 
 
 @dataclass(frozen=True)
@@ -82,13 +71,13 @@ def parse_conf(path: str | os.PathLike[str]) -> Conf:
     return conf
 
 
-def parse_conf_collecting(path: str | os.PathLike[str]) -> tuple[Conf, list[ConfError]]:
+def parse_conf_collecting(path: str | os.PathLike[str]) -> tuple[Conf, list[ConfigError]]:
     """Parse like ``parse_conf``, but keep going past bad lines: the statements that parse, and
     every problem, so that start-up can report them together with the other configuration errors."""
     state = _State()
     try:
         _load_file(os.fspath(path), state, stack=(), include_site=None)
-    except ConfError as exc:  # the file as a whole could not be read
+    except ConfigError as exc:  # the file as a whole could not be read
         state.problems.append(exc)
     return state.finish(), state.problems
 
@@ -116,7 +105,7 @@ class _State:
     default: ConfEntry | None = None
     entries: dict[str, ConfEntry] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
-    problems: list[ConfError] = field(default_factory=list)
+    problems: list[ConfigError] = field(default_factory=list)
     qualified: dict[str, str] = field(default_factory=dict)
 
     def set(self, entry: ConfEntry) -> None:
@@ -158,17 +147,17 @@ def _read_text(path: str, include_site: Origin | None) -> str:
         data = _read_regular_file(path)
     except FileNotFoundError:
         hint = "include paths are relative to the including file" if include_site else "check the path"
-        raise ConfError(where_path, where_line, f"cannot read {_q(path)}: no such file; {hint}") from None
+        raise ConfigError.at(where_path, where_line, f"cannot read {_q(path)}: no such file; {hint}") from None
     except (OSError, ValueError) as exc:  # ValueError: NUL byte in the path
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfError(
+        raise ConfigError.at(
             where_path, where_line, f"cannot read {_q(path)}: {reason}; name a readable .conf file"
         ) from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise ConfError(path, line, f"byte 0x{data[exc.start]:02x} is not UTF-8; save the file as UTF-8") from None
+        raise ConfigError.at(path, line, f"byte 0x{data[exc.start]:02x} is not UTF-8; save the file as UTF-8") from None
 
 
 def _read_regular_file(path: str) -> bytes:
@@ -195,7 +184,7 @@ def _parse_lines(text: str, path: str, base_dir: str, state: _State, stack: tupl
     for number, raw in enumerate(text.split("\n"), start=1):
         try:
             _parse_statement(raw, number, path, base_dir, state, stack, seen)
-        except ConfError as exc:  # one bad line does not hide the next one
+        except ConfigError as exc:  # one bad line does not hide the next one
             state.problems.append(exc)
 
 
@@ -213,14 +202,14 @@ def _parse_statement(
     if qualified and not (qualified["arg"] or "").startswith("="):
         words = (qualified["arg"] or "").split()
         if len(words) != 2 or not ROUTE_NAME_RE.fullmatch(words[0]):
-            raise ConfError(
+            raise ConfigError.at(
                 path, number, f"{_q(statement)}: write 'qualified PROVIDER VERSION', e.g. 'qualified flaggems 5.0.2'"
             )
         state.qualified[words[0]] = words[1]
         return
     entry = _parse_assignment(statement, Origin(path, number))
     if entry.op in seen:
-        raise ConfError(
+        raise ConfigError.at(
             path,
             number,
             f"{_q(entry.op)} is already set at {path}:{seen[entry.op]} in this file; "
@@ -233,24 +222,24 @@ def _parse_statement(
 def _include(arg: str | None, site: Origin, base_dir: str, state: _State, stack: tuple[str, ...]) -> None:
     target = (arg or "").strip()
     if not target:
-        raise ConfError(site.path, site.line, "'include' needs a file name; write 'include other.conf'")
+        raise ConfigError.at(site.path, site.line, "'include' needs a file name; write 'include other.conf'")
     path = os.path.normpath(os.path.join(base_dir, target))
     if _identity(path) in {_identity(seen) for seen in stack}:
         chain = " -> ".join([*stack, path])
-        raise ConfError(site.path, site.line, f"include cycle: {chain}; remove one of these include lines")
+        raise ConfigError.at(site.path, site.line, f"include cycle: {chain}; remove one of these include lines")
     _load_file(path, state, stack, include_site=site)
 
 
 def _parse_assignment(statement: str, origin: Origin) -> ConfEntry:
     where = (origin.path, origin.line)
     if "=" not in statement:
-        raise ConfError(*where, f"no '=' in {_q(statement)}; {SYNTAX_HINT}")
+        raise ConfigError.at(*where, f"no '=' in {_q(statement)}; {SYNTAX_HINT}")
     left, right = statement.split("=", 1)
     op = left.strip()
     if not op:
-        raise ConfError(*where, f"empty operator name before '=' in {_q(statement)}; {SYNTAX_HINT}")
+        raise ConfigError.at(*where, f"empty operator name before '=' in {_q(statement)}; {SYNTAX_HINT}")
     if not _OP_RE.fullmatch(op):
-        raise ConfError(
+        raise ConfigError.at(
             *where, f"bad operator name {_q(op)}; write the aten name as name.overload, e.g. 'add.Tensor' or 'relu'"
         )
     return ConfEntry(op=op, routes=_parse_chain(right, statement, where), origin=origin)
@@ -258,21 +247,21 @@ def _parse_assignment(statement: str, origin: Origin) -> ConfEntry:
 
 def _parse_chain(text: str, statement: str, where: tuple[str, int]) -> tuple[str, ...]:
     if not text.strip():
-        raise ConfError(*where, f"empty route after '=' in {_q(statement)}; name a route, e.g. 'native'")
+        raise ConfigError.at(*where, f"empty route after '=' in {_q(statement)}; name a route, e.g. 'native'")
     parts = [part.strip() for part in text.split(",")]
     if not parts[-1] and len(parts) > 1:
-        raise ConfError(*where, f"trailing comma in {_q(statement)}; remove it or add the next route after it")
+        raise ConfigError.at(*where, f"trailing comma in {_q(statement)}; remove it or add the next route after it")
     routes: list[str] = []
     for part in parts:
         if not part:
-            raise ConfError(*where, f"empty route between commas in {_q(statement)}; remove the extra comma")
+            raise ConfigError.at(*where, f"empty route between commas in {_q(statement)}; remove the extra comma")
         if not ROUTE_NAME_RE.fullmatch(part):
-            raise ConfError(
+            raise ConfigError.at(
                 *where,
                 f"bad route name {_q(part)}; route names are lowercase identifiers "
                 f"({ROUTE_NAME_PATTERN}) separated by commas, e.g. 'flaggems, native'",
             )
         if part in routes:
-            raise ConfError(*where, f"route {_q(part)} appears twice in {_q(statement)}; list each route once")
+            raise ConfigError.at(*where, f"route {_q(part)} appears twice in {_q(statement)}; list each route once")
         routes.append(part)
     return tuple(routes)

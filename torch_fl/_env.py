@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ._errors import ConfigError
 from ._names import ROUTE_NAME_RE
 
 __all__ = [
@@ -23,7 +24,6 @@ __all__ = [
     "KNOWN_VARIABLES",
     "LOG_CATEGORIES",
     "OP_PREFIX",
-    "EnvError",
     "Override",
     "Settings",
     "decode_op",
@@ -76,10 +76,6 @@ ENCODING_RULE = (
 T = TypeVar("T")
 
 
-class EnvError(ValueError):
-    """A bad FLAGOS_* variable; the message names it, its value, and what is accepted."""
-
-
 @dataclass(frozen=True)
 class Override:
     var: str  # "FLAGOS_OP_add__Tensor"
@@ -105,7 +101,7 @@ def read_settings(environ: Mapping[str, str]) -> Settings:
     """Parse the FLAGOS_* variables of ``environ``; every problem found is reported at once."""
     settings, problems = read_settings_collecting(environ)
     if problems:
-        raise EnvError("\n".join(problems))
+        raise ConfigError(problems)
     return settings
 
 
@@ -168,11 +164,11 @@ def decode_op(encoded: str, known_ops: Collection[str]) -> str:
     if len(found) == 1:
         return found[0]
     if found:
-        raise EnvError(
+        raise ConfigError(
             f"{var} is ambiguous: it can name {', '.join(found)}; set the operator in a conf file "
             f"named by {BACKEND_CONFIG_VAR} instead, where the dot is written as a dot"
         )
-    raise EnvError(f"{var} names no operator; {_nearest_ops(encoded, known_ops)}; {ENCODING_RULE}")
+    raise ConfigError(f"{var} names no operator; {_nearest_ops(encoded, known_ops)}; {ENCODING_RULE}")
 
 
 # --- one function per variable ---------------------------------------------------------
@@ -182,8 +178,8 @@ def _attempt(problems: list[str], parse: Callable[..., T], *args: str | None) ->
     # Keep going after a bad variable so that one run reports all of them.
     try:
         return parse(*args)
-    except EnvError as exc:
-        problems.append(str(exc))
+    except ConfigError as exc:
+        problems.extend(exc.problems)
         return None
 
 
@@ -192,7 +188,7 @@ def _accelerator(value: str | None) -> str | None:
         return None
     choice = value.strip().lower()
     if choice not in ACCELERATORS:
-        raise EnvError(
+        raise ConfigError(
             f"{ACCELERATOR_VAR}={value!r} is not an accelerator; choose one of "
             f"{', '.join(ACCELERATORS)}, or unset it to use the best one available"
         )
@@ -204,7 +200,7 @@ def _backend_config(value: str | None) -> str | None:
         return None
     if not os.path.isfile(value):
         what = "is a directory" if os.path.isdir(value) else "does not exist"
-        raise EnvError(
+        raise ConfigError(
             f"{BACKEND_CONFIG_VAR}={value!r} {what}; set it to the path of a route conf file "
             "(e.g. a copy of backends_<vendor>.conf), or unset it to use the shipped one"
         )
@@ -216,7 +212,7 @@ def _conf_name(value: str | None) -> str | None:
         return None
     name = value.strip()
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
-        raise EnvError(
+        raise ConfigError(
             f"{CONF_VAR}={value!r} is not a conf name; name a shipped conf (`python -m torch_fl info` lists them, "
             f"e.g. {CONF_VAR}=flaggems), or give a file with {BACKEND_CONFIG_VAR}=PATH"
         )
@@ -229,7 +225,7 @@ def _log_categories(value: str | None) -> frozenset[str]:
         return frozenset(LOG_CATEGORIES)
     unknown = [word for word in words if word not in LOG_CATEGORIES]
     if unknown:
-        raise EnvError(
+        raise ConfigError(
             f"{LOG_VAR}={value!r} has unknown categor{'y' if len(unknown) == 1 else 'ies'} "
             f"{', '.join(unknown)}; use a comma separated list of "
             f"{', '.join(LOG_CATEGORIES)} (or {LOG_ALL})"
@@ -244,9 +240,9 @@ def _count(var: str, value: str | None, default: int, low: int, high: int | None
     try:
         count = int(value.strip())
     except ValueError:
-        raise EnvError(f"{var}={value!r} is not an integer; use {choices}") from None
+        raise ConfigError(f"{var}={value!r} is not an integer; use {choices}") from None
     if count < low or (high is not None and count > high):
-        raise EnvError(f"{var}={value!r} is out of range; use {choices}")
+        raise ConfigError(f"{var}={value!r} is out of range; use {choices}")
     return count
 
 
@@ -260,7 +256,7 @@ def _emu_trap(value: str | None) -> bool:
         return False
     if value.strip() == "1":
         return True
-    raise EnvError(
+    raise ConfigError(
         f"{EMU_TRAP_VAR}={value!r} is not 0 or 1; set 1 to make host reads of emulated flagos memory fault "
         "(a debug mode of FLAGOS_ACCELERATOR=cpu), or unset it"
     )
@@ -275,7 +271,7 @@ def _switch(var: str, value: str | None, default: bool, meaning: str) -> bool:
         return default
     if value.strip() in ("0", "1"):
         return value.strip() == "1"
-    raise EnvError(f"{var}={value!r} is not 0 or 1; {meaning}")
+    raise ConfigError(f"{var}={value!r} is not 0 or 1; {meaning}")
 
 
 def _replay_capacity(value: str | None) -> int:
@@ -288,17 +284,17 @@ def _override(var: str, value: str) -> Override | None:
     if not value.strip():
         return None  # empty means unset, as for every other FLAGOS_ variable
     if not encoded:
-        raise EnvError(f"{var}={value!r} names no operator; {ENCODING_RULE}")
+        raise ConfigError(f"{var}={value!r} names no operator; {ENCODING_RULE}")
     routes = [part.strip() for part in value.split(",")]
     bad = [part for part in routes if not ROUTE_NAME_RE.fullmatch(part)]
     if bad:
         shown = ", ".join(repr(part) for part in bad)
-        raise EnvError(
+        raise ConfigError(
             f"{var}={value!r} has bad route name {shown}; give a route or a chain of routes, "
             "lowercase and comma separated, e.g. 'flaggems, native'"
         )
     if len(set(routes)) != len(routes):
-        raise EnvError(f"{var}={value!r} repeats a route; list each route of the chain once")
+        raise ConfigError(f"{var}={value!r} repeats a route; list each route of the chain once")
     return Override(var=var, encoded=encoded, routes=tuple(routes))
 
 

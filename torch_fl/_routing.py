@@ -2,7 +2,7 @@
 
 Pure Python (no torch import): the caller passes the operator names, the providers and the
 operator policies in, which keeps this testable with fakes. ``resolve`` either returns a
-complete new table or raises one ``RouteError`` listing every problem it found, so a bad
+complete new table or raises one ``ConfigError`` listing every problem it found, so a bad
 conf never leaves the router half configured and the user fixes all mistakes in one go.
 
 The conf and override objects are duck-typed (see ``_conf.Conf`` and ``_env.Override``); route names come from
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ._env import decode_op
+from ._errors import ConfigError
 from ._names import BUILTIN_ROUTES, CPU, NATIVE, ROUTE_ALIASES
 
 __all__ = [
@@ -26,7 +27,6 @@ __all__ = [
     "ROUTE_ALIASES",
     "Provider",
     "Resolved",
-    "RouteError",
     "RouteTable",
     "resolve",
 ]
@@ -35,16 +35,6 @@ BUILTIN_DEFAULT_ORIGIN = "built-in default"
 VIEW_KEPT_NATIVE = "view op kept native (the cpu route cannot return a view)"
 TRANSFER_KEPT_NATIVE = "data-movement op kept native (the cpu route moves data with it)"
 NAME_RULE = "names are aten schema names as in torch.ops.aten.<name>.<overload>"
-
-
-class RouteError(ValueError):
-    """Every problem found while resolving routes; ``problems`` holds them one by one."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        self.problems = tuple(problems)
-        count = len(self.problems)
-        heading = f"{count} problem{'s' if count != 1 else ''} in the flagos route configuration:"
-        super().__init__("\n".join([heading, *(f"  {problem}" for problem in self.problems)]))
 
 
 class Provider(Protocol):
@@ -90,7 +80,7 @@ def resolve(
 
     ``transfer_ops`` move data between devices (``_to_copy``, ``copy_`` ...): the cpu route is
     built from them, so they never take it. ``decode`` maps an override's encoded name to an op
-    (``_env.decode_op`` by default) and raises ValueError when it cannot.
+    (``_env.decode_op`` by default) and raises ConfigError when it cannot.
     """
     ctx = _Context(
         known_ops=frozenset(known_ops),
@@ -109,7 +99,7 @@ def resolve(
     default, provided = _resolve_default(conf.default, ctx, explicit=set(requests))
     entries.update(provided)
     if ctx.problems:
-        raise RouteError(ctx.problems)
+        raise ConfigError(ctx.problems)
     return RouteTable(default=default, entries=entries)
 
 
@@ -163,8 +153,8 @@ def _override_requests(
     for override in overrides:
         try:
             op = decode(override.encoded, ctx.known_ops)
-        except ValueError as exc:
-            ctx.problems.append(str(exc))
+        except ConfigError as exc:
+            ctx.problems.extend(exc.problems)
             continue
         where = f"env {override.var}"
         if op in requests:

@@ -103,7 +103,7 @@ def test_a_failed_import_registers_nothing_and_a_corrected_one_works(run_child) 
         """,
         env={"FLAGOS_OP_add__Tensor": "nowhere"},
     )
-    assert child.data == {"error": "RouteError", "backend_after_error": "privateuseone", "sum": 4.0}
+    assert child.data == {"error": "ConfigError", "backend_after_error": "privateuseone", "sum": 4.0}
 
 
 def test_what_the_opt_in_changes_for_the_rest_of_the_process(run_child) -> None:

@@ -259,7 +259,7 @@ def test_bad_conf_reload_names_file_line_and_applies_nothing(bad_child, name):
     child, lines = bad_child
     error = child.data[name]
     assert error is not None, f"reloading {name}.conf succeeded"
-    assert error[0] in ("ConfError", "RouteError"), error
+    assert error[0] == "ConfigError", error
     assert lines[name] in error[1], error
     assert child.data[f"{name}:unchanged"] is True
     assert child.dispatch(f"{name}:calls") == GOOD_ROUTES

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 MODULES = {
     "torch_fl_names": "torch_fl._names",
+    "torch_fl_errors": "torch_fl._errors",
     "torch_fl_conf": "torch_fl._conf",
     "torch_fl_env": "torch_fl._env",
     "torch_fl_routing": "torch_fl._routing",

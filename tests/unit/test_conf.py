@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch_fl_conf as conf  # registered by conftest (loaded by path)
-
-ConfError = conf.ConfError
+from torch_fl_errors import ConfigError
 
 
 def parse(text: str, path: str = "routes.conf") -> conf.Conf:
@@ -96,7 +95,7 @@ def test_entries_keep_first_insertion_order() -> None:
     ],
 )
 def test_malformed_lines(text: str, line: int, token: str) -> None:
-    with pytest.raises(ConfError) as caught:
+    with pytest.raises(ConfigError) as caught:
         parse(text)
     message = str(caught.value)
     assert message.startswith(f"routes.conf:{line}: ")
@@ -106,24 +105,24 @@ def test_malformed_lines(text: str, line: int, token: str) -> None:
 
 
 def test_control_characters_are_shown_escaped() -> None:
-    with pytest.raises(ConfError, match=r"\\x1b"):
+    with pytest.raises(ConfigError, match=r"\\x1b"):
         parse("add.Tensor = \x1b[31m")
 
 
 def test_duplicate_in_one_file_names_both_lines() -> None:
-    with pytest.raises(ConfError) as caught:
+    with pytest.raises(ConfigError) as caught:
         parse("add.Tensor = native\nrelu = native\n\nadd.Tensor = cpu\n")
     message = str(caught.value)
     assert message.startswith("routes.conf:4: 'add.Tensor' is already set at routes.conf:1")
 
 
 def test_duplicate_default_in_one_file() -> None:
-    with pytest.raises(ConfError, match=r"^routes.conf:2: 'default' is already set at routes.conf:1"):
+    with pytest.raises(ConfigError, match=r"^routes.conf:2: 'default' is already set at routes.conf:1"):
         parse("default = native\ndefault = cpu\n")
 
 
 def test_config_error_is_a_value_error() -> None:
-    assert issubclass(ConfError, ValueError)
+    assert issubclass(ConfigError, ValueError)
 
 
 # --- files and includes ------------------------------------------------------------------
@@ -168,7 +167,7 @@ def test_diamond_include_lists_each_file_once(tmp_path: Path) -> None:
 def test_include_cycle_shows_the_chain(tmp_path: Path) -> None:
     a = write(tmp_path / "a.conf", "include sub/b.conf\n")
     write(tmp_path / "sub" / "b.conf", "relu = native\ninclude ../a.conf\n")
-    with pytest.raises(ConfError) as caught:
+    with pytest.raises(ConfigError) as caught:
         conf.parse_conf(a)
     message = str(caught.value)
     b = os.path.join(str(tmp_path), "sub", "b.conf")
@@ -177,13 +176,13 @@ def test_include_cycle_shows_the_chain(tmp_path: Path) -> None:
 
 def test_self_include_is_a_cycle(tmp_path: Path) -> None:
     a = write(tmp_path / "a.conf", "include ./a.conf\n")
-    with pytest.raises(ConfError, match=r":1: include cycle: "):
+    with pytest.raises(ConfigError, match=r":1: include cycle: "):
         conf.parse_conf(a)
 
 
 def test_missing_include_points_at_the_include_line(tmp_path: Path) -> None:
     top = write(tmp_path / "top.conf", "relu = native\ninclude nowhere.conf\n")
-    with pytest.raises(ConfError) as caught:
+    with pytest.raises(ConfigError) as caught:
         conf.parse_conf(top)
     message = str(caught.value)
     assert message.startswith(f"{top}:2: cannot read '{tmp_path / 'nowhere.conf'}': no such file")
@@ -194,11 +193,11 @@ def test_include_of_a_directory_or_fifo_is_refused(tmp_path: Path) -> None:
     (tmp_path / "dir.conf").mkdir()
     os.mkfifo(tmp_path / "pipe.conf")
     top = write(tmp_path / "top.conf", "include dir.conf\n")
-    with pytest.raises(ConfError, match=r"top.conf:1: cannot read .*dir.conf"):
+    with pytest.raises(ConfigError, match=r"top.conf:1: cannot read .*dir.conf"):
         conf.parse_conf(top)
     write(top, "include pipe.conf\n")
     result: list[BaseException] = []
-    worker = threading.Thread(target=lambda: result.append(pytest.raises(ConfError, conf.parse_conf, top).value))
+    worker = threading.Thread(target=lambda: result.append(pytest.raises(ConfigError, conf.parse_conf, top).value))
     worker.start()
     worker.join(timeout=10)
     assert not worker.is_alive(), "reading a FIFO blocked"
@@ -207,7 +206,7 @@ def test_include_of_a_directory_or_fifo_is_refused(tmp_path: Path) -> None:
 
 def test_missing_top_level_file_is_line_zero(tmp_path: Path) -> None:
     missing = tmp_path / "none.conf"
-    with pytest.raises(ConfError) as caught:
+    with pytest.raises(ConfigError) as caught:
         conf.parse_conf(missing)
     assert str(caught.value).startswith(f"{missing}:0: cannot read")
 
@@ -215,14 +214,14 @@ def test_missing_top_level_file_is_line_zero(tmp_path: Path) -> None:
 def test_errors_inside_included_files_name_that_file(tmp_path: Path) -> None:
     inner = write(tmp_path / "inner.conf", "\nrelu native\n")
     top = write(tmp_path / "top.conf", "include inner.conf\n")
-    with pytest.raises(ConfError, match=rf"^{re.escape(str(inner))}:2: no '='"):
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(inner))}:2: no '='"):
         conf.parse_conf(top)
 
 
 def test_non_utf8_byte_reports_its_line(tmp_path: Path) -> None:
     path = tmp_path / "latin1.conf"
     path.write_bytes(b"relu = native\n# caf\xe9\n")
-    with pytest.raises(ConfError, match=rf"^{re.escape(str(path))}:2: byte 0xe9 is not UTF-8"):
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}:2: byte 0xe9 is not UTF-8"):
         conf.parse_conf(path)
 
 
@@ -231,7 +230,7 @@ def test_parse_conf_text_resolves_includes_against_base_dir(tmp_path: Path) -> N
     parsed = conf.parse_conf_text("include base.conf\n", base_dir=tmp_path)
     assert routes(parsed) == {"relu": ("cpu",)}
     assert parsed.files == (str(tmp_path / "base.conf"),)
-    with pytest.raises(ConfError, match=r"^<string>:1: cannot read"):
+    with pytest.raises(ConfigError, match=r"^<string>:1: cannot read"):
         conf.parse_conf_text("include base.conf\n", base_dir=tmp_path / "elsewhere")
 
 
@@ -241,7 +240,7 @@ def test_collecting_parse_keeps_good_lines_and_every_problem(tmp_path: Path) -> 
     parsed, problems = conf.parse_conf_collecting(path)
     assert routes(parsed) == {"add.Tensor": ("native",), "abs": ("cpu",)}
     assert [(p.path, p.line) for p in problems] == [(str(path), 2), (str(path), 3), (str(path), 4)]
-    with pytest.raises(ConfError) as caught:  # the raising form reports the first
+    with pytest.raises(ConfigError) as caught:  # the raising form reports the first
         conf.parse_conf(path)
     assert caught.value.line == 2
 
@@ -260,5 +259,5 @@ def test_qualified_names_the_provider_version_of_the_routes() -> None:
 
 @pytest.mark.parametrize("line", ["qualified", "qualified flaggems", "qualified Flag 1 2"])
 def test_a_malformed_qualified_line_says_how_to_write_it(line: str) -> None:
-    with pytest.raises(ConfError, match="write 'qualified PROVIDER VERSION'"):
+    with pytest.raises(ConfigError, match="write 'qualified PROVIDER VERSION'"):
         parse(line + "\n")

@@ -1,7 +1,7 @@
 """Property tests for the conf parser.
 
 1. Robustness: on any text -- valid lines, junk, and valid lines with one character broken --
-   the parser returns a Conf or raises ConfError whose message starts with "path:line: ";
+   the parser returns a Conf or raises ConfigError whose message starts with "path:line: ";
    never another exception. 2,500 examples of 4 texts each: 10,000 texts.
 2. Round trip: any well-formed conf, however it is spaced and commented, parses to exactly
    the entries it was written from.
@@ -20,6 +20,7 @@ import torch_fl_conf as conf  # registered by conftest
 import torch_fl_names
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from torch_fl_errors import ConfigError
 
 PATH = "fuzz.conf"
 TEXTS_PER_EXAMPLE = 4
@@ -126,7 +127,7 @@ texts = st.tuples(st.lists(lines, max_size=6), st.sampled_from(["\n", "\r\n"])).
 def check_one(text: str, base: Path) -> None:
     try:
         parsed = conf.parse_conf_text(text, PATH, base_dir=base)
-    except conf.ConfError as exc:
+    except ConfigError as exc:
         message = str(exc)
         match = ERROR_RE.match(message)
         assert match, message

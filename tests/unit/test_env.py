@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch_fl_env as env  # registered by conftest (loaded by path)
-
-EnvError = env.EnvError
+from torch_fl_errors import ConfigError
 
 
 def read(**variables: str) -> env.Settings:
@@ -15,7 +14,7 @@ def read(**variables: str) -> env.Settings:
 
 
 def error_of(**variables: str) -> str:
-    with pytest.raises(EnvError) as caught:
+    with pytest.raises(ConfigError) as caught:
         env.read_settings(variables)
     return str(caught.value)
 
@@ -205,7 +204,8 @@ def test_retired_use_flaggems_says_what_replaced_it() -> None:
 
 def test_all_problems_are_reported_together() -> None:
     message = error_of(FLAGOS_ACCELERATOR="tpu", FLAGOS_EMU_DEVICES="99", FLAGOS_LOGS="dispatch")
-    lines = message.splitlines()
+    heading, *lines = message.splitlines()
+    assert heading == "3 problems in the flagos route configuration:"
     assert len(lines) == 3
     assert any("FLAGOS_ACCELERATOR" in line for line in lines)
     assert any("FLAGOS_EMU_DEVICES" in line for line in lines)
@@ -250,7 +250,7 @@ def test_op_variable_is_the_prefix_and_the_encoded_name() -> None:
 
 
 def test_decode_op_ambiguous_lists_every_reading() -> None:
-    with pytest.raises(EnvError) as caught:
+    with pytest.raises(ConfigError) as caught:
         env.decode_op("add___Tensor", KNOWN | {"add._Tensor"})
     message = str(caught.value)
     assert message.startswith("FLAGOS_OP_add___Tensor is ambiguous: it can name add._Tensor, add_.Tensor")
@@ -258,7 +258,7 @@ def test_decode_op_ambiguous_lists_every_reading() -> None:
 
 
 def test_decode_op_unknown_lists_nearest_names_and_the_rule() -> None:
-    with pytest.raises(EnvError) as caught:
+    with pytest.raises(ConfigError) as caught:
         env.decode_op("ad__Tensor", KNOWN)
     message = str(caught.value)
     assert message.startswith("FLAGOS_OP_ad__Tensor names no operator; nearest: add.Tensor (FLAGOS_OP_add__Tensor)")
@@ -267,14 +267,14 @@ def test_decode_op_unknown_lists_nearest_names_and_the_rule() -> None:
 
 def test_decode_op_nearest_is_capped_at_five() -> None:
     known = {f"op{i}.Tensor" for i in range(20)}
-    with pytest.raises(EnvError) as caught:
+    with pytest.raises(ConfigError) as caught:
         env.decode_op("op__Tensor", known)
     nearest = str(caught.value).split("nearest: ")[1].split("; ")[0]
     assert nearest.count("FLAGOS_OP_") == 5
 
 
 def test_decode_op_no_similar_name() -> None:
-    with pytest.raises(EnvError, match="no operator has a similar name"):
+    with pytest.raises(ConfigError, match="no operator has a similar name"):
         env.decode_op("zzzzzzzzzzzz", KNOWN)
 
 
