@@ -57,8 +57,9 @@ def _info() -> dict[str, Any]:
 
     import torch_fl
 
-    state = torch_fl._state
-    assert state is not None
+    from . import _routes, _shipped
+
+    state = _routes.state()
     counts = Counter(r.route for r in state.table.entries.values())
     return {
         "torch_fl": torch_fl.__version__,
@@ -68,7 +69,7 @@ def _info() -> dict[str, Any]:
         "torch": torch.__version__,
         "conf": state.conf_path,
         # what FLAGOS_CONF=<name> can choose here
-        "shipped_confs": list(torch_fl._shipped.confs(torch_fl.CONF_DIR, torch_fl.accelerator())),
+        "shipped_confs": list(_shipped.confs(_shipped.CONF_DIR, torch_fl.accelerator())),
         "default_route": state.table.default.route,
         "overrides": {o.var: ", ".join(o.routes) for o in state.settings.overrides},
         "explicit_routes": dict(sorted(counts.items())),

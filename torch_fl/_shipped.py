@@ -10,6 +10,7 @@ from typing import Any
 
 from ._conf import Conf
 
+CONF_DIR = Path(__file__).with_name("configs")  # where the wheel installs configs/backends_*.conf
 _WARNED: set[tuple[str, str]] = set()
 
 

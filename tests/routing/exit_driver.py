@@ -36,7 +36,7 @@ def main() -> int:
     if args.no_settle:
         import atexit
 
-        atexit.unregister(torch_fl._settle_at_exit)
+        atexit.unregister(torch_fl._startup.settle_at_exit)
     import gc
 
     gc.freeze()  # the forks share the imported modules; their exit skips re-scanning them (faster, same path)

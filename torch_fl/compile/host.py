@@ -34,5 +34,5 @@ def _choose() -> Any:
     return _opened if _C.host_trap_enabled() else _plain
 
 
-# The trap is switched on once, at start-up (torch_fl._init), before any wrapper imports this module.
+# The trap is switched on once, at start-up (torch_fl._startup), before any wrapper imports this module.
 call = _choose()

@@ -1,0 +1,130 @@
+"""Operator facts from torch's dispatcher and the router's registrations.
+
+Which aten ops this torch has, which return views, which the flagos device runs itself, which reach the router and
+which the router takes by name. Each is asked of the dispatcher, so none can drift from torch or from the C++
+registrations (csrc/dispatch/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping
+from functools import cache
+
+import torch
+
+from . import _C
+
+# torch's entry points for out-of-tree convolution (csrc/dispatch/router.cpp)
+_OVERRIDEABLE_HOOKS = frozenset({"convolution_overrideable", "convolution_backward_overrideable"})
+
+
+@cache
+def _aten_schemas() -> tuple[frozenset[str], frozenset[str]]:
+    """(every aten op the dispatcher has, as written in confs; those returning views)."""
+    names = frozenset(n[6:] for n in torch._C._dispatch_get_all_op_names() if n.startswith("aten::"))
+    views: set[str] = set()
+    for schema in torch._C._jit_get_all_schemas():  # also lists TorchScript-only ops: filter by names
+        if not schema.name.startswith("aten::"):
+            continue
+        name = schema.name[6:] + (f".{schema.overload_name}" if schema.overload_name else "")
+        if name in names and any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):
+            views.add(name)
+    return names, frozenset(views)
+
+
+def known_ops() -> frozenset[str]:
+    return _aten_schemas()[0]
+
+
+def view_ops() -> frozenset[str]:
+    return _aten_schemas()[1]
+
+
+def has_kernel(op: str, key: str) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", key)
+
+
+class DeviceKernels(Mapping[str, str]):
+    """Ops with a flagos kernel of their own (csrc/dispatch/kernels.cpp): the
+    router never sees them, so they can only be native."""
+
+    REASON = (
+        "kernel of the flagos device itself (allocation, copy, resize, view, record_stream or the shallow-copy "
+        "check); always native"
+    )
+
+    @staticmethod
+    def _has_kernel(op: str) -> bool:
+        return has_kernel(op, "PrivateUse1") and op not in intercepted()
+
+    def __getitem__(self, op: str) -> str:
+        if op in known_ops() and self._has_kernel(op):
+            return self.REASON
+        raise KeyError(op)
+
+    def __contains__(self, op: object) -> bool:
+        return isinstance(op, str) and op in known_ops() and self._has_kernel(op)
+
+    def __iter__(self) -> Iterator[str]:
+        return (op for op in sorted(known_ops()) if self._has_kernel(op))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+@cache
+def intercepted() -> frozenset[str]:
+    """Router entries by name: from load on the unboxed fast-path ops (csrc/dispatch/fast_ops.cpp), which have a
+    flagos kernel but are routed, and then every op ``intercept`` adds."""
+    return frozenset(_C.intercepted_ops())
+
+
+def intercept(ops: Collection[str]) -> None:
+    """Have the router take ``ops`` by name, and the ops torch would keep from it otherwise: those implemented
+    for every backend through their out= variant, the ``_foreach_*`` family and the convolution hooks
+    (csrc/dispatch/router.cpp says why)."""
+    ops = {*ops, *_structured_functional_ops(), *_multi_tensor_ops(), *_OVERRIDEABLE_HOOKS}
+    wanted = {op for op in ops if not has_kernel(op, "CompositeImplicitAutograd")} - intercepted()
+    if wanted:
+        _C.intercept_ops(sorted(wanted))
+        intercepted.cache_clear()
+
+
+def fast_path_ops() -> frozenset[str]:
+    """Ops whose native route skips boxing (csrc/dispatch/fast_ops.cpp); their other routes, overrides
+    and dispatch log are those of every other op."""
+    return frozenset(_C.fast_path_ops())
+
+
+def reaches_router(op: str) -> bool:
+    """Whether calls of ``op`` on flagos tensors reach the router: not for the
+    device's own bookkeeping kernels, nor for ops torch decomposes above the
+    device (CompositeImplicitAutograd); the router then sees their parts."""
+    if op in intercepted():
+        return True
+    return not any(
+        has_kernel(op, key) for key in ("PrivateUse1", "CompositeImplicitAutograd", "CompositeExplicitAutograd")
+    )
+
+
+@cache
+def transfer_ops() -> frozenset[str]:
+    """Ops that move data between devices (csrc/dispatch/data_movement.h): native or a provider, never cpu."""
+    bases = frozenset(_C.transfer_ops())
+    return frozenset(op for op in known_ops() if op.partition(".")[0] in bases)
+
+
+@cache
+def _multi_tensor_ops() -> frozenset[str]:
+    """The ``_foreach_*`` family. torch's generic kernel walks the list one tensor at a time, so on flagos each
+    element would reach the router as an op of its own; an accelerator's kernel (CUDA's) takes the whole list
+    in a few launches. Routed by name, the native route reaches that kernel."""
+    return frozenset(
+        op for op in known_ops() if op.startswith("_foreach_") and has_kernel(op, "CompositeExplicitAutograd")
+    )
+
+
+@cache
+def _structured_functional_ops() -> frozenset[str]:
+    """Ops torch implements for every backend through their out= variant."""
+    return frozenset(op for op in known_ops() if has_kernel(op, "CompositeExplicitAutogradNonFunctional"))

@@ -1,0 +1,41 @@
+"""What crosses to the C++ router: a route table in the router's terms, and the way back to a provider's kernel.
+
+The router knows a route by its ``RouteKind`` (csrc/dispatch/router.h: 0 native, 1 cpu, 2 provider) and, for a
+provider, by its index in the published table; the provider's name is only for its log and messages.
+"""
+
+from __future__ import annotations
+
+from . import _C, providers, replay
+from ._names import CPU, NATIVE
+from ._routing import RouteTable
+from .providers import Provider
+
+_BUILTIN_KINDS = {NATIVE: 0, CPU: 1}
+_PROVIDER_KIND = 2
+
+# The providers of the table in force, by the index the router calls them with.
+_PROVIDER_ORDER: list[Provider] = []
+
+
+def publish(table: RouteTable) -> None:
+    """Hand ``table`` to the router whole: the router never sees a half-applied table."""
+    order = sorted({r.route for r in table.entries.values()} - set(_BUILTIN_KINDS))
+    index = {name: i for i, name in enumerate(order)}
+
+    def code(route: str) -> tuple[int, int]:
+        if route in _BUILTIN_KINDS:
+            return _BUILTIN_KINDS[route], -1
+        return _PROVIDER_KIND, index[route]
+
+    per_op = {op: code(r.route) for op, r in table.entries.items() if r.route != table.default.route}
+    _PROVIDER_ORDER[:] = [providers.providers()[name] for name in order]
+    _C.set_routes(code(table.default.route), per_op, order, [p.replay for p in _PROVIDER_ORDER])
+
+
+def call_provider(index: int, op: str, args: tuple, kwargs: dict, record: bool) -> object:
+    """The router's call into Python for a provider route (installed with ``_C.set_provider_dispatcher``)."""
+    kernel = _PROVIDER_ORDER[index].kernel(op)
+    if record:  # the replay cache has no plan for this call yet (csrc/replay/plan.h)
+        return replay.record_call(kernel, args, kwargs)
+    return kernel(*args, **kwargs)

@@ -1,0 +1,120 @@
+"""Start-up: what ``import torch_fl`` does, in order.
+
+Everything that can be wrong with the user's configuration is found first, in one pass (the environment, the conf,
+the routes and the providers they name), so a bad configuration raises one ConfigError before anything is
+registered, and a process never runs with a partial table.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+from importlib import metadata
+
+import torch
+
+from . import _C, _dispatcher, _env, _one_accelerator, _publish, _routes, compile, flagos, providers, replay
+from ._errors import ConfigError
+from ._routing import RouteTable
+from .providers.flaggems import FlagGemsProvider
+
+try:
+    VERSION = metadata.version("torch-fl")
+except metadata.PackageNotFoundError:  # running from a source tree without an install
+    VERSION = "0+unknown"
+
+
+def accelerator() -> str:
+    return _C.accelerator()
+
+
+def start() -> None:
+    providers.set_known_ops(_dispatcher.known_ops)
+    settings, accel, table = check_configuration()
+    if accel in ("cuda", "dcu"):
+        torch.cuda.init()  # flagos memory comes from CUDA's caching allocator, created here
+    _C.init(accel, settings.emu_devices, settings.emu_trap)
+    _register_device()
+    _C.set_provider_dispatcher(_publish.call_provider)
+    _routes.apply(settings, table)
+    _one_accelerator.install()
+    compile.install()
+    atexit.register(settle_at_exit)
+    atexit.register(_print_replay_stats)
+    if torch.distributed.is_available():
+        from . import distributed
+
+        distributed.register()
+
+
+def check_configuration() -> tuple[_env.Settings, str, RouteTable]:
+    """Everything that can be wrong with the user's configuration, found in one pass: env variables,
+    the conf and the routes (with the providers they name), raised together as one ConfigError."""
+    settings, problems = _env.read_settings_collecting(os.environ)
+    accel = "cpu"
+    try:
+        accel = _choose_accelerator(settings.accelerator)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+    if settings.emu_trap and accel != "cpu":
+        problems.append(
+            f"{_env.EMU_TRAP_VAR}=1 applies to the CPU emulation only, and this process runs "
+            f"{_env.ACCELERATOR_VAR}={accel}; unset one of the two"
+        )
+    if "flaggems" not in providers.providers():
+        providers.register_provider("flaggems", FlagGemsProvider(accel))
+    try:
+        table = _routes.resolve(settings, _routes.conf_path(settings, accel))
+    except ConfigError as exc:
+        if not problems:
+            raise  # as it is: a single conf problem keeps its path and line
+        problems.extend(exc.problems)
+    if problems:
+        raise ConfigError(problems)
+    return settings, accel, table
+
+
+def _choose_accelerator(requested: str | None) -> str:
+    built = list(_C.built_runtimes())
+    if requested is not None:
+        if requested not in built:
+            raise ConfigError(
+                f"{_env.ACCELERATOR_VAR}={requested} is not supported by this build of torch_fl "
+                f"(variant {VERSION}); it supports: {', '.join(built)}. Install the wheel for that "
+                f"accelerator or unset {_env.ACCELERATOR_VAR}."
+            )
+        if requested in ("cuda", "dcu") and not torch.cuda.is_available():
+            raise ConfigError(
+                f"{_env.ACCELERATOR_VAR}={requested} but torch sees no GPU (torch.cuda.is_available() is False); "
+                f"check the driver and device visibility, or use {_env.ACCELERATOR_VAR}=cpu for emulation."
+            )
+        return requested
+    for name in built:  # best first; emulation always works
+        if name == "cpu" or torch.cuda.is_available():
+            return name
+    return "cpu"
+
+
+def _register_device() -> None:
+    torch.utils.rename_privateuse1_backend("flagos")
+    torch._register_device_module("flagos", flagos)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+
+
+def settle_at_exit() -> None:
+    """Let the autograd engine's flagos device threads finish before the interpreter goes (see
+    settle_autograd_threads in csrc/python/module.cpp); only where autograd has run."""
+    if not _one_accelerator.autograd_used():
+        return
+    try:
+        _C.settle_autograd_threads()
+    except Exception as exc:  # an exit path must not raise; say what went wrong
+        print(f"torch_fl: could not settle the autograd threads at exit: {exc}", file=sys.stderr)
+
+
+def _print_replay_stats() -> None:
+    if "replay" in _routes.state().settings.log:  # FLAGOS_LOG=replay: the per-op statistics of the run
+        replay.print_stats()
