@@ -1,6 +1,6 @@
 """What crosses to the C++ router: a route table in the router's terms, and the way back to a provider's kernel.
 
-The router knows a route by its ``RouteKind`` (csrc/dispatch/router.h: 0 native, 1 cpu, 2 provider) and, for a
+The router knows a route by its ``RouteKind`` (csrc/dispatch/router.h, bound as ``_C.RouteKind``) and, for a
 provider, by its index in the published table; the provider's name is only for its log and messages.
 """
 
@@ -11,8 +11,7 @@ from ._names import CPU, NATIVE
 from ._routing import RouteTable
 from .providers import Provider
 
-_BUILTIN_KINDS = {NATIVE: 0, CPU: 1}
-_PROVIDER_KIND = 2
+_BUILTIN_KINDS = {NATIVE: _C.RouteKind.Native, CPU: _C.RouteKind.Cpu}
 
 # The providers of the table in force, by the index the router calls them with.
 _PROVIDER_ORDER: list[Provider] = []
@@ -23,10 +22,10 @@ def publish(table: RouteTable) -> None:
     order = sorted({r.route for r in table.entries.values()} - set(_BUILTIN_KINDS))
     index = {name: i for i, name in enumerate(order)}
 
-    def code(route: str) -> tuple[int, int]:
+    def code(route: str) -> tuple[_C.RouteKind, int]:
         if route in _BUILTIN_KINDS:
             return _BUILTIN_KINDS[route], -1
-        return _PROVIDER_KIND, index[route]
+        return _C.RouteKind.Provider, index[route]
 
     per_op = {op: code(r.route) for op, r in table.entries.items() if r.route != table.default.route}
     _PROVIDER_ORDER[:] = [providers.providers()[name] for name in order]

@@ -126,7 +126,7 @@ void call_python_provider(int provider, const c10::OperatorHandle& op, torch::ji
 
 Route to_route(const py::tuple& t) {
   Route r;
-  r.kind = static_cast<RouteKind>(t[0].cast<int>());
+  r.kind = t[0].cast<RouteKind>();
   r.provider = static_cast<int16_t>(t[1].cast<int>());
   return r;
 }
@@ -208,6 +208,10 @@ PYBIND11_MODULE(_C, m) {
     gen.set_state(state);
   });
 
+  py::enum_<RouteKind>(m, "RouteKind", "How the router runs an operator (csrc/dispatch/router.h).")
+      .value("Native", RouteKind::Native)
+      .value("Cpu", RouteKind::Cpu)
+      .value("Provider", RouteKind::Provider);
   m.def("set_routes", [](const py::tuple& fallback, const py::dict& per_op, const std::vector<std::string>& providers,
       const std::vector<bool>& replayable) {
     auto table = std::make_unique<RouteTable>();
@@ -218,7 +222,7 @@ PYBIND11_MODULE(_C, m) {
       table->per_op.emplace(parse_short_op_name(item.first.cast<std::string>()), to_route(item.second.cast<py::tuple>()));
     }
     publish_routes(std::move(table));
-  }, "Publish a complete route table (kind: 0 native, 1 cpu, 2 provider).");
+  }, "Publish a complete route table; each route is (RouteKind, provider index or -1).");
   m.def("route_of", [](const std::string& op) {
     const RouteTable& table = current_routes();
     auto it = table.per_op.find(parse_short_op_name(op));
