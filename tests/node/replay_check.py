@@ -28,13 +28,10 @@ import torch
 import torch.nn.functional as F
 
 import torch_fl
+from torch_fl._env import op_variable
 from torch_fl.bench import cases
 
 Fn = Callable[..., object]
-
-
-def _var(op: str) -> str:
-    return "FLAGOS_OP_" + op.replace(".", "__")
 
 
 def set_arm(arm: str, ops: list[str]) -> None:
@@ -42,14 +39,17 @@ def set_arm(arm: str, ops: list[str]) -> None:
     if arm in ("plain", "plain_again"):
         return
     route = "native" if arm == "native" else "flaggems"
-    before = {op: os.environ.get(_var(op)) for op in ops}
+    before = {op: os.environ.get(op_variable(op)) for op in ops}
     if any(v != route for v in before.values()):
-        os.environ.update({_var(op): route for op in ops})
+        os.environ.update({op_variable(op): route for op in ops})
         try:
             torch_fl.reload_routes()
         except Exception:  # FlagGems lacks the op: leave the table as it was
             for op, value in before.items():
-                os.environ.pop(_var(op), None) if value is None else os.environ.__setitem__(_var(op), value)
+                if value is None:
+                    os.environ.pop(op_variable(op), None)
+                else:
+                    os.environ[op_variable(op)] = value
             torch_fl.reload_routes()
             raise
     torch_fl.replay.configure(enabled=arm == "replay")

@@ -89,7 +89,8 @@ def arm_label(arm: str, vendor: str) -> str:
 
 
 def override_var(op: str) -> str:
-    """The FLAGOS_OP_ variable that forces ``op``'s route (the dot doubled)."""
+    """The FLAGOS_OP_ variable that forces ``op``'s route (the dot doubled). Spelled here, not imported from
+    torch_fl._env: the plain arms load this file by its path and never import the torch_fl package."""
     return "FLAGOS_OP_" + op.replace(".", "__")
 
 
