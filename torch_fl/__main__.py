@@ -85,9 +85,9 @@ def _route(op: str) -> dict[str, Any]:
 
     resolved = torch_fl.route(op)
     out = asdict(resolved)
-    out["op"] = op
-    out["reaches_router"] = torch_fl.reaches_router(op)
-    out["fast_path"] = op in torch_fl.fast_path_ops()
+    out["reaches_router"] = torch_fl.reaches_router(resolved.op)
+    # the unboxed entry serves an op only while its route is native; other routes go through the boxed router
+    out["fast_path"] = resolved.op in torch_fl.fast_path_ops() and resolved.route == "native"
     return out
 
 

@@ -119,8 +119,10 @@ def routes() -> dict[str, Resolved]:
 
 
 def route(op: str) -> Resolved:
-    """The route ``op`` (e.g. ``"add.Tensor"``) takes, and where that was decided."""
+    """The route ``op`` (``"add.Tensor"``, or as torch prints it, ``"aten::add.Tensor"``) takes, and where that
+    was decided."""
     table = state().table
+    op = op.removeprefix("aten::")
     if op not in _dispatcher.known_ops():
         raise KeyError(
             f"unknown operator {op!r}; {_routing.nearest_ops(op, _dispatcher.known_ops())}; "

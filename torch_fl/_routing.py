@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ._env import decode_op
@@ -62,7 +62,9 @@ class RouteTable:
     entries: dict[str, Resolved] = field(default_factory=dict)
 
     def route_for(self, op: str) -> Resolved:
-        return self.entries.get(op, self.default)
+        """``op``'s route; an op without an entry of its own takes the default's, under its own name."""
+        entry = self.entries.get(op)
+        return entry if entry is not None else replace(self.default, op=op)
 
 
 def resolve(

@@ -87,7 +87,7 @@ def test_no_conf_lines_means_builtin_native_default() -> None:
     routes = table()
     assert routes.default == routing.Resolved("default", "native", "built-in default", ("native",), ())
     assert routes.entries == {}
-    assert routes.route_for("relu") is routes.default
+    assert routes.route_for("relu") == routing.Resolved("relu", "native", "built-in default", ("native",), ())
 
 
 def test_explicit_entry_and_origin() -> None:
