@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import os
 import re
 import sys
 import textwrap
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ import tomllib
 if __package__ in (None, ""):  # run as a script (python build_tools/generate_confs.py) or loaded by path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from build_tools.outputs import atomic_write_text  # noqa: E402
+from build_tools.tomlfields import Problems, key, matches, read  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -62,22 +64,12 @@ COMMENT_WIDTH = 92
 
 _OP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?")
 
-_TOP_KEYS = {"providers", "groups", "vendors", "qualified"}
-_VENDOR_KEYS = {"summary", "default", "default_reason", "routes", "qualified", "tuned"}
-_BLOCK_KEYS = {"ops", "groups", "chain", "reason"}
-
 
 class SourceError(ValueError):
     """routes.toml is malformed; the message says where and how to fix it."""
 
 
-@dataclass(frozen=True)
-class Block:
-    """Ops sharing one chain and one reason: one commented section of a conf."""
-
-    ops: tuple[str, ...]  # sorted
-    chain: tuple[str, ...]
-    reason: str
+Block = _QUALIFIED.Block  # (sorted ops, chain, reason): ops sharing one chain and reason, a section of a conf
 
 
 @dataclass(frozen=True)
@@ -97,6 +89,42 @@ class VendorTable:
 # --- reading and validating routes.toml ------------------------------------------------
 
 
+_lowercase = matches(re.compile(ROUTE_NAME_RE.pattern + r"\Z"), f"a lowercase identifier ({ROUTE_NAME_RE.pattern})")
+_sentence = matches(re.compile(r"\s*\S"), "a sentence")
+
+
+@dataclass(frozen=True)
+class _Routes:
+    """A ``[[vendors.<name>.routes]]`` block as written."""
+
+    reason: str = key("why its operators leave the default (the comment above their lines)", check=_sentence)
+    chain: tuple[str, ...] = key("the routes of its operators, in order of preference")
+    ops: tuple[str, ...] = key("aten operator names", default=())
+    groups: tuple[str, ...] = key("[groups] entries whose operators join ops", default=())
+
+
+@dataclass(frozen=True)
+class _Vendor:
+    """A ``[vendors.<name>]`` table as written; None where a key is not written."""
+
+    summary: str = key("one sentence in the conf's header", check=_sentence)
+    default: tuple[str, ...] = key("the chain of every operator without a line of its own")
+    default_reason: str = key("why that default", check=_sentence, default="")
+    routes: tuple[_Routes, ...] = key("per-op blocks; they win over the report", default=())
+    qualified: str = key("the provider whose [qualified] report gives the blocks", default=None)
+    tuned: bool = key("keep only the report's operators no slower than native", default=None)
+
+
+@dataclass(frozen=True)
+class _Source:
+    """routes.toml as written."""
+
+    vendors: Mapping[str, _Vendor] = key("one table per backends_<vendor>.conf", check=_lowercase)
+    providers: tuple[str, ...] = key("the routes besides the builtins", check=_lowercase, default=())
+    groups: Mapping[str, tuple[str, ...]] = key("named operator lists", check=_lowercase, default_factory=dict)
+    qualified: Mapping[str, str] = key("provider = its report, relative to configs/", default_factory=dict)
+
+
 def load_source(path: str | os.PathLike[str] = SOURCE) -> dict[str, Any]:
     try:
         with open(path, "rb") as handle:
@@ -106,178 +134,112 @@ def load_source(path: str | os.PathLike[str] = SOURCE) -> dict[str, Any]:
 
 
 def build_tables(source: Mapping[str, Any], known_ops: Collection[str] | None = None) -> list[VendorTable]:
-    """Validate ``source`` (parsed routes.toml) and return one table per vendor, sorted by name."""
-    _check_keys(source, _TOP_KEYS, "routes.toml")
-    routes = _valid_routes(source.get("providers", []))
-    groups = _groups(source.get("groups", {}), known_ops)
-    vendors = source.get("vendors")
-    if not isinstance(vendors, Mapping) or not vendors:
-        raise SourceError("routes.toml: no [vendors.<name>] tables; add one per vendor")
-    used: set[str] = set()
-    reports = _reports(source.get("qualified", {}), routes)
-    scope = _Scope(routes, groups, known_ops, used)
-    tables = [_vendor(name, vendors[name], scope, reports) for name in sorted(vendors)]
-    unused = sorted(set(groups) - used)
-    if unused:
-        raise SourceError(f"routes.toml: [groups] {', '.join(unused)} defined but never used; delete or use them")
+    """Validate ``source`` (parsed routes.toml): one table per vendor, sorted by name, or every problem at once
+    (the checks beyond the shape, of routes, groups, operators and reports, once the shape is right)."""
+    problems = Problems()
+    spec = read(_Source, dict(source), "", problems)
+    routes = set() if spec is None else {*BUILTIN_ROUTES, *ROUTE_ALIASES, *spec.providers}
+    tables = [] if spec is None else _Checks(spec, routes, known_ops, problems).tables()
+    if problems:
+        raise SourceError("\n".join(f"routes.toml: {problem}" for problem in problems))
     return tables
 
 
-def _reports(table: Any, routes: set[str]) -> dict[str, dict[str, Any]]:
-    """[qualified] provider = "report path (relative to configs/)": the parsed reports."""
-    import json
+@dataclass
+class _Checks:
+    """What a well-formed routes.toml is checked against beyond its shape: routes, groups, operators, reports."""
 
-    if not isinstance(table, Mapping):
-        raise SourceError("routes.toml: [qualified] must be a table of provider = \"qualified/<report>.json\"")
-    reports = {}
-    for provider, rel in table.items():
-        where = f"routes.toml: [qualified] {provider}"
-        if provider not in routes:
-            raise SourceError(f"{where}: '{provider}' is not a provider of routes.toml's providers list")
-        path = CONFIGS / str(rel)
-        try:
-            reports[provider] = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise SourceError(f"{where}: cannot read the report {path}: {exc}") from None
-        if reports[provider].get("provider") != provider:
-            raise SourceError(f"{where}: {path} is a report of {reports[provider].get('provider')!r}")
-    return reports
-
-
-def _check_keys(table: Any, allowed: set[str], where: str) -> None:
-    if not isinstance(table, Mapping):
-        raise SourceError(f"{where}: expected a table")
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise SourceError(f"{where}: unknown key {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
-
-
-def _strings(value: Any, where: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise SourceError(f"{where}: expected a list of strings")
-    return value
-
-
-def _text(value: Any, where: str) -> str:
-    # Multi-line TOML strings are reflowed anyway; collapse their line breaks here.
-    if not isinstance(value, str) or not value.strip():
-        raise SourceError(f"{where}: missing or empty; say in a sentence why")
-    return " ".join(value.split())
-
-
-def _valid_routes(providers: Any) -> set[str]:
-    names = _strings(providers, "routes.toml: providers")
-    for name in names:
-        if not ROUTE_NAME_RE.fullmatch(name):
-            raise SourceError(f"routes.toml: providers: bad route name '{name}'; use {_NAMES.ROUTE_NAME_PATTERN}")
-    return {*BUILTIN_ROUTES, *ROUTE_ALIASES, *names}
-
-
-def _groups(table: Any, known_ops: Collection[str] | None) -> dict[str, list[str]]:
-    if not isinstance(table, Mapping):
-        raise SourceError("routes.toml: [groups] must be a table of name = [ops]")
-    groups = {}
-    for name, ops in table.items():
-        where = f"routes.toml: [groups] {name}"
-        if not ROUTE_NAME_RE.fullmatch(name):
-            raise SourceError(f"{where}: group names are lowercase identifiers")
-        groups[name] = _strings(ops, where)
-        for op in groups[name]:
-            _check_op(op, where, known_ops)
-    return groups
-
-
-def _check_op(op: str, where: str, known_ops: Collection[str] | None) -> None:
-    if not _OP_RE.fullmatch(op) or op == "default":
-        raise SourceError(f"{where}: bad operator name '{op}'; write aten names like 'add.Tensor' or 'relu'")
-    if known_ops is not None and op not in known_ops:
-        near = difflib.get_close_matches(op, list(known_ops), n=5, cutoff=0.6)
-        hint = f"nearest: {', '.join(near)}" if near else "no operator has a similar name"
-        raise SourceError(f"{where}: '{op}' is not an aten operator of this torch; {hint}")
-
-
-def _check_chain(chain: Any, where: str, routes: set[str]) -> tuple[str, ...]:
-    names = _strings(chain, where)
-    if not names:
-        raise SourceError(f"{where}: empty chain; name at least one route")
-    for name in names:
-        if name not in routes:
-            raise SourceError(f"{where}: unknown route '{name}'; valid routes: {', '.join(sorted(routes))}")
-    if len(set(names)) != len(names):
-        raise SourceError(f"{where}: a route is listed twice in {names}")
-    return tuple(names)
-
-
-@dataclass(frozen=True)
-class _Scope:
-    """What every table of routes.toml is checked against, and the groups the tables use (filled as they are read)."""
-
+    spec: _Source
     routes: set[str]
-    groups: Mapping[str, list[str]]
     known_ops: Collection[str] | None
-    used_groups: set[str]
+    problems: Problems
+    used_groups: set[str] = field(default_factory=set)  # filled as the blocks are checked
 
+    def tables(self) -> list[VendorTable]:
+        for name, ops in self.spec.groups.items():
+            self.ops(ops, f"groups.{name}")
+        reports = self.reports()
+        if not self.spec.vendors:
+            self.problems.add("vendors", "no [vendors.<name>] tables; add one per vendor")
+        tables = [self.vendor(name, self.spec.vendors[name], reports) for name in sorted(self.spec.vendors)]
+        if unused := sorted(set(self.spec.groups) - self.used_groups):
+            self.problems.add("groups", f"{', '.join(unused)} defined but never used; delete or use them")
+        return tables
 
-def _vendor(name: str, table: Any, scope: _Scope, reports: Mapping[str, dict[str, Any]] | None = None) -> VendorTable:
-    where = f"routes.toml: [vendors.{name}]"
-    if not ROUTE_NAME_RE.fullmatch(name):
-        raise SourceError(f"{where}: vendor names are lowercase identifiers (they name backends_<vendor>.conf)")
-    _check_keys(table, _VENDOR_KEYS, where)
-    default = _check_chain(table.get("default"), f"{where} default", scope.routes)
-    if not any(route in BUILTIN_ROUTES for route in default):
-        raise SourceError(f"{where} default: the chain must contain native or cpu so every operator has a route")
-    blocks = []
-    seen: dict[str, int] = {}  # op -> block number, to name both blocks of a duplicate
-    for number, block in enumerate(table.get("routes", []), start=1):
-        blocks.append(_block(block, f"{where} routes #{number}", scope))
-        for op in blocks[-1].ops:
-            if op in seen:
-                raise SourceError(f"{where}: '{op}' is in routes #{seen[op]} and routes #{number}; keep one")
-            seen[op] = number
-    qualified = None
-    if "qualified" in table:
-        provider = table["qualified"]
-        if provider not in (reports or {}):
-            raise SourceError(f"{where} qualified: no report for {provider!r} in [qualified]; add its path there")
-        report = reports[provider]
-        for ops, chain, reason in _QUALIFIED.blocks(report, bool(table.get("tuned")), frozenset(seen)):
-            if ops:  # names come from the report's torch, not this one: never filtered, so --check is stable
-                blocks.append(Block(ops=tuple(sorted(ops)), chain=chain, reason=" ".join(reason.split())))
-        qualified = (provider, report.get("provider_version") or "unversioned")
-    elif "tuned" in table:
-        raise SourceError(f"{where} tuned: only a table with 'qualified' can be tuned")
-    return VendorTable(
-        vendor=name,
-        summary=_text(table.get("summary"), f"{where} summary"),
-        default=default,
-        default_reason=_text(table["default_reason"], f"{where} default_reason") if "default_reason" in table else "",
-        blocks=tuple(blocks),
-        qualified=qualified,
-    )
+    def reports(self) -> dict[str, dict[str, Any]]:
+        """[qualified] provider = "report path (relative to configs/)": the reports that read well."""
+        reports = {}
+        for provider, rel in self.spec.qualified.items():
+            path, where, report = CONFIGS / rel, f"qualified.{provider}", None
+            try:
+                report = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                self.problems.add(where, f"cannot read the report {path}: {exc}")
+            if provider not in self.routes:
+                self.problems.add(where, f"'{provider}' is not a provider of routes.toml's providers list")
+            elif report is not None and report.get("provider") != provider:
+                self.problems.add(where, f"{path} is a report of {report.get('provider')!r}")
+            elif report is not None:
+                reports[provider] = report
+        return reports
 
+    def ops(self, ops: tuple[str, ...], where: str) -> None:
+        for op in ops:
+            if not _OP_RE.fullmatch(op) or op == "default":
+                self.problems.add(where, f"bad operator name '{op}'; write aten names like 'add.Tensor' or 'relu'")
+            elif self.known_ops is not None and op not in self.known_ops:
+                near = difflib.get_close_matches(op, list(self.known_ops), n=5, cutoff=0.6)
+                hint = f"nearest: {', '.join(near)}" if near else "no operator has a similar name"
+                self.problems.add(where, f"'{op}' is not an aten operator of this torch; {hint}")
 
-def _block(block: Any, where: str, scope: _Scope) -> Block:
-    _check_keys(block, _BLOCK_KEYS, where)
-    if "reason" not in block:
-        raise SourceError(f"{where}: no 'reason'; every per-op route says why it leaves the default")
-    reason = _text(block["reason"], f"{where} reason")
-    ops = list(_strings(block.get("ops", []), f"{where} ops"))
-    for group in _strings(block.get("groups", []), f"{where} groups"):
-        if group not in scope.groups:
-            defined = ", ".join(sorted(scope.groups)) or "none"
-            raise SourceError(f"{where}: unknown group '{group}'; defined: {defined}")
-        scope.used_groups.add(group)
-        ops.extend(scope.groups[group])
-    if not ops:
-        raise SourceError(f"{where}: no ops; list them in 'ops' or name a [groups] entry in 'groups'")
-    for op in ops:
-        _check_op(op, f"{where} ops", scope.known_ops)
-    if len(set(ops)) != len(ops):
-        twice = sorted(op for op in set(ops) if ops.count(op) > 1)
-        raise SourceError(f"{where}: an operator is listed twice: {', '.join(twice)}")
-    return Block(
-        ops=tuple(sorted(ops)), chain=_check_chain(block.get("chain"), f"{where} chain", scope.routes), reason=reason
-    )
+    def chain(self, chain: tuple[str, ...], where: str) -> None:
+        if not chain:
+            self.problems.add(where, "empty chain; name at least one route")
+        for name in chain:
+            if name not in self.routes:
+                self.problems.add(where, f"unknown route '{name}'; valid routes: {', '.join(sorted(self.routes))}")
+        if len(set(chain)) != len(chain):
+            self.problems.add(where, f"a route is listed twice in {list(chain)}")
+
+    def vendor(self, name: str, vendor: _Vendor, reports: Mapping[str, dict[str, Any]]) -> VendorTable:
+        where = f"vendors.{name}"
+        self.chain(vendor.default, f"{where}.default")
+        if vendor.default and not any(route in BUILTIN_ROUTES for route in vendor.default):
+            self.problems.add(f"{where}.default", "the chain must contain native or cpu so every operator has a route")
+        blocks: list[Block] = []
+        seen: dict[str, int] = {}  # op -> block number, to name both blocks of a duplicate
+        for number, block in enumerate(vendor.routes, start=1):
+            blocks.append(self.block(block, f"{where}.routes#{number}"))
+            for op in blocks[-1][0]:
+                if seen.setdefault(op, number) != number:
+                    self.problems.add(where, f"'{op}' is in routes#{seen[op]} and routes#{number}; keep one")
+        qualified = None
+        if vendor.qualified is not None and vendor.qualified not in self.spec.qualified:
+            self.problems.add(f"{where}.qualified", f"no report for {vendor.qualified!r} in [qualified]; add it there")
+        elif report := reports.get(vendor.qualified):
+            report_blocks = _QUALIFIED.blocks(report, bool(vendor.tuned), frozenset(seen))
+            # names come from the report's torch, not this one: never filtered, so --check is stable
+            blocks += [(tuple(sorted(ops)), chain, " ".join(why.split())) for ops, chain, why in report_blocks if ops]
+            qualified = (vendor.qualified, report.get("provider_version") or "unversioned")
+        if vendor.tuned is not None and vendor.qualified is None:
+            self.problems.add(f"{where}.tuned", "only a table with 'qualified' can be tuned")
+        # Multi-line TOML strings are reflowed anyway; their line breaks collapse here.
+        summary, default_reason = (" ".join(text.split()) for text in (vendor.summary, vendor.default_reason))
+        return VendorTable(name, summary, vendor.default, default_reason, tuple(blocks), qualified)
+
+    def block(self, block: _Routes, where: str) -> Block:
+        self.ops(block.ops, f"{where}.ops")
+        if unknown := [group for group in block.groups if group not in self.spec.groups]:
+            defined = ", ".join(sorted(self.spec.groups)) or "none"
+            self.problems.add(f"{where}.groups", f"unknown group {', '.join(map(repr, unknown))}; defined: {defined}")
+        self.used_groups.update(block.groups)
+        ops = [*block.ops, *(op for group in block.groups for op in self.spec.groups.get(group, ()))]
+        if not ops:
+            self.problems.add(where, "no ops; list them in 'ops' or name a [groups] entry in 'groups'")
+        if twice := sorted(op for op in set(ops) if ops.count(op) > 1):
+            self.problems.add(where, f"an operator is listed twice: {', '.join(twice)}")
+        self.chain(block.chain, f"{where}.chain")
+        return tuple(sorted(set(ops))), block.chain, " ".join(block.reason.split())
 
 
 # --- rendering -------------------------------------------------------------------------
@@ -304,9 +266,9 @@ def render_table(table: VendorTable) -> str:
     if table.default_reason:
         lines += _comment(table.default_reason)
     lines += [f"default = {', '.join(table.default)}"]
-    for block in table.blocks:
-        lines += ["", *_comment(block.reason)]
-        lines += [f"{op} = {', '.join(block.chain)}" for op in block.ops]
+    for ops, chain, reason in table.blocks:
+        lines += ["", *_comment(reason)]
+        lines += [f"{op} = {', '.join(chain)}" for op in ops]
     return "\n".join(lines) + "\n"
 
 

@@ -1,8 +1,10 @@
 """Read a frozen dataclass from a TOML table, driven by its fields.
 
 Each field declares its key once (``key(doc, ...)``): the type comes from the annotation (``str``, ``bool``,
-``tuple[str, ...]``, ``Mapping[str, str]`` or a nested dataclass read from a sub-table), a field without a default
-is required, and the field's metadata holds the TOML path (``auditwheel.exclude``) and the check of its value.
+``tuple[str, ...]``, ``Mapping[str, str]``, a nested dataclass read from a sub-table, or rows of one of these:
+``tuple[Row, ...]`` from an array, named ``key#1``, ``key#2``, ..., ``Mapping[str, Row]`` from a table of them),
+a field without a default is required, and the field's metadata holds the TOML path (``auditwheel.exclude``) and
+the check of its value.
 Problems are collected, not raised one by one: the caller reports them all at once, unknown keys with the nearest
 known names.
 """
@@ -73,22 +75,26 @@ _KINDS: dict[Any, tuple[Callable[[Any], bool], str]] = {
     bool: (lambda v: isinstance(v, bool), "true or false"),
     str: (lambda v: isinstance(v, str), "a string"),
     tuple: (lambda v: isinstance(v, list) and all(isinstance(x, str) and x for x in v), "a list of non-empty strings"),
-    Mapping: (lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()), "a table of strings"),
 }
 
 
 def _convert(tp: Any, value: Any, where: str, problems: Problems) -> Any:
-    """``value`` as ``tp`` (lists become tuples); None with a problem when it is not one."""
-    kind = typing.get_origin(tp) or tp
+    """``value`` as ``tp`` (lists become tuples, tables dicts or dataclasses); None with a problem if it is not one."""
+    kind, args = typing.get_origin(tp) or tp, typing.get_args(tp)
+    if is_dataclass(tp) or kind is Mapping or (kind is tuple and args[0] is not str):
+        if not isinstance(value, list if kind is tuple else dict):
+            problems.add(where, f"expected {'a list' if kind is tuple else 'a table'}, got {value!r}")
+            return None
+        if is_dataclass(tp):
+            return read(tp, value, where, problems)
+        row = args[0] if kind is tuple else args[1]  # a row with a problem is None in the rows
+        named = value.items() if kind is Mapping else ((f"#{n}", v) for n, v in enumerate(value, 1))
+        rows = {k: _convert(row, v, f"{where}.{k}" if kind is Mapping else where + k, problems) for k, v in named}
+        return tuple(rows.values()) if kind is tuple else rows
     accepts, expected = _KINDS[kind]
     if accepts(value):
-        return tuple(value) if kind is tuple else dict(value) if kind is Mapping else value
-    if kind is Mapping and isinstance(value, dict):  # name the entries that are not strings
-        for k, v in value.items():
-            if not isinstance(v, str):
-                problems.add(f"{where}.{k}", f"expected a string, got {v!r}")
-    else:
-        problems.add(where, f"expected {expected}, got {value!r}")
+        return tuple(value) if kind is tuple else value
+    problems.add(where, f"expected {expected}, got {value!r}")
     return None
 
 
@@ -126,18 +132,9 @@ def read(cls: type, table: Mapping[str, Any], where: str, problems: Problems, **
             if required(f):
                 problems.add(at, "missing (required)")
             continue
-        tp = hints[f.name]
-        if is_dataclass(tp):
-            if not isinstance(node, dict):
-                problems.add(at, f"expected a table, got {node!r}")
-                value = None
-            else:
-                value = read(tp, node, at, problems)
-        else:
-            value = _convert(tp, node, at, problems)
-            if value is not None:
-                _check(f, value, at, problems)
+        value = _convert(hints[f.name], node, at, problems)
         if value is not None:
+            _check(f, value, at, problems)
             values[f.name] = value
     groups = {p.split(".", 1)[0] for p in known if "." in p}
     for group in sorted(groups & set(table)):

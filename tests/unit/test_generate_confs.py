@@ -221,11 +221,11 @@ def test_a_changed_report_makes_the_confs_stale(tmp_path: Path) -> None:
 def test_a_qualified_table_needs_its_report() -> None:
     data = source()
     data["qualified"] = {}
-    with pytest.raises(gen.SourceError, match="no report for 'flaggems'"):
+    with pytest.raises(gen.SourceError, match="vendors.cuda_flaggems.qualified: no report for 'flaggems'"):
         gen.render(data)
     data = source()
     data["qualified"] = {"flaggems": "qualified/missing.json"}
-    with pytest.raises(gen.SourceError, match="cannot read the report"):
+    with pytest.raises(gen.SourceError, match="qualified.flaggems: cannot read the report"):
         gen.render(data)
 
 
@@ -284,33 +284,46 @@ def test_render_is_deterministic() -> None:
 def test_missing_reason_is_an_error() -> None:
     data = minimal()
     del data["vendors"]["cpu"]["routes"][0]["reason"]
-    assert render_error(data) == (
-        "routes.toml: [vendors.cpu] routes #1: no 'reason'; every per-op route says why it leaves the default"
-    )
+    assert render_error(data) == "routes.toml: vendors.cpu.routes#1.reason: missing (required)"
 
 
 def test_blank_reason_is_an_error() -> None:
     data = minimal()
     data["vendors"]["cpu"]["routes"][0]["reason"] = "  \n "
-    assert "reason: missing or empty" in render_error(data)
+    assert "routes.toml: vendors.cpu.routes#1.reason: expected a sentence, got '  \\n '" in render_error(data)
 
 
 @pytest.mark.parametrize(
     ("edit", "expected"),
     [
-        (lambda d: d["vendors"]["cpu"]["routes"][0].update(reasn="x"), "unknown key reasn"),
-        (lambda d: d["vendors"]["cpu"]["routes"][0].update(chain=["flagems"]), "unknown route 'flagems'"),
-        (lambda d: d["vendors"]["cpu"]["routes"][0].update(chain=[]), "empty chain"),
-        (lambda d: d["vendors"]["cpu"]["routes"][0].update(groups=["trio"]), "unknown group 'trio'"),
-        (lambda d: d["vendors"]["cpu"]["routes"][0].update(ops=["add.Tensor"]), "listed twice"),
-        (lambda d: d["vendors"]["cpu"]["routes"][0].update(ops=["add Tensor"]), "bad operator name 'add Tensor'"),
-        (lambda d: d["vendors"]["cpu"].update(default=["flaggems"]), "must contain native or cpu"),
-        (lambda d: d["vendors"]["cpu"].pop("summary"), "summary: missing or empty"),
-        (lambda d: d["groups"].update(spare=["relu"]), "spare defined but never used"),
-        (lambda d: d.update(vendor={}), "unknown key vendor"),
+        (
+            lambda d: d["vendors"]["cpu"]["routes"][0].update(reasn="x"),
+            "vendors.cpu.routes#1.reasn: unknown key (did you mean reason?)",
+        ),
+        (
+            lambda d: d["vendors"]["cpu"]["routes"][0].update(chain=["flagems"]),
+            "routes#1.chain: unknown route 'flagems'",
+        ),
+        (lambda d: d["vendors"]["cpu"]["routes"][0].update(chain=[]), "routes#1.chain: empty chain"),
+        (lambda d: d["vendors"]["cpu"]["routes"][0].update(groups=["trio"]), "routes#1.groups: unknown group 'trio'"),
+        (
+            lambda d: d["vendors"]["cpu"]["routes"][0].update(ops=["add.Tensor"]),
+            "routes#1: an operator is listed twice: add.Tensor",
+        ),
+        (
+            lambda d: d["vendors"]["cpu"]["routes"][0].update(ops=["add Tensor"]),
+            "routes#1.ops: bad operator name 'add Tensor'",
+        ),
+        (
+            lambda d: d["vendors"]["cpu"].update(default=["flaggems"]),
+            "vendors.cpu.default: the chain must contain native or cpu",
+        ),
+        (lambda d: d["vendors"]["cpu"].pop("summary"), "vendors.cpu.summary: missing (required)"),
+        (lambda d: d["groups"].update(spare=["relu"]), "groups: spare defined but never used"),
+        (lambda d: d.update(vendor={}), "routes.toml: vendor: unknown key (did you mean vendors?)"),
         (
             lambda d: d["vendors"]["cpu"]["routes"].append({"ops": ["relu"], "chain": ["native"], "reason": "again"}),
-            "'relu' is in routes #1 and routes #2",
+            "vendors.cpu: 'relu' is in routes#1 and routes#2",
         ),
     ],
 )
@@ -322,7 +335,7 @@ def test_source_errors(edit: Any, expected: str) -> None:
 
 def test_op_names_checked_against_known_ops_when_given() -> None:
     message = render_error(minimal(), known_ops={"add.Tensor", "sub.Tensor", "relu_"})
-    assert "'relu' is not an aten operator of this torch; nearest: relu_" in message
+    assert "routes#1.ops: 'relu' is not an aten operator of this torch; nearest: relu_" in message
     gen.render(minimal(), known_ops={"add.Tensor", "sub.Tensor", "relu"})  # and passes when they exist
 
 
@@ -331,5 +344,19 @@ def test_cli_reports_source_errors_with_exit_2(tmp_path: Path) -> None:
     broken.write_text(MINIMAL.replace('reason = "because"', ""))
     result = run_generator("--source", str(broken), "--out-dir", str(tmp_path), "--no-torch")
     assert result.returncode == 2
-    assert "generate_confs: error: routes.toml: [vendors.cpu] routes #1: no 'reason'" in result.stderr
+    assert "generate_confs: error: routes.toml: vendors.cpu.routes#1.reason: missing (required)" in result.stderr
     assert not list(tmp_path.glob("*.conf"))
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    data = minimal()
+    data["vendors"]["cpu"]["routes"].append("x")
+    data["vendors"]["Cpu"] = {"default": "native", "tuned": 1}
+    lines = render_error(data).splitlines()
+    assert set(lines) == {
+        "routes.toml: vendors.cpu.routes#2: expected a table, got 'x'",
+        "routes.toml: vendors.Cpu.summary: missing (required)",
+        "routes.toml: vendors.Cpu.default: expected a list of non-empty strings, got 'native'",
+        "routes.toml: vendors.Cpu.tuned: expected true or false, got 1",
+        "routes.toml: vendors.Cpu: expected a lowercase identifier ([a-z][a-z0-9_]*), got 'Cpu'",
+    }
