@@ -3,7 +3,8 @@
 Modules, one concern each:
 
 - ``matrix``      load and validate ``configs/toolchains.toml`` (errors name the file and key)
-- ``tomlfields``  the matrix reader: a dataclass read from a TOML table by its fields, every problem at once
+- ``tomlfields``  the TOML reader of the matrix and the route source: a dataclass read by its fields, every
+                  problem at once
 - ``env``         what passes from the host into builds: pip index/find-links/CA bundle, proxies
 - ``context``     stage the docker build context (build inputs, scripts, wheelhouse, tests) and hash inputs
 - ``dockercli``   find a BuildKit-capable docker client, check the daemon, inspect images
