@@ -176,8 +176,12 @@ def tests(session: nox.Session) -> None:
         (copy / "pytest.ini").write_text(context.pytest_ini(ROOT / "pyproject.toml"))
         session.chdir(copy)
         # torch.compile on flagos (tests/compile): host-only, since Inductor compiles its C++ kernels at run time and
-        # the test image has no compiler; its own children turn the host-read trap on where they test it
-        session.run("pytest", "compile", "-p", "no:cacheprovider", "-m", cpu.pytest_markers, *session.posargs)
+        # the test image has no compiler; its own children turn the host-read trap on where they test it. And the
+        # README's examples as written (tests/docs), which need the checkout's README.
+        session.run(
+            "pytest", "compile", "docs", "-p", "no:cacheprovider", "-m", cpu.pytest_markers, *session.posargs,
+            env={"TORCH_FL_README": str(ROOT / "README.md")},
+        )
         # torch's op database on flagos, once per route conf; each run installs its conf before torch_fl loads,
         # so each is a pytest process of its own. The first OPINFO_SAMPLES samples per (op, dtype) keep CI's
         # 2 cores within budget; -n 2 also keeps a crashing op from ending the run (tests/opinfo/conftest.py).
