@@ -1,11 +1,12 @@
 """Run the suites inside a test container against the installed wheel (the `docker run` command of test-<toolchain>).
 
 usage: python run_tests.py --tests DIR --reports DIR --markers EXPR --accelerator A --bench short|full|none
-                           [--suites routing,correctness] [-- PYTEST_ARGS...]
+                           [--suites routing,correctness] [--workers N|auto] [-- PYTEST_ARGS...]
 
 1. smoke: the extension module loads without importing torch first (its RPATH finds torch's libraries), no
    compiler is on PATH, and ``import torch_fl`` imports the installed wheel (not a checkout);
-2. pytest on the suites (``--suites``, from the matrix's [build].test_suites), JUnit XML to REPORTS/junit.xml;
+2. pytest on the suites (``--suites``, from the matrix's [build].test_suites), JUnit XML to REPORTS/junit.xml, on
+   ``--workers`` pytest-xdist workers (auto: one per CPU the container may use; 1: in this process's child alone);
 3. the benchmark of the installed wheel, ``python -m harness`` from the tests' bench/ (its failure fails the run).
 Everything is written under REPORTS; the exit status is non-zero when any part failed.
 """
@@ -24,6 +25,19 @@ import time
 from pathlib import Path
 
 COMPILERS = ("cc", "gcc", "g++", "c++", "clang", "clang++", "nvcc", "hipcc")
+
+
+def worker_count(text: str) -> int:
+    """``--workers``: a positive count, or ``auto`` for the CPUs this process may run on (a container's cpuset)."""
+    if text == "auto":
+        return max(1, len(os.sched_getaffinity(0)))
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--workers {text!r}: give a positive count or 'auto'")
+    return n
 
 
 def smoke(reports: Path, tests: Path) -> list[str]:
@@ -81,6 +95,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--accelerator", required=True)
     ap.add_argument("--bench", choices=("short", "full", "none"), default="short")
     ap.add_argument("--suites", default="routing,correctness")
+    ap.add_argument("--workers", type=worker_count, default="auto")
     args = ap.parse_args(argv)
     args.reports.mkdir(parents=True, exist_ok=True)
     failures: list[str] = []
@@ -113,6 +128,12 @@ def main(argv: list[str]) -> int:
         ]
         if args.markers:
             cmd += ["-m", args.markers]
+        if args.workers > 1:
+            # The suites share no state between tests: each worker process is a device runtime of its own, and
+            # the distributed scenarios take free ports. xdist is in every test lock, so its absence fails here.
+            if importlib.util.find_spec("xdist") is None:
+                failures.append("pytest-xdist is not installed in the test image (every test lock pins it)")
+            cmd += ["-n", str(args.workers)]
         cmd += extra
         print("run_tests: " + " ".join(cmd), flush=True)
         t = time.monotonic()
