@@ -166,7 +166,10 @@ def tests(session: nox.Session) -> None:
     session.install("--no-deps", "-r", "docker/cpu/requirements-models.txt")
     # the HIP compile check hipifies and compiles the DCU runtime against the DCU default's torch line
     hipify_torch = torch_headers.unpack(ROOT / "build" / "hipify-torch", HIPIFY_TORCH, session.log)
-    session.run("pytest", "tests/unit", *session.posargs, env={"TORCH_FL_HIPIFY_TORCH": str(hipify_torch)})
+    # one xdist worker per core, as the container suites run
+    session.run(
+        "pytest", "tests/unit", "-n", "auto", *session.posargs, env={"TORCH_FL_HIPIFY_TORCH": str(hipify_torch)}
+    )
 
     # the wheel the cpu test container ran, not a second compile of the same sources and torch
     session.run("pip", "install", "--force-reinstall", "--no-deps", str(wheel))
