@@ -117,3 +117,24 @@ def test_what_the_opt_in_changes_for_the_rest_of_the_process(run_child) -> None:
         """
     )
     assert child.data == {"accelerator": "flagos", "device_module": "torch_fl.flagos", "pin_memory": True}
+
+
+def test_a_flagos_checkpoint_without_torch_fl_names_the_way_out(run_child, tmp_path) -> None:
+    ckpt = tmp_path / "flagos.pt"
+    run_child(f"import torch, torch_fl\ntorch.save({{'w': torch.arange(3.0, device='flagos')}}, {str(ckpt)!r})")
+    child = run_child(
+        f"""
+        import sys, torch
+        try:
+            torch.load({str(ckpt)!r})
+        except RuntimeError as exc:
+            report("error", str(exc))
+        report("host", torch.load({str(ckpt)!r}, map_location="cpu")["w"].tolist())
+        report("loaded", "torch_fl" in sys.modules)
+        """
+    )
+    assert "`import torch_fl` before torch.load" in child.data["error"]
+    assert "map_location='cpu'" in child.data["error"]
+    assert child.data["host"] == [0.0, 1.0, 2.0] and child.data["loaded"] is False
+    after = run_child(f"import torch, torch_fl\nreport('w', str(torch.load({str(ckpt)!r})['w'].device))")
+    assert after.data == {"w": "flagos:0"}  # once loaded, torch's own restore takes the flagos location
