@@ -8,6 +8,8 @@ usage: python run_tests.py --tests DIR --reports DIR --markers EXPR --accelerato
 2. pytest on the suites (``--suites``, from the matrix's [build].test_suites), JUnit XML to REPORTS/junit.xml, on
    ``--workers`` pytest-xdist workers (auto: one per CPU the container may use; 1: in this process's child alone);
 3. the benchmark of the installed wheel, ``python -m harness`` from the tests' bench/ (its failure fails the run).
+   The short one is the bench suite's own run (tests/bench/test_harness_report.py writes it to REPORTS, named by
+   TORCH_FL_BENCH_OUT); it runs here only when the selection left that run out.
 Everything is written under REPORTS; the exit status is non-zero when any part failed.
 """
 
@@ -100,6 +102,7 @@ def main(argv: list[str]) -> int:
     args.reports.mkdir(parents=True, exist_ok=True)
     failures: list[str] = []
     timings: dict[str, float] = {}
+    started = time.time()  # a bench.json older than this is an earlier run's
 
     t = time.monotonic()
     problems = smoke(args.reports, args.tests)
@@ -133,19 +136,26 @@ def main(argv: list[str]) -> int:
             # the distributed scenarios take free ports. xdist is in every test lock, so its absence fails here.
             if importlib.util.find_spec("xdist") is None:
                 failures.append("pytest-xdist is not installed in the test image (every test lock pins it)")
-            cmd += ["-n", str(args.workers)]
+            # loadscope: a module's tests stay on one worker, so a module fixture (a model, a benchmark run) runs once
+            cmd += ["-n", str(args.workers), "--dist", "loadscope"]
         cmd += extra
+        env = dict(os.environ)
+        if args.bench == "short" and "bench" in suites:
+            env["TORCH_FL_BENCH_OUT"] = str(args.reports)
         print("run_tests: " + " ".join(cmd), flush=True)
         t = time.monotonic()
-        rc = subprocess.call(cmd, cwd=args.tests)
+        rc = subprocess.call(cmd, cwd=args.tests, env=env)
         timings["pytest"] = time.monotonic() - t
         if rc == 5:
             failures.append("pytest collected no tests")
         elif rc != 0:
             failures.append(f"pytest failed (exit {rc})")
 
+    written = args.reports / "bench.json"
     if args.bench == "none":
         print("run_tests: benchmark skipped (--bench none: --no-bench, or a row without the bench suite)", flush=True)
+    elif args.bench == "short" and written.is_file() and written.stat().st_mtime >= started:
+        print(f"run_tests: benchmark: the bench suite's short run wrote {written}", flush=True)
     else:
         # the harness beside the tests, from their copy's bench/ (python -m finds it there; torch_fl is the wheel's)
         cmd = [sys.executable, "-m", "harness", "--accelerator", args.accelerator, "--out", str(args.reports)]
