@@ -2,7 +2,9 @@
 
 Every image installs its Python packages from one lock file: exact versions and sha256 hashes of every package,
 transitive ones included, installed with ``pip install --require-hashes --no-deps -r <lock>``. A lock is made by
-``nox -s lock`` (``python -m build_tools.locks``) with uv's resolver, and never edited by hand.
+``nox -s lock`` (``python -m build_tools.locks``) with uv's resolver, and never edited by hand. A re-lock keeps
+every pin that still fits (a new requirement adds packages and moves nothing else); deleting a lock file first
+re-resolves it to the newest releases.
 
 What a lock is made from is derived from the matrix row, so nothing is declared twice:
 
@@ -202,21 +204,29 @@ def _indexes(lock: Lock, lines: Sequence[str], find_links: Sequence[str]) -> lis
     return args
 
 
-def _compile(uv: Sequence[str], lock: Lock, lines: Sequence[str], find_links: Sequence[str], no_deps: bool) -> str:
+def _compile(
+    uv: Sequence[str], lock: Lock, lines: Sequence[str], find_links: Sequence[str], no_deps: bool, previous: str = ""
+) -> str:
+    """uv's resolution of ``lines``. ``previous`` (the lock's current text) is handed to uv as its output file, which
+    uv reads as preferences: a pin that still fits is kept, so adding a requirement adds its packages and moves no
+    other pin to a newer release."""
     with tempfile.TemporaryDirectory(prefix="torch-fl-lock-") as tmp:
         spec = Path(tmp) / f"{lock.name}.in"
         spec.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        out = Path(tmp) / f"{lock.name}.txt"
+        out.write_text(previous, encoding="utf-8")
         cmd = [
             *uv, "pip", "compile", "--quiet", "--generate-hashes", "--no-header", "--no-annotate",
             "--python-version", lock.python, "--python-platform", PLATFORM,
             *(["--no-deps"] if no_deps else []),
             *_indexes(lock, lines, find_links),
+            "--output-file", str(out),
             str(spec),
         ]
         res = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if res.returncode != 0:
             raise LockError(f"{lock.path}: uv could not resolve {', '.join(lines)}:\n{res.stderr.strip()}")
-        return res.stdout
+        return out.read_text(encoding="utf-8")
 
 
 def render(lock: Lock, resolved: str, pinned: str) -> str:
@@ -237,10 +247,15 @@ def update(locks: Iterable[Lock], repo: Path, uv: Sequence[str], find_links: Seq
 
     written = []
     for lock in locks:
-        resolved = _compile(uv, lock, [r for r, _ in lock.resolved], find_links, no_deps=False) if lock.resolved else ""
+        target = repo / lock.path
+        previous = target.read_text(encoding="utf-8") if target.is_file() else ""
+        resolved = (
+            _compile(uv, lock, [r for r, _ in lock.resolved], find_links, no_deps=False, previous=previous)
+            if lock.resolved
+            else ""
+        )
         pinned = _compile(uv, lock, [r for r, _ in lock.pinned], find_links, no_deps=True) if lock.pinned else ""
         text = render(lock, resolved, pinned)
-        target = repo / lock.path
         if not target.is_file() or target.read_text(encoding="utf-8") != text:
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(target, text)

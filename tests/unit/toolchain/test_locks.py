@@ -7,6 +7,7 @@ naming the package, before any image is built.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import textwrap
 from pathlib import Path
 
@@ -136,3 +137,24 @@ def test_test_images_start_like_the_bare_node_image_so_they_share_its_torch_laye
             installed = {n: v for n, (v, _) in locks.read_pins((REPO / lock.path).read_text()).items()}
             tested = {n: v for n, (v, _) in locks.read_pins(test.read_text()).items()}
             assert {n: tested.get(n) for n in installed} == installed, lock.path
+
+
+def test_a_relock_hands_uv_the_current_lock_as_its_preferences(tiny, tmp_path_factory):
+    # a stand-in for uv: it copies the output file it is handed (uv's preferences) aside, then writes one pin there
+    work = tmp_path_factory.mktemp("uv")
+    fake = work / "uv.py"
+    fake.write_text(
+        textwrap.dedent(
+            f"""
+            import shutil, sys
+            out = sys.argv[sys.argv.index("--output-file") + 1]
+            shutil.copy(out, {str(work / "seen.txt")!r})
+            open(out, "w").write("pytest==9.0.3 \\\\\\n    --hash=sha256:cc\\n")
+            """
+        )
+    )
+    lock, repo = tiny
+    previous = (repo / lock.path).read_text()
+    assert locks.update([lock], repo, [sys.executable, str(fake)], []) == [lock.path]
+    assert (work / "seen.txt").read_text() == previous
+    assert "--hash=sha256:cc" in (repo / lock.path).read_text()
