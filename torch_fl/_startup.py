@@ -46,6 +46,9 @@ def start() -> None:
         from . import distributed
 
         distributed.register()
+    from . import integrations  # Lightning's accelerator="flagos", now or once Lightning is imported
+
+    integrations.install()
 
 
 def check_configuration() -> tuple[_env.Settings, str, RouteTable]:
