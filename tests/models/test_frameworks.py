@@ -207,3 +207,27 @@ def test_lightning_refuses_bad_flagos_devices_by_name(devices, says):
     with pytest.raises(MisconfigurationException, match="accelerator='flagos'") as info:
         lightning.Trainer(accelerator="flagos", devices=devices, logger=False)
     assert says in str(info.value)
+
+
+def test_a_registration_that_fails_warns_and_leaves_the_lightning_import_working():
+    _require("lightning")
+    script = textwrap.dedent(
+        """
+        import warnings
+        import torch_fl
+        import torch_fl.integrations.lightning as fl
+        def broken(module):
+            raise AttributeError("AcceleratorRegistry")
+        fl.register = broken  # a Lightning release whose registry moved
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import lightning
+        print([str(w.message) for w in caught if "accelerator='flagos'" in str(w.message)])
+        print(lightning.Trainer.__name__)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    warned, trainer = proc.stdout.strip().splitlines()[-2:]
+    assert "could not register" in warned and "AcceleratorRegistry" in warned
+    assert trainer == "Trainer"

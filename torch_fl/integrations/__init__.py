@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
@@ -20,9 +21,19 @@ REGISTRY_MODULES = ("lightning.pytorch.accelerators", "pytorch_lightning.acceler
 
 
 def _register(module: ModuleType) -> None:
-    from . import lightning
+    # this runs inside the user's `import lightning`: a Lightning release this code does not fit must cost the
+    # flagos accelerator only, never the import
+    try:
+        from . import lightning
 
-    lightning.register(module)
+        lightning.register(module)
+    except Exception as exc:  # noqa: BLE001 - any failure here is reported, not raised
+        warnings.warn(
+            f"torch_fl could not register accelerator='flagos' with {module.__name__} ({type(exc).__name__}: {exc}); "
+            "pass strategy=SingleDeviceStrategy('flagos:0') and an Accelerator of your own instead",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
