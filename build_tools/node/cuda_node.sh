@@ -84,8 +84,10 @@ if [ "${REUSE_BUILD:-0}" = 1 ] && compgen -G "/tmp/torch-fl-wheel/*.whl" >/dev/n
   echo "build: reusing $(ls /tmp/torch-fl-wheel)"
 else
   rm -rf /tmp/torch-fl-wheel /tmp/torch-fl-build  # a fresh CMake cache: it would keep an earlier compiler
+  # file by file (CMakeLists.txt builds in unity batches elsewhere): the node's cores make it cheap, and it keeps
+  # each source compiling on its own
   "$PY" -m pip wheel -v --no-build-isolation --no-deps --config-settings=build-dir=/tmp/torch-fl-build \
-    -w /tmp/torch-fl-wheel . >"$OUT/build.log" 2>&1 \
+    --config-settings=cmake.define.CMAKE_UNITY_BUILD=OFF -w /tmp/torch-fl-wheel . >"$OUT/build.log" 2>&1 \
     || { tail -40 "$OUT/build.log"; echo "build failed: full log in $OUT/build.log"; exit 1; }
   echo "build: $(( $(date +%s) - start )) s: $(ls /tmp/torch-fl-wheel)"
 fi
