@@ -1,12 +1,15 @@
 """The flows behind ``nox -s index``, ``nox -s publish -- DEST`` and ``nox -s install-<toolchain>``.
 
-- index:   every ``wheels/<variant>/`` that holds wheels gets its PEP 503 tree and flat page (build_tools/index.py).
+- index:   every ``wheels/<variant>/`` that holds wheels gets a PEP 503 tree and a flat page per torch line,
+           ``wheels/<variant>/torch-M.m/`` (build_tools/index.py).
 - publish: copies each indexed variant to DEST/<variant>/ (a directory or a mounted share), swapped in whole.
 - install-<toolchain>: what a cluster node does, in containers that have only Python and the row's torch: the wheels
   of every torch line of the variant (the matrix rows sharing its wheel directory) are built if needed and
-  indexed, then torch-fl is installed from the index served over HTTP on the container's loopback, from a file://
-  index and with ``--no-index --find-links``; each time pip must pick the wheel of the container's torch line, and
-  the installed package must import and route (docker/scripts/install_smoke.py). The containers have no network.
+  indexed, then torch-fl is installed from the page of the container's torch line served over HTTP on the
+  container's loopback, from a file:// page, with ``--no-index --find-links`` and, as the README's pip line does,
+  with that page as an extra index beside a torch index offering the next torch minor (``extra-index``); each time
+  pip must pick the wheel of the container's torch line and leave its torch as it was, and the installed package
+  must import and route (docker/scripts/install_smoke.py). The containers have no network.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from . import context, dockercli, flow, index, locks, matrix, plan
 from .dockercli import BUILDKIT_ENV
 from .matrix import Matrix, Toolchain
 from .summary import ImageRef, Summary
+from .wheel_metadata import variants
 
 NODE_DOCKERFILE = Path("docker") / "install" / "Dockerfile"
 INDEX_IN_CONTAINER = "/index"
-HOWS = ("http", "file", "find-links")
+HOWS = ("http", "file", "find-links", "extra-index")
 
 
 def variant_dirs(matrix: Matrix) -> dict[str, str]:
@@ -52,7 +56,9 @@ def index_all(f: flow.Flow, summary: Summary) -> list[index.Result]:
             raise flow.UserError(str(exc)) from None
         labels = ", ".join(x.filename for x in res.dists)
         summary.add(f"index {name}", "ran" if res.changed else "up to date", time.monotonic() - t0, labels)
-        f.echo(f"wheels/{name}/simple/: {len(res.dists)} wheels ({'written' if res.changed else 'unchanged'})")
+        for line, page in res.pages.items():
+            n = sum(1 for x in res.dists if x.line == line)
+            f.echo(f"wheels/{name}/{page.name}/simple/: {n} wheel(s) ({'written' if res.changed else 'unchanged'})")
         results.append(res)
     if not results:
         raise flow.UserError("no wheels under wheels/<variant>/ to index: run `nox -s build-<toolchain>` first")
@@ -65,13 +71,17 @@ def publish_all(f: flow.Flow, summary: Summary, posargs: Sequence[str]) -> list[
     dest = Path(posargs[0]).expanduser().resolve()
     if dest == (f.repo / "wheels").resolve() or (f.repo / "wheels").resolve() in dest.parents:
         raise flow.UserError(f"publish DEST {dest} is inside wheels/: name a directory outside it")
-    index_all(f, summary)
+    lines = {res.wheel_dir: list(res.pages) for res in index_all(f, summary)}
     out = []
     for pattern, d in index.published_variants(f.repo / "wheels", variant_dirs(f.matrix)):
         t0 = time.monotonic()
         final = index.publish(d, dest)
         summary.add(f"publish {d.name}", "ran", time.monotonic() - t0, str(final))
-        f.echo(f"published {d.name} ({pattern}) to {final}: pip install torch-fl --index-url {final.as_uri()}/simple/")
+        for line in lines.get(d, []):
+            page = variants.page_path(d.name, line)
+            f.echo(
+                f"published {page} ({pattern}); a node of that line: {variants.pip_line(dest.as_uri(), d.name, line)}"
+            )
         out.append(final)
     return out
 
@@ -114,8 +124,9 @@ def plan_node_image(docker: str, toolchain: Toolchain, inp: plan.BuildInputs) ->
 def plan_install_run(
     docker: str, toolchain: Toolchain, image: str, wheel_dir: Path, how: str, expect: str
 ) -> plan.Command:
-    """``docker run`` of one install check: no network (the HTTP index is on the container's own loopback), the
-    variant's directory read-only at /index, the row's test environment."""
+    """``docker run`` of one install check: no network (the HTTP indexes are on the container's own loopback), the
+    variant's directory read-only at /index (the smoke takes the page of its torch line), the row's test
+    environment."""
     if how not in HOWS:
         raise ValueError(f"how={how!r}: one of {', '.join(HOWS)}")
     argv = [docker, "run", "--rm", "--network", "none", "-v", f"{wheel_dir}:{INDEX_IN_CONTAINER}:ro"]
@@ -141,9 +152,10 @@ def require_index(f: flow.Flow, toolchain: Toolchain) -> list[index.Dist]:
         dists = index.collect(d, toolchain.variant)
     except index.IndexBuildError as exc:
         raise flow.UserError(str(exc)) from None
-    if not (d / index.SIMPLE / index.PROJECT / "index.html").is_file() or index.check_tree(d / index.SIMPLE, d, dists):
+    problems = index.check_index(d, dists)
+    if problems:
         raise flow.UserError(
-            f"wheels/{toolchain.wheel_dir}/simple/ is missing or does not list its wheels: run `nox -s index`"
+            f"wheels/{toolchain.wheel_dir}/torch-<line>/ pages are missing or stale ({problems[0]}): run `nox -s index`"
         )
     return dists
 
@@ -153,7 +165,7 @@ def offered(f: flow.Flow, toolchain: Toolchain, rows: list[Toolchain]) -> list[i
     dists = require_index(f, toolchain)
     labels = sorted(x.label for x in dists)
     f.echo(f"wheels/{toolchain.wheel_dir} offers {', '.join(labels)} ({len(rows)} torch line(s) in the matrix)")
-    if len({lab[:5] for lab in labels}) < len(rows):
+    if len({x.line for x in dists}) < len(rows):
         raise flow.UserError(f"wheels/{toolchain.wheel_dir} should hold {len(rows)} torch lines but has {labels}")
     return dists
 
@@ -217,8 +229,6 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
 
 def _expected_label(torch_version: str, cuda: str | None, toolchain: Toolchain) -> str:
     """The label of the wheel the node must get: its torch line and the row's toolchain."""
-    from .wheel_metadata import variants
-
     if toolchain.variant_from_image:
         return variants.make(torch_version, variants.toolchain_from_torch(torch_version, cuda)).label
     return variants.make(torch_version, toolchain.variant).label

@@ -1,24 +1,31 @@
-"""Per-variant package indexes of the built wheels, and publishing them to a share.
+"""Package indexes of the built wheels, one per (variant, torch line), and publishing them to a share.
 
 ``wheels/<variant>/`` (one toolchain: cpu, cu130, dcu) holds that variant's wheels, one per torch line and Python
-(``torch_fl-0.1.0+pt213cpu-cp311-...whl``, ``+pt214cpu``, ...). ``build(dir)`` adds, beside them::
+(``torch_fl-0.1.0+pt213cpu-cp311-...whl``, ``+pt214cpu``, ...). ``build(dir)`` adds, beside them, for each torch
+line that has wheels::
 
-    simple/index.html            PEP 503 root page (one project: torch-fl)
-    simple/torch-fl/index.html   project page: one link per wheel, ``../../<wheel>#sha256=...`` and
-                                 ``data-requires-python``
-    index.html                   flat find-links page (``pip install --find-links <base>/<variant>/``)
+    torch-2.13/simple/index.html            PEP 503 root page (one project: torch-fl)
+    torch-2.13/simple/torch-fl/index.html   project page: one link per wheel of that line,
+                                            ``../../../<wheel>#sha256=...`` and ``data-requires-python``
+    torch-2.13/index.html                   flat find-links page (``../<wheel>#sha256=...``)
 
-so a node installs with ``pip install torch-fl --index-url <base>/<variant>/simple`` (http(s) or file://) or
-``pip install --no-index --find-links <dir> torch-fl``. A tree never mixes toolchains: every wheel's label must be
-``pt<line><variant>``, else the build stops naming the file (pip would otherwise prefer another toolchain's
-"higher" local version). Torch lines share a tree on purpose: each wheel requires its torch line, so pip takes the
-one matching the node's torch.
+so a torch 2.13 node installs with ``pip install "torch==2.13.*" torch-fl --extra-index-url
+<base>/<variant>/torch-2.13/simple/`` (http(s) or file://) or ``pip install --no-index --find-links
+<dir>/torch-2.13/index.html torch-fl``. A page offers only its line's wheels: with every line on one page, pip
+takes the highest local version (``+pt214cpu`` on a torch 2.13 node) and then replaces the node's torch to satisfy
+it. That is why no variant-wide ``simple/`` (nor a variant-wide flat page) is written, and a build removes one left
+from an older layout.
+
+The pages link to the wheels in ``wheels/<variant>/`` rather than holding copies: each wheel is stored and
+published once, and the relative links resolve the same under http, file:// and in a published copy (which keeps
+the layout). Every wheel's label must be ``pt<line><variant>`` and its torch requirement must be that line, else the
+build stops naming the file (pip would otherwise prefer another toolchain's "higher" local version).
 
 The HTML comes from dumb-pypi (maintained on PyPI, Apache-2.0; depends on jinja2 and packaging only): it takes
 hashes and Requires-Python from a package list, writes each page atomically and, without timestamps, writes the same
 bytes for the same wheels. simple-repository-generator was the other candidate: it emits no hashes for local
-directories, needs an empty output directory and pulls an HTTP client in. The tree is generated under a temporary
-name and swapped in (``outputs.publish_dir``); an unchanged wheel set leaves the published tree untouched.
+directories, needs an empty output directory and pulls an HTTP client in. Each line's tree is generated under a
+temporary name and swapped in (``outputs.publish_dir``); an unchanged wheel set leaves the published tree untouched.
 """
 
 from __future__ import annotations
@@ -36,12 +43,19 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import Version
+
 from . import context, outputs, wheelcheck
+from .wheel_metadata import variants
 
 PROJECT = "torch-fl"
 WHEEL_GLOB = "torch_fl-*.whl"
 SIMPLE = "simple"
 FLAT_PAGE = "index.html"
+LINE_GLOB = "torch-*"
+
+Line = tuple[int, int]
 
 
 class IndexBuildError(ValueError):
@@ -63,6 +77,11 @@ class Dist:
     def label(self) -> str:
         return wheelcheck.local_label(self.filename)
 
+    @property
+    def line(self) -> Line:
+        """The torch line of the wheel's label (``pt213cpu`` -> (2, 13)); collect() checks the requirement agrees."""
+        return wheel_line(self.label)
+
     def package_line(self) -> str:
         """One line of dumb-pypi's ``--package-list-json``."""
         entry: dict[str, object] = {"filename": self.filename, "hash": f"sha256={self.sha256}"}
@@ -71,6 +90,34 @@ class Dist:
         if self.requires_dist:
             entry["requires_dist"] = list(self.requires_dist)
         return json.dumps(entry, sort_keys=True)
+
+
+def wheel_line(label: str) -> Line:
+    """``pt213cpu`` -> (2, 13); a label without a torch line is an IndexBuildError."""
+    m = re.match(r"^pt(\d)(\d\d)", label)
+    if not m:
+        raise IndexBuildError(f"local version +{label or '(none)'} does not start with pt<major><minor:02>")
+    return int(m.group(1)), int(m.group(2))
+
+
+def required_lines(requires_dist: Iterable[str]) -> list[Line] | None:
+    """The torch lines a wheel's torch requirement admits (None: it names no torch, or any); a line is admitted
+    when its first release is."""
+    for text in requires_dist:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if req.name.lower() != "torch" or not str(req.specifier):
+            continue
+        probes = [(2, m) for m in range(100)] + [(1, m) for m in range(100)] + [(3, m) for m in range(100)]
+        return sorted(ln for ln in probes if req.specifier.contains(Version(f"{ln[0]}.{ln[1]}.0"), prereleases=True))
+    return None
+
+
+def line_dir(wheel_dir: Path, line: Line) -> Path:
+    """Where the pages of one torch line live: ``wheels/cpu/torch-2.13``."""
+    return wheel_dir / variants.line_page(line)
 
 
 def read_dist(path: Path) -> Dist:
@@ -92,7 +139,8 @@ def read_dist(path: Path) -> Dist:
 
 
 def collect(wheel_dir: Path, variant: str) -> list[Dist]:
-    """The torch-fl wheels of ``wheel_dir``; each must carry ``pt<line><variant>`` (``variant`` may be "dtk*")."""
+    """The torch-fl wheels of ``wheel_dir``; each must carry ``pt<line><variant>`` (``variant`` may be "dtk*") and
+    require exactly that torch line."""
     dists = [read_dist(p) for p in sorted(wheel_dir.glob(WHEEL_GLOB))]
     if not dists:
         raise IndexBuildError(f"{wheel_dir}: no {WHEEL_GLOB} to index: run `nox -s build-<toolchain>` first")
@@ -106,7 +154,21 @@ def collect(wheel_dir: Path, variant: str) -> list[Dist]:
                 f"{d.path}: version label +{d.label or '(none)'} is not pt<torch line>{variant}: a {variant} index "
                 "never holds another toolchain's wheel (move it to its own wheels/<variant>/ or delete it)"
             )
+        admitted = required_lines(d.requires_dist)
+        if admitted is not None and admitted != [d.line]:
+            raise IndexBuildError(
+                f"{d.path}: label +{label} is for torch {d.line[0]}.{d.line[1]} but the wheel requires "
+                f"{', '.join(r for r in d.requires_dist if r.lower().startswith('torch'))}: the page of its line "
+                "would offer a wheel that changes torch; rebuild it against that torch line or delete it"
+            )
     return dists
+
+
+def by_line(dists: Iterable[Dist]) -> dict[Line, list[Dist]]:
+    out: dict[Line, list[Dist]] = {}
+    for d in dists:
+        out.setdefault(d.line, []).append(d)
+    return dict(sorted(out.items()))
 
 
 def _render(dists: Iterable[Dist], out: Path, packages_url: str) -> Path:
@@ -150,34 +212,67 @@ class Result:
     dists: tuple[Dist, ...]
     changed: bool
 
+    @property
+    def pages(self) -> dict[Line, Path]:
+        """Each torch line's page directory (``torch-2.13/``: ``simple/`` and the flat ``index.html``)."""
+        return {line: line_dir(self.wheel_dir, line) for line in by_line(self.dists)}
+
+
+def _render_line(dists: list[Dist], work: Path, final: Path) -> Path:
+    """One line's page tree, in ``work``, checked as if it already lived at ``final``."""
+    # project pages live three levels below the wheels: torch-2.13/simple/torch-fl/index.html -> ../../../<wheel>
+    simple_site = _render(dists, work / "simple-render", "../../..")
+    flat_site = _render(dists, work / "flat-render", "..")
+    tree = work / "tree"
+    shutil.copytree(simple_site / SIMPLE, tree / SIMPLE)
+    shutil.copy2(flat_site / SIMPLE / PROJECT / "index.html", tree / FLAT_PAGE)
+    problems = check_line(tree, final.parent, dists, relocate=final)
+    if problems:
+        raise IndexBuildError(f"{final}: the generated index is wrong: " + "; ".join(problems))
+    return tree
+
+
+def _remove(path: Path) -> bool:
+    if path.is_dir():
+        shutil.rmtree(path)
+        return True
+    if path.exists():
+        path.unlink()
+        return True
+    return False
+
 
 def build(wheel_dir: Path, variant: str) -> Result:
-    """Write (or keep, when unchanged) ``simple/`` and the flat page of ``wheel_dir``; atomic and idempotent."""
+    """Write (or keep, when unchanged) each torch line's pages in ``wheel_dir``; atomic per line and idempotent.
+
+    Pages of lines that no longer have wheels, and a variant-wide ``simple/`` or flat page, are removed: they would
+    offer one line's node another line's wheel."""
     dists = collect(wheel_dir, variant)
     outputs.sweep_temporaries(wheel_dir)
+    lines = by_line(dists)
     work = Path(tempfile.mkdtemp(prefix=f".index{outputs.TMP_MARK}", dir=wheel_dir))
+    changed = False
     try:
-        # project pages live two levels below the wheels: simple/torch-fl/index.html -> ../../<wheel>
-        simple_site = _render(dists, work / "simple-render", "../..")
-        flat_site = _render(dists, work / "flat-render", ".")
-        new_simple = work / SIMPLE
-        shutil.copytree(simple_site / SIMPLE, new_simple)
-        flat_html = (flat_site / SIMPLE / PROJECT / "index.html").read_bytes()
-        problems = check_tree(new_simple, wheel_dir, dists, relocate=wheel_dir / SIMPLE)
-        if problems:
-            raise IndexBuildError(f"{wheel_dir}: the generated index is wrong: " + "; ".join(problems))
-        changed = tree_digest(new_simple) != tree_digest(wheel_dir / SIMPLE)
-        if changed:
-            tmp = outputs.temp_dir_beside(wheel_dir / SIMPLE)
+        trees = {
+            line: _render_line(ds, work / variants.line_page(line), line_dir(wheel_dir, line))
+            for line, ds in lines.items()
+        }
+        for line, tree in trees.items():
+            final = line_dir(wheel_dir, line)
+            if tree_digest(tree) == tree_digest(final):
+                continue
+            tmp = outputs.temp_dir_beside(final)
             tmp.rmdir()
-            new_simple.rename(tmp)
-            outputs.publish_dir(tmp, wheel_dir / SIMPLE)
-        flat = wheel_dir / FLAT_PAGE
-        if not flat.is_file() or flat.read_bytes() != flat_html:
-            outputs.atomic_write_bytes(flat, flat_html)
+            tree.rename(tmp)
+            outputs.publish_dir(tmp, final)
             changed = True
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    keep = {line_dir(wheel_dir, line).name for line in lines}
+    for stale in sorted(wheel_dir.glob(LINE_GLOB)):
+        if stale.is_dir() and stale.name not in keep:
+            changed |= _remove(stale)
+    changed |= _remove(wheel_dir / SIMPLE) | _remove(wheel_dir / FLAT_PAGE)
     return Result(wheel_dir, tuple(dists), changed)
 
 
@@ -197,17 +292,10 @@ def page_links(html: str) -> list[dict[str, str | None]]:
     return parser.links
 
 
-def check_tree(simple: Path, wheel_dir: Path, dists: Iterable[Dist], *, relocate: Path | None = None) -> list[str]:
-    """Every wheel linked exactly once from the project page, each link resolving to the wheel with its sha256.
-
-    ``relocate``: where ``simple`` will live (links are resolved from there)."""
-    where = relocate or simple
+def _check_links(page: Path, base: str, wheel_dir: Path, dists: Iterable[Dist], what: str) -> list[str]:
+    """Every wheel of ``dists`` linked exactly once from ``page`` (read at URL ``base``), resolving to the wheel
+    with its sha256, and nothing else linked."""
     problems: list[str] = []
-    root_links = [a.get("href") for a in page_links((simple / "index.html").read_text(encoding="utf-8"))]
-    if not any(h and h.rstrip("/").split("/")[0] == PROJECT for h in root_links):
-        problems.append(f"root page does not link {PROJECT}")
-    page = simple / PROJECT / "index.html"
-    base = (where / PROJECT / "index.html").as_uri()
     want = {d.filename: d for d in dists}
     seen: dict[str, int] = {}
     for a in page_links(page.read_text(encoding="utf-8")):
@@ -218,37 +306,81 @@ def check_tree(simple: Path, wheel_dir: Path, dists: Iterable[Dist], *, relocate
         seen[name] = seen.get(name, 0) + 1
         d = want.get(name)
         if d is None:
-            problems.append(f"link to {name}, which is not a wheel of {wheel_dir}")
+            problems.append(f"{what} links {name}, which is not a wheel of this line in {wheel_dir}")
             continue
         if target.resolve() != d.path.resolve():
-            problems.append(f"link for {name} resolves to {target}, not {d.path}")
+            problems.append(f"{what} link for {name} resolves to {target}, not {d.path}")
         if url.fragment != f"sha256={d.sha256}":
-            problems.append(f"link for {name} has #{url.fragment}, not its sha256")
+            problems.append(f"{what} link for {name} has #{url.fragment}, not its sha256")
     for name in want:
         if seen.get(name) != 1:
-            problems.append(f"{name} is linked {seen.get(name, 0)} times")
+            problems.append(f"{what}: {name} is linked {seen.get(name, 0)} times")
+    return problems
+
+
+def check_tree(simple: Path, wheel_dir: Path, dists: Iterable[Dist], *, relocate: Path | None = None) -> list[str]:
+    """A PEP 503 tree: the root links torch-fl, whose page links every wheel of ``dists`` once (check_links).
+
+    ``relocate``: where ``simple`` will live (links are resolved from there)."""
+    where = relocate or simple
+    problems: list[str] = []
+    if not (simple / PROJECT / "index.html").is_file():
+        return [f"{simple} has no {PROJECT}/index.html"]
+    root_links = [a.get("href") for a in page_links((simple / "index.html").read_text(encoding="utf-8"))]
+    if not any(h and h.rstrip("/").split("/")[0] == PROJECT for h in root_links):
+        problems.append(f"root page does not link {PROJECT}")
+    base = (where / PROJECT / "index.html").as_uri()
+    return problems + _check_links(simple / PROJECT / "index.html", base, wheel_dir, dists, "project page")
+
+
+def check_line(page_dir: Path, wheel_dir: Path, dists: Iterable[Dist], *, relocate: Path | None = None) -> list[str]:
+    """One torch line's pages (``torch-M.m/simple/`` and ``torch-M.m/index.html``) list exactly ``dists``."""
+    dists = list(dists)
+    where = relocate or page_dir
+    flat = page_dir / FLAT_PAGE
+    problems = check_tree(page_dir / SIMPLE, wheel_dir, dists, relocate=where / SIMPLE)
+    if not flat.is_file():
+        return [*problems, f"{page_dir} has no flat page {FLAT_PAGE}"]
+    return problems + _check_links(flat, (where / FLAT_PAGE).as_uri(), wheel_dir, dists, "flat page")
+
+
+def check_index(wheel_dir: Path, dists: Iterable[Dist]) -> list[str]:
+    """The whole variant: every line's pages current, no page of a line without wheels, no variant-wide page."""
+    lines = by_line(dists)
+    problems = [p for line, ds in lines.items() for p in check_line(line_dir(wheel_dir, line), wheel_dir, ds)]
+    keep = {line_dir(wheel_dir, line).name for line in lines}
+    problems += [
+        f"{p} offers a torch line with no wheel" for p in sorted(wheel_dir.glob(LINE_GLOB)) if p.name not in keep
+    ]
+    problems += [f"{wheel_dir / n} is a variant-wide page" for n in (SIMPLE, FLAT_PAGE) if (wheel_dir / n).exists()]
     return problems
 
 
 # ---------------------------------------------------------------------------------------------------- publish
+def indexed_lines(wheel_dir: Path) -> list[Path]:
+    """The torch line page directories of ``wheel_dir`` that hold a project page."""
+    return sorted(p for p in wheel_dir.glob(LINE_GLOB) if (p / SIMPLE / PROJECT / "index.html").is_file())
+
+
 def published_variants(wheels: Path, variants: dict[str, str]) -> list[tuple[str, Path]]:
     """(variant pattern, directory) of every ``wheels/<dir>`` with an index; ``variants`` maps dir -> pattern."""
-    return [(v, wheels / d) for d, v in sorted(variants.items()) if (wheels / d / SIMPLE / PROJECT).is_dir()]
+    return [(v, wheels / d) for d, v in sorted(variants.items()) if indexed_lines(wheels / d)]
 
 
 def publish(wheel_dir: Path, dest_root: Path) -> Path:
-    """Copy one variant's wheels and index to ``dest_root/<name>/``, swapped in whole (same filesystem rename).
+    """Copy one variant's wheels and its line pages to ``dest_root/<name>/``, swapped in whole (a same filesystem
+    rename).
 
-    A reader of the share sees the previous complete variant or the new one, never a half copy. Only the index
-    and its wheels go: nothing else in the directory is published."""
+    A reader of the share sees the previous complete variant or the new one, never a half copy. Only the pages and
+    their wheels go: nothing else in the directory is published."""
     final = dest_root / wheel_dir.name
     outputs.sweep_temporaries(dest_root) if dest_root.is_dir() else dest_root.mkdir(parents=True)
     tmp = outputs.temp_dir_beside(final)
     try:
         for w in sorted(wheel_dir.glob(WHEEL_GLOB)):
             shutil.copy2(w, tmp / w.name)
-        shutil.copytree(wheel_dir / SIMPLE, tmp / SIMPLE)
-        shutil.copy2(wheel_dir / FLAT_PAGE, tmp / FLAT_PAGE)
+        for page in indexed_lines(wheel_dir):
+            shutil.copytree(page, tmp / page.name)
         for f in tmp.rglob("*"):
             if f.is_file():
                 f.chmod(0o644)

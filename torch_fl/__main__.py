@@ -48,7 +48,8 @@ def _fit() -> dict[str, Any]:
         "fits": not problems,
         "problems": problems,
         "wanted": wanted.label,
-        "install": f"pip install torch-fl --index-url <base>/{wanted.toolchain}/simple   (0.1.0+{wanted.label})",
+        # the node's own pip line: its torch line pinned, the page of that line only ($TORCH_FL_INDEX: the README)
+        "install": _variant.install_line("$TORCH_FL_INDEX", toolchain, torch.__version__),
     }
 
 
@@ -93,7 +94,7 @@ def _route(op: str) -> dict[str, Any]:
 
 def _fit_lines(fit: dict[str, Any]) -> list[str]:
     if fit["fits"]:
-        return [f"{fit['installed']} fits this node: {fit['node']}"]
+        return [f"{fit['installed']} fits this node: {fit['node']}", f"pip line for this node: {fit['install']}"]
     lines = [f"{fit['installed'] or 'unknown'} does NOT fit this node: {fit['node']}"]
     lines += [f"  - {p}" for p in fit["problems"]]
     lines.append(f"  install variant {fit['wanted']}: {fit['install']}")

@@ -132,3 +132,33 @@ def _runtime_of(toolchain: str) -> str:
     if toolchain.startswith(("dtk", "rocm")):
         return "dcu"
     return "cpu"
+
+
+# ---------------------------------------------------------------------------------------------- index pages
+# The index has one page per (toolchain directory, torch line): a node's pip sees only the wheels of its own torch
+# line, so no "higher" build of another line can ask pip to replace the node's torch.
+def index_dir(toolchain: str) -> str:
+    """The index directory of a toolchain: DTK releases share ``dcu/`` (the wheel's label still names its DTK)."""
+    return "dcu" if toolchain.startswith("dtk") else toolchain
+
+
+def line_page(line: tuple[int, int]) -> str:
+    """The page directory of a torch line inside a toolchain's index: ``(2, 13)`` -> ``torch-2.13``."""
+    return f"torch-{line[0]}.{line[1]}"
+
+
+def page_path(directory: str, line: tuple[int, int]) -> str:
+    """``("cpu", (2, 13))`` -> ``cpu/torch-2.13``: the index below the base URL that serves that torch line."""
+    return f"{directory}/{line_page(line)}"
+
+
+def install_line(base: str, toolchain: str, torch_version: str) -> str:
+    """The pip line of a node whose torch is ``torch_version`` (a ``toolchain`` build): its torch line pinned and
+    the torch-fl page of that line as an extra index, so torch stays what it is."""
+    return pip_line(base, index_dir(toolchain), torch_line(torch_version))
+
+
+def pip_line(base: str, directory: str, line: tuple[int, int]) -> str:
+    """The pip line for torch ``line`` from the index directory ``directory`` under ``base`` (a URL)."""
+    page = page_path(directory, line)
+    return f'pip install "torch=={line[0]}.{line[1]}.*" torch-fl --extra-index-url "{base.rstrip("/")}/{page}/simple/"'

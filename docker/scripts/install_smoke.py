@@ -1,30 +1,44 @@
 """Install torch-fl the way a cluster node does, then check it (run by `nox -s install-<vendor>` in a container).
 
-usage: python install_smoke.py --how http|file|find-links --index DIR --expect LABEL
+usage: python install_smoke.py --how http|file|find-links|extra-index --index DIR --expect LABEL
 
-  http        serve DIR with `python -m http.server` on this container's loopback and
-              `pip install torch-fl --index-url http://127.0.0.1:<port>/simple/`
-  file        `pip install torch-fl --index-url file://DIR/simple/` (a shared file system)
-  find-links  `pip install --no-index --find-links DIR torch-fl` (air-gapped nodes)
+DIR is a variant's index (wheels/<variant>/); the node uses the page of its own torch line, PAGE = DIR/torch-M.m/:
 
-pip sees only that source (no pip.conf, no cache), so torch must already be installed: the index holds torch-fl
-alone, and pip has to pick the wheel whose torch pin the installed torch satisfies. Then, from /tmp: the installed
-version must carry ``LABEL`` (pt<line><toolchain> of this torch), ``import torch_fl`` must route ``add.Tensor``
-(the dispatch log names the route) and compute the right result, ``pip check`` must pass and
+  http         serve DIR with `python -m http.server` on this container's loopback and
+               `pip install torch-fl --index-url http://127.0.0.1:<port>/torch-M.m/simple/`
+  file         `pip install torch-fl --index-url file://PAGE/simple/` (a shared file system)
+  find-links   `pip install --no-index --find-links PAGE/index.html torch-fl` (air-gapped nodes)
+  extra-index  the README's pip line: a second loopback index stands in for the torch index (it offers a stub
+               torch of the next minor, M.(m+1).0); first the bare `pip install torch-fl --index-url <http page>
+               --extra-index-url <torch index>`, then `pip install "torch==M.m.*" torch-fl --index-url <torch
+               index> --extra-index-url <http page>`; torch must stay exactly as installed each time
+
+pip sees only those sources (no pip.conf, no cache), so torch must already be installed: the torch-fl page holds
+that line's wheels alone, and pip has to pick the wheel whose torch pin the installed torch satisfies. Then, from
+/tmp: the installed version must carry ``LABEL`` (pt<line><toolchain> of this torch), ``import torch_fl`` must route
+``add.Tensor`` (the dispatch log names the route) and compute the right result, ``pip check`` must pass and
 ``python -m torch_fl info`` must run. Exit 0 and a last line ``install-smoke: OK ...`` when all holds.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import os
+import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+import zipfile
+from contextlib import ExitStack
 from importlib import metadata
 from pathlib import Path
+
+HOWS = ("http", "file", "find-links", "extra-index")
 
 SMOKE = r"""
 import torch, torch_fl
@@ -49,56 +63,148 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(directory: Path) -> tuple[subprocess.Popen, str]:
+def serve(directory: Path, stack: ExitStack) -> str:
+    """``directory`` over HTTP on a free loopback port, stopped when ``stack`` closes; returns its base URL."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(directory)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    stack.callback(lambda: (proc.terminate(), proc.wait(timeout=10)))
     url = f"http://127.0.0.1:{port}"
     for _ in range(100):  # up to 10 s for the server to listen
         try:
-            urllib.request.urlopen(url + "/simple/", timeout=1).close()
-            return proc, url
+            urllib.request.urlopen(url + "/", timeout=1).close()
+            return url
         except OSError:
             if proc.poll() is not None:
                 break
             time.sleep(0.1)
-    proc.kill()
     raise SystemExit(f"install-smoke: http.server on {url} did not come up")
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def stub_torch_index(root: Path, version: str) -> Path:
+    """A PEP 503 index at ``root/simple/`` offering one pure-Python ``torch`` wheel of ``version``, built here.
+
+    It stands in for a torch index (PyPI, download.pytorch.org) that has a newer torch than the node's: if pip ever
+    wanted to change torch, this is what it would install, and the torch version check below would see it."""
+    name = f"torch-{version}-py3-none-any.whl"
+    info = f"torch-{version}.dist-info"
+    files = {
+        "torch/__init__.py": b'raise ImportError("a stub torch from install_smoke.py replaced the node\'s torch")\n',
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: install_smoke\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{n},{_record_hash(d)},{len(d)}\n" for n, d in files.items()) + f"{info}/RECORD,,\n"
+    wheels = root / "wheels"
+    wheels.mkdir(parents=True)
+    with zipfile.ZipFile(wheels / name, "w") as zf:
+        for n, d in files.items():
+            zf.writestr(n, d)
+        zf.writestr(f"{info}/RECORD", record)
+    digest = hashlib.sha256((wheels / name).read_bytes()).hexdigest()
+    project = root / "simple" / "torch"
+    project.mkdir(parents=True)
+    (root / "simple" / "index.html").write_text('<!DOCTYPE html><html><body><a href="torch/">torch</a></body></html>\n')
+    (project / "index.html").write_text(
+        f'<!DOCTYPE html><html><body><a href="../../wheels/{name}#sha256={digest}">{name}</a></body></html>\n'
+    )
+    return root
+
+
+def pip_install(args: list[str]) -> None:
+    cmd = [sys.executable, "-m", "pip", "install", *args]
+    print("install-smoke: pip install " + " ".join(args), flush=True)
+    subprocess.run(cmd, env=pip_env(), check=True)
+
+
+def installed_label() -> tuple[str, str]:
+    version = metadata.version("torch-fl")
+    return version, (version.split("+", 1)[1] if "+" in version else "")
+
+
+def torch_now() -> str:
+    """The installed torch's version, read from its metadata (this process imported torch before any install)."""
+    res = subprocess.run(
+        [sys.executable, "-c", "from importlib.metadata import version; print(version('torch'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return res.stdout.strip()
+
+
+def check_torch_kept(before: str, step: str) -> None:
+    after = torch_now()
+    if after != before:
+        raise SystemExit(f"install-smoke: {step} changed torch from {before} to {after}: pip took another torch line")
+
+
+def check_label(expect: str) -> str:
+    version, label = installed_label()
+    if label != expect:
+        raise SystemExit(f"install-smoke: pip installed torch-fl {version}, expected the +{expect} build")
+    return version
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--how", choices=["http", "file", "find-links"], required=True)
+    p.add_argument("--how", choices=HOWS, required=True)
     p.add_argument("--index", type=Path, required=True)
     p.add_argument("--expect", required=True, help="the local version label pip must choose, e.g. pt213cpu")
     args = p.parse_args(argv)
     import torch
 
+    major, minor = (int(x) for x in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
+    if not args.expect.startswith(f"pt{major}{minor:02d}"):
+        raise SystemExit(f"install-smoke: --expect {args.expect} is not of this node's torch {torch.__version__}")
+    line = f"torch-{major}.{minor}"
+    page = args.index / line
+    if not (page / "simple" / "torch-fl" / "index.html").is_file():
+        raise SystemExit(f"install-smoke: {args.index} has no page {line}/simple/ for this torch: run `nox -s index`")
+    if (args.index / "simple").exists():
+        raise SystemExit(f"install-smoke: {args.index}/simple/ offers every torch line at once: run `nox -s index`")
     candidates = sorted(w.name for w in args.index.glob("torch_fl-*.whl"))
-    print(f"install-smoke: node torch {torch.__version__}; the index offers {', '.join(candidates)}", flush=True)
-    server = None
-    if args.how == "http":
-        server, url = serve(args.index)
-        source = ["--index-url", f"{url}/simple/"]
-    elif args.how == "file":
-        source = ["--index-url", (args.index / "simple").as_uri() + "/"]
-    else:
-        source = ["--no-index", "--find-links", str(args.index)]
-    cmd = [sys.executable, "-m", "pip", "install", *source, "torch-fl"]
-    print("install-smoke: " + " ".join(cmd[2:]), flush=True)
-    try:
-        subprocess.run(cmd, env=pip_env(), check=True)
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=10)
-    version = metadata.version("torch-fl")
-    label = version.split("+", 1)[1] if "+" in version else ""
-    if label != args.expect:
-        raise SystemExit(f"install-smoke: pip installed torch-fl {version}, expected the +{args.expect} build")
+    on_page = sorted(w.name for w in args.index.glob(f"torch_fl-*+{args.expect[:5]}*.whl"))
+    print(f"install-smoke: node torch {torch.__version__}; the variant holds {', '.join(candidates)}", flush=True)
+    print(f"install-smoke: the {line} page offers {', '.join(on_page)}", flush=True)
+    before = torch_now()
+    with ExitStack() as stack:
+        if args.how == "http":
+            pip_install(["--index-url", f"{serve(args.index, stack)}/{line}/simple/", "torch-fl"])
+        elif args.how == "file":
+            pip_install(["--index-url", (page / "simple").as_uri() + "/", "torch-fl"])
+        elif args.how == "find-links":
+            pip_install(["--no-index", "--find-links", str(page / "index.html"), "torch-fl"])
+        else:
+            torch_fl_page = f"{serve(args.index, stack)}/{line}/simple/"
+            newer = f"{major}.{minor + 1}.0"
+            stub = stub_torch_index(Path(stack.enter_context(tempfile.TemporaryDirectory())), newer)
+            torch_index = f"{serve(stub, stack)}/simple/"
+            print(f"install-smoke: the torch index at {torch_index} offers torch {newer}", flush=True)
+            # the form without a pin: only the page keeps pip on this line
+            pip_install(["--index-url", torch_fl_page, "--extra-index-url", torch_index, "torch-fl"])
+            check_torch_kept(before, "pip install torch-fl (unpinned)")
+            check_label(args.expect)
+            subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "torch-fl"], env=pip_env(), check=True)
+            # the README's line: torch pinned, the torch index first, the torch-fl page as the extra index
+            pip_install(
+                [
+                    f"torch=={major}.{minor}.*",
+                    "torch-fl",
+                    "--index-url",
+                    torch_index,
+                    "--extra-index-url",
+                    torch_fl_page,
+                ]
+            )
+    check_torch_kept(before, f"install ({args.how})")
+    version = check_label(args.expect)
     subprocess.run([sys.executable, "-m", "pip", "check"], env=pip_env(), check=True)
     env = {**os.environ, "FLAGOS_LOG": "dispatch"}
     res = subprocess.run([sys.executable, "-c", SMOKE], env=env, cwd="/tmp", capture_output=True, text=True)
@@ -106,10 +212,10 @@ def main(argv: list[str]) -> int:
     if res.returncode != 0 or "add.Tensor -> " not in res.stderr:
         sys.stderr.write(res.stderr)
         raise SystemExit("install-smoke: the routing smoke test failed (or logged no route for add.Tensor)")
-    routed = next(line for line in res.stderr.splitlines() if "add.Tensor -> " in line)
+    routed = next(ln for ln in res.stderr.splitlines() if "add.Tensor -> " in ln)
     print(f"install-smoke: dispatch log: {routed.strip()}", flush=True)
     subprocess.run([sys.executable, "-m", "torch_fl", "info"], cwd="/tmp", check=True)
-    print(f"install-smoke: OK {args.how}: torch-fl {version} for torch {torch.__version__}", flush=True)
+    print(f"install-smoke: OK {args.how}: torch-fl {version} for torch {before}, torch unchanged", flush=True)
     return 0
 
 

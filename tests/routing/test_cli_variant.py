@@ -26,7 +26,9 @@ def test_info_reports_the_installed_variant_and_its_fit(run_module):
     assert fit["wanted"] == f"pt{major}{int(minor):02d}{_node_toolchain()}"
     if _node_toolchain() == "cpu" or torch.cuda.device_count():
         assert fit["fits"] is True and fit["problems"] == []
-    assert f"/{_node_toolchain()}/simple" in fit["install"]
+    # the pip line names this torch line twice: pinned, and as the only torch-fl page it reads
+    assert f'"torch=={major}.{minor}.*"' in fit["install"]
+    assert f"/{_node_toolchain()}/torch-{major}.{minor}/simple/" in fit["install"]
 
 
 def test_info_text_and_check_exit_code(run_module):
@@ -35,5 +37,6 @@ def test_info_text_and_check_exit_code(run_module):
     line = next(x for x in child.stdout.splitlines() if x.startswith("variant"))
     if fit["fits"]:
         assert child.rc == 0 and "fits this node" in line
+        assert f"pip line for this node: {fit['install']}" in child.stdout
     else:
         assert child.rc == 1 and "does NOT fit" in line

@@ -29,6 +29,11 @@ def make_wheel(directory: Path, label: str, py: str = "cp311", pin: str | None =
     )
     with zipfile.ZipFile(directory / name, "w") as zf:
         zf.writestr(f"torch_fl-0.1.0+{label}.dist-info/METADATA", meta)
+        # WHEEL too, so that pip itself can resolve against these (tests/unit/distribution/test_line_pages_pip.py)
+        tag = f"{py}-{py}-manylinux_2_28_x86_64"
+        zf.writestr(
+            f"torch_fl-0.1.0+{label}.dist-info/WHEEL", f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}\n"
+        )
         zf.writestr("torch_fl/__init__.py", "")
     return directory / name
 

@@ -76,6 +76,14 @@ def test_install_runs_have_no_network_and_a_read_only_index(tmp_path, how):
     assert "FLAGOS_ACCELERATOR=cpu" in argv
 
 
+def test_install_checks_include_the_readme_line_with_a_second_torch_index(tmp_path):
+    assert distribute.HOWS == ("http", "file", "find-links", "extra-index")
+    argv = distribute.plan_install_run("docker", M.toolchain("cpu214"), "img", tmp_path, "extra-index", "pt214cpu").argv
+    assert argv[argv.index("--how") + 1] == "extra-index" and argv[argv.index("--network") + 1] == "none"
+    smoke = (REPO / "docker" / "scripts" / "install_smoke.py").read_text()
+    assert 'HOWS = ("http", "file", "find-links", "extra-index")' in smoke  # the script accepts what is planned
+
+
 def test_a_gpu_rows_install_smoke_runs_on_the_emulation_runtime(tmp_path):
     argv = list(distribute.plan_install_run("docker", M.toolchain("cuda"), "img", tmp_path, "http", "pt211cu130").argv)
     envs = [argv[i + 1] for i, a in enumerate(argv) if a == "-e"]
@@ -120,6 +128,10 @@ def test_install_names_the_build_or_index_command_that_is_missing(tmp_path, whee
         distribute.require_index(f, M.toolchain("cpu"))
     index.build(d, "cpu")
     labels = [x.label for x in distribute.require_index(f, M.toolchain("cpu"))]
+    (d / "simple").mkdir()  # a variant-wide page would offer every line to every node
+    with pytest.raises(flow.UserError, match="variant-wide.*nox -s index"):
+        distribute.require_index(f, M.toolchain("cpu"))
+    (d / "simple").rmdir()
     assert sorted(labels) == ["pt209cpu", "pt210cpu", "pt213cpu", "pt214cpu"]
     wheel_factory(d, "pt215cpu")  # a new wheel makes the index stale
     with pytest.raises(flow.UserError, match="nox -s index"):

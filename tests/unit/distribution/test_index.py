@@ -5,45 +5,98 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from pathlib import Path
+from urllib.parse import unquote, urljoin, urlsplit
 
 import pytest
 
 from build_tools import index
 
 
-def test_index_has_root_project_and_flat_pages_with_sha256_links(tmp_path, wheel_factory):
+def _hrefs(page):
+    return [x["href"] for x in index.page_links(page.read_text())]
+
+
+def test_each_torch_line_has_its_own_pages_with_sha256_links_to_the_wheels(tmp_path, wheel_factory):
     d = tmp_path / "cpu"
     a = wheel_factory(d, "pt213cpu")
+    a312 = wheel_factory(d, "pt213cpu", py="cp312")
     b = wheel_factory(d, "pt214cpu")
     res = index.build(d, "cpu")
-    assert res.changed and [x.filename for x in res.dists] == [a.name, b.name]
-    root = (d / "simple" / "index.html").read_text()
-    assert [x["href"] for x in index.page_links(root)] == ["torch-fl/index.html"]
-    links = index.page_links((d / "simple" / "torch-fl" / "index.html").read_text())
-    by_name = {x["href"].split("#")[0].rsplit("/", 1)[-1]: x for x in links}
-    assert set(by_name) == {a.name, b.name}
-    for w in (a, b):
-        href = by_name[w.name]["href"]
-        assert href.startswith("../../") and href.endswith("#sha256=" + hashlib.sha256(w.read_bytes()).hexdigest())
-        assert by_name[w.name]["data-requires-python"] == ">=3.10"  # the parser unescapes &gt;
-    flat = index.page_links((d / "index.html").read_text())
-    assert sorted(x["href"].split("#")[0].lstrip("./") for x in flat) == sorted([a.name, b.name])
-    assert index.check_tree(d / "simple", d, res.dists) == []
+    assert res.changed and [x.filename for x in res.dists] == [a.name, a312.name, b.name]
+    assert res.pages == {(2, 13): d / "torch-2.13", (2, 14): d / "torch-2.14"}
+    for line, wheels in (("torch-2.13", [a, a312]), ("torch-2.14", [b])):
+        assert _hrefs(d / line / "simple" / "index.html") == ["torch-fl/index.html"]
+        links = index.page_links((d / line / "simple" / "torch-fl" / "index.html").read_text())
+        by_name = {x["href"].split("#")[0].rsplit("/", 1)[-1]: x for x in links}
+        assert set(by_name) == {w.name for w in wheels}  # only this line's wheels
+        for w in wheels:
+            href = by_name[w.name]["href"]
+            assert href == f"../../../{w.name}#sha256=" + hashlib.sha256(w.read_bytes()).hexdigest()
+            assert by_name[w.name]["data-requires-python"] == ">=3.10"  # the parser unescapes &gt;
+        flat = _hrefs(d / line / "index.html")
+        assert sorted(h.split("#")[0] for h in flat) == sorted(f"../{w.name}" for w in wheels)
+    assert index.check_index(d, res.dists) == []
 
 
-def test_second_run_changes_nothing_and_a_new_wheel_swaps_the_tree(tmp_path, wheel_factory):
+def test_relative_links_resolve_to_the_wheel_file_from_every_page(tmp_path, wheel_factory):
+    d = tmp_path / "cpu"
+    w = wheel_factory(d, "pt213cpu")
+    index.build(d, "cpu")
+    for page in (d / "torch-2.13" / "simple" / "torch-fl" / "index.html", d / "torch-2.13" / "index.html"):
+        (href,) = _hrefs(page)
+        target = Path(unquote(urlsplit(urljoin(page.as_uri(), href)).path))
+        assert target.resolve() == w.resolve() and target.read_bytes() == w.read_bytes()
+        # and as an HTTP server rooted at the variant serves it
+        url = urljoin("http://127.0.0.1:8000/" + page.relative_to(d).as_posix(), href)
+        assert urlsplit(url).path == f"/{w.name}"
+
+
+def test_no_variant_wide_page_is_written_and_an_old_one_is_removed(tmp_path, wheel_factory):
     d = tmp_path / "cpu"
     wheel_factory(d, "pt213cpu")
-    index.build(d, "cpu")
-    page = d / "simple" / "torch-fl" / "index.html"
-    before = (page.stat().st_ino, page.read_bytes())
-    again = index.build(d, "cpu")
-    assert not again.changed
-    assert (page.stat().st_ino, page.read_bytes()) == before  # same file, untouched
     wheel_factory(d, "pt214cpu")
-    third = index.build(d, "cpu")
-    assert third.changed and "pt214cpu" in page.read_text()
-    assert not [p for p in d.iterdir() if p.name.startswith(".")]  # no temporaries left behind
+    (d / "simple" / "torch-fl").mkdir(parents=True)  # the variant-wide layout: every line on one page
+    (d / "simple" / "torch-fl" / "index.html").write_text("<a href='../../x.whl'>x</a>")
+    (d / "index.html").write_text("<a href='x.whl'>x</a>")
+    res = index.build(d, "cpu")
+    assert res.changed and not (d / "simple").exists() and not (d / "index.html").exists()
+    assert sorted(p.name for p in d.iterdir() if p.is_dir()) == ["torch-2.13", "torch-2.14"]
+    (d / "simple").mkdir()
+    assert any("variant-wide" in p for p in index.check_index(d, res.dists))
+
+
+def test_a_line_whose_wheels_are_gone_loses_its_page(tmp_path, wheel_factory):
+    d = tmp_path / "cpu"
+    wheel_factory(d, "pt213cpu")
+    old = wheel_factory(d, "pt214cpu")
+    index.build(d, "cpu")
+    old.unlink()
+    res = index.build(d, "cpu")
+    assert res.changed and not (d / "torch-2.14").exists() and list(res.pages) == [(2, 13)]
+
+
+def test_a_wheel_whose_requirement_is_not_its_label_line_is_refused_by_name(tmp_path, wheel_factory):
+    d = tmp_path / "cpu"
+    wheel_factory(d, "pt213cpu")
+    bad = wheel_factory(d, "pt214cpu", pin="torch>=2.13,<2.15")
+    with pytest.raises(index.IndexBuildError, match=re.escape(bad.name) + ".*torch 2.14 but the wheel requires"):
+        index.build(d, "cpu")
+    assert not list(d.glob("torch-*"))  # nothing half-written
+
+
+@pytest.mark.parametrize(
+    ("reqs", "lines"),
+    [
+        (["torch>=2.13,<2.14"], [(2, 13)]),
+        (["torch<2.10,>=2.9"], [(2, 9)]),
+        (["numpy", "torch>=2.13,<2.15"], [(2, 13), (2, 14)]),
+        (["torch"], None),
+        ([], None),
+    ],
+)
+def test_required_lines(reqs, lines):
+    assert index.required_lines(reqs) == lines
 
 
 def test_a_tree_never_mixes_toolchains(tmp_path, wheel_factory):
@@ -52,7 +105,7 @@ def test_a_tree_never_mixes_toolchains(tmp_path, wheel_factory):
     bad = wheel_factory(d, "pt211cu130")
     with pytest.raises(index.IndexBuildError, match=re.escape(bad.name) + ".*never holds another toolchain"):
         index.build(d, "cpu")
-    assert not (d / "simple").exists()  # nothing half-written
+    assert not list(d.glob("torch-*")) and not (d / "simple").exists()  # nothing half-written
 
 
 def test_an_unlabelled_wheel_and_an_empty_dir_are_refused(tmp_path, wheel_factory):
@@ -78,9 +131,9 @@ def test_check_tree_finds_a_wrong_hash(tmp_path, wheel_factory):
     d = tmp_path / "cpu"
     w = wheel_factory(d, "pt213cpu")
     res = index.build(d, "cpu")
-    page = d / "simple" / "torch-fl" / "index.html"
+    page = d / "torch-2.13" / "simple" / "torch-fl" / "index.html"
     page.write_text(page.read_text().replace(hashlib.sha256(w.read_bytes()).hexdigest(), "0" * 64))
-    assert any("not its sha256" in p for p in index.check_tree(d / "simple", d, res.dists))
+    assert any("not its sha256" in p for p in index.check_index(d, res.dists))
 
 
 def test_publish_copies_wheels_and_index_and_swaps_whole(tmp_path, wheel_factory):
@@ -92,19 +145,20 @@ def test_publish_copies_wheels_and_index_and_swaps_whole(tmp_path, wheel_factory
     out = index.publish(d, share)
     assert out == share / "cpu"
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
-        "index.html",
-        "simple/index.html",
-        "simple/torch-fl/index.html",
+        "torch-2.13/index.html",
+        "torch-2.13/simple/index.html",
+        "torch-2.13/simple/torch-fl/index.html",
         w.name,
     ]
     res = index.collect(out, "cpu")
-    assert index.check_tree(out / "simple", out, res) == []
+    assert index.check_index(out, res) == []  # the relative links resolve in the copy
     old_inode = os.stat(out).st_ino
     wheel_factory(d, "pt214cpu")
     index.build(d, "cpu")
     index.publish(d, share)
     assert os.stat(share / "cpu").st_ino != old_inode  # a new directory swapped in, not files overwritten
     assert len(list((share / "cpu").glob("*.whl"))) == 2
+    assert index.check_index(share / "cpu", index.collect(share / "cpu", "cpu")) == []
     assert not [p for p in share.iterdir() if p.name.startswith(".")]
 
 

@@ -96,3 +96,21 @@ def test_fit_flags_an_extension_without_the_runtime():
     assert variant.fit(v, variant.Node("2.11.0", "cu130", 1), ("cpu",)) == [
         "vendor runtime: the extension has cpu, not cuda"
     ]
+
+
+@pytest.mark.parametrize(
+    ("toolchain", "torch_version", "page"),
+    [
+        ("cpu", "2.13.0+cpu", "cpu/torch-2.13"),
+        ("cpu", "2.9.1", "cpu/torch-2.9"),
+        ("cu130", "2.11.0+cu130", "cu130/torch-2.11"),
+        ("dtk2604", "2.9.0+das.opt1.dtk2604", "dcu/torch-2.9"),  # every DTK release shares dcu/
+    ],
+)
+def test_install_line_pins_the_node_torch_line_and_reads_only_its_page(toolchain, torch_version, page):
+    line = variant.install_line("https://wheels.example/torch-fl/", toolchain, torch_version)
+    pin = page.split("torch-")[1]
+    assert line == (
+        f'pip install "torch=={pin}.*" torch-fl --extra-index-url "https://wheels.example/torch-fl/{page}/simple/"'
+    )
+    assert variant.page_path(variant.index_dir(toolchain), variant.torch_line(torch_version)) == page
