@@ -5,11 +5,13 @@
     nox -s build-cpu -- --dry-run    print every docker command without running it
     nox -s bench-cpu                 the full benchmark in the test container (-- -- --short: the harness's options)
     nox -s base-image                make the local base image on hosts that cannot pull (debootstrap)
-    nox -s index                     PEP 503 index + flat find-links page in every wheels/<variant>/
+    nox -s index                     a PEP 503 index + flat find-links page per torch line of every variant,
+                                     wheels/<variant>/torch-M.m/ (no variant-wide page: it would offer every line)
     nox -s publish -- DEST           copy the wheels and indexes to DEST/<variant>/ (a directory or share), atomically
-    nox -s install-cpu               install from the index as a node does (HTTP, file://, --find-links), in a bare
-                                     container with the row's torch: pip must pick that line's wheel among all the
-                                     variant's lines (install-cpu29, -cpu210, -cpu214: the other lines' nodes)
+    nox -s install-cpu               install from its line's page as a node does (HTTP, file://, --find-links, and
+                                     the README's line beside a torch index offering the next minor), in a bare
+                                     container with the row's torch: pip must pick that line's wheel and leave torch
+                                     as it is (install-cpu29, -cpu210, -cpu214: the other lines' nodes)
     nox -s lock                      re-resolve the images' lock files (docker/<dir>/locks/, build_tools/locks.py)
 
 Flags of build-*/test-*/bench-* (given after `--`): --dry-run, --rebuild (ignore the up-to-date wheel and images),
@@ -107,7 +109,7 @@ def base_image(session: nox.Session) -> None:
 
 @nox.session
 def index(session: nox.Session) -> None:
-    """PEP 503 index (simple/) and flat find-links page (index.html) in every wheels/<variant>/ with wheels."""
+    """Per torch line of every wheels/<variant>/ with wheels: torch-M.m/simple/ (PEP 503) and torch-M.m/index.html."""
     session.install("-r", "build_tools/requirements-index.txt")
     session.run("python", "-m", "build_tools.distribute", "index")
 

@@ -4,7 +4,8 @@
 #   bash build_tools/node/index_node.sh            BENCH_ARGS="--runs 2" replaces the default "--short"
 # Environment: VARIANT (default cu130), PYTHON, REUSE_BUILD=1 (keep a wheel an earlier call built), PYTEST_ARGS (added to pytest), ROUTES (smoke routes, default
 # "native flaggems"), FLAGOS_ACCELERATOR and BENCH_ACCELERATOR (default cuda; cpu to try it on a laptop).
-# The index is the carried wheels/<variant>/ (made by `nox -s build-cuda` + `nox -s index`). When it holds no wheel
+# The index is the carried wheels/<variant>/ (made by `nox -s build-cuda` + `nox -s index`), read through the page of
+# this node's torch line, wheels/<variant>/torch-M.m/ (the pip line pins that line too). When it holds no wheel
 # for this node's Python and torch line (a cp312 node, while the local builder's Debian base has Python 3.11), the
 # wheel is made here the way the builder makes it (docker/scripts/build_wheel.py, then repair_wheel.py with the
 # matrix's auditwheel excludes) and added to a copy of that index with the project's index tool; the install that
@@ -34,19 +35,29 @@ log() { echo "$*" | tee -a "$OUT/node.txt"; }
 : >"$OUT/node.txt"
 
 # What this node needs: its Python tag and torch line, in the project's variant scheme.
-read -r pytag label < <(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" - "$variant" <<'PY'
+read -r pytag label page line < <(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" - "$variant" <<'PY'
 import importlib.util, sys, torch
 spec = importlib.util.spec_from_file_location("v", "torch_fl/_variant.py"); v = importlib.util.module_from_spec(spec)
 sys.modules["v"] = v; spec.loader.exec_module(v)
-print(f"cp{sys.version_info[0]}{sys.version_info[1]}", v.make(torch.__version__, sys.argv[1]).label)
+want = v.make(torch.__version__, sys.argv[1])
+print(f"cp{sys.version_info[0]}{sys.version_info[1]}", want.label, v.line_page(want.line), "%d.%d" % want.line)
 PY
 )
 log "node: $("$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "gpus", torch.cuda.device_count())'); wants +$label ($pytag)"
 
 index="$repo/wheels/$variant"
-if [ "${REBUILD:-0}" != 1 ] && compgen -G "$index/torch_fl-*+$label-$pytag-*.whl" >/dev/null \
-   && [ -f "$index/simple/torch-fl/index.html" ]; then
-  log "index: the carried wheels/$variant has $(cd "$index" && ls torch_fl-*+"$label"-"$pytag"-*.whl)"
+have_wheel=0
+[ "${REBUILD:-0}" != 1 ] && compgen -G "$index/torch_fl-*+$label-$pytag-*.whl" >/dev/null && have_wheel=1
+if [ "$have_wheel" = 1 ] && [ -f "$index/$page/simple/torch-fl/index.html" ]; then
+  log "index: the carried wheels/$variant has $(cd "$index" && ls torch_fl-*+"$label"-"$pytag"-*.whl) on $page/"
+elif [ "$have_wheel" = 1 ]; then
+  # an index of another layout: the wheel is there, its line's page is not; index a copy, build nothing
+  log "index: the carried wheels/$variant has the +$label $pytag wheel but no $page/ page; indexing a copy"
+  mkdir -p /tmp/torch-fl-index && cp -r "$index" "/tmp/torch-fl-index/$variant"
+  index=/tmp/torch-fl-index/$variant
+  "$PY" -c 'import sys; from pathlib import Path; from build_tools import index
+r = index.build(Path(sys.argv[1]), sys.argv[2]); print("index:", ", ".join(d.filename for d in r.dists))' \
+    "$index" "$variant" | tee -a "$OUT/node.txt"
 else
   log "index: the carried wheels/$variant has no +$label $pytag wheel ($(cd "$index" 2>/dev/null && ls torch_fl-*.whl 2>/dev/null | tr '\n' ' ')); building it as the builder does"
   for cxx in ${CXX:-} g++ /usr/bin/g++ c++; do  # a g++ with a shared libstdc++ (CMakeLists.txt says why)
@@ -89,16 +100,16 @@ else
 fi
 "$PY" -c 'import sys, sysconfig; sys.prefix != sys.base_prefix and print(sysconfig.get_paths()["purelib"])' \
   >"$("$node_py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/torch-site.pth"
-pipline="pip install torch-fl --index-url file://$index/simple/"
+pipline="pip install \"torch==$line.*\" torch-fl --index-url file://$index/$page/simple/"
 log "install: $pipline"
-if ! (cd /tmp && PIP_CONFIG_FILE=/dev/null "${node_pip[@]}" install --no-cache-dir --index-url "file://$index/simple/" \
-      torch-fl) >/tmp/torch-fl-pip.log 2>&1; then
+if ! (cd /tmp && PIP_CONFIG_FILE=/dev/null "${node_pip[@]}" install --no-cache-dir \
+      --index-url "file://$index/$page/simple/" "torch==$line.*" torch-fl) >/tmp/torch-fl-pip.log 2>&1; then
   # pip also checks torch's own requirements; an offline node whose torch was installed without some of them cannot
   # satisfy that from this index. Said loudly, then torch-fl alone (its one requirement, the torch line, holds).
   tail -3 /tmp/torch-fl-pip.log | tee -a "$OUT/node.txt"
   log "WARNING: the pip line failed on torch's own requirements (above); installing torch-fl with --no-deps"
   (cd /tmp && PIP_CONFIG_FILE=/dev/null "${node_pip[@]}" install --no-cache-dir --no-deps \
-     --index-url "file://$index/simple/" torch-fl) >/tmp/torch-fl-pip.log 2>&1
+     --index-url "file://$index/$page/simple/" "torch==$line.*" torch-fl) >/tmp/torch-fl-pip.log 2>&1
 fi
 tail -2 /tmp/torch-fl-pip.log | tee -a "$OUT/node.txt"
 cd /tmp  # import the installed package, never the checkout
