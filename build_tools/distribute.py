@@ -212,7 +212,10 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
         raise flow.UserError(
             f"the node has torch {torch_version} but wheels/{toolchain.wheel_dir} has no +{expect} wheel"
         )
-    f.echo(f"node torch {torch_version}: pip must choose +{expect} among {', '.join(sorted(x.label for x in dists))}")
+    page = variants.line_page(variants.torch_line(torch_version))
+    on_page = sorted(x.filename for x in dists if variants.line_page(x.line) == page)
+    f.echo(f"node torch {torch_version}: wheels/{toolchain.wheel_dir}/{page}/ offers {', '.join(on_page)}")
+    f.echo(f"pip must choose +{expect} and leave torch {torch_version} as it is ({', '.join(HOWS)})")
     failed = []
     for how in HOWS:
         t1 = time.monotonic()
