@@ -100,6 +100,10 @@ def wheel_line(label: str) -> Line:
     return int(m.group(1)), int(m.group(2))
 
 
+# the torch lines a requirement is tested against: every line a pt<major><minor:02> label can name for torch 1-3
+_PROBE_LINES = [(major, minor) for major in (1, 2, 3) for minor in range(100)]
+
+
 def required_lines(requires_dist: Iterable[str]) -> list[Line] | None:
     """The torch lines a wheel's torch requirement admits (None: it names no torch, or any); a line is admitted
     when its first release is."""
@@ -110,8 +114,7 @@ def required_lines(requires_dist: Iterable[str]) -> list[Line] | None:
             continue
         if req.name.lower() != "torch" or not str(req.specifier):
             continue
-        probes = [(2, m) for m in range(100)] + [(1, m) for m in range(100)] + [(3, m) for m in range(100)]
-        return sorted(ln for ln in probes if req.specifier.contains(Version(f"{ln[0]}.{ln[1]}.0"), prereleases=True))
+        return [ln for ln in _PROBE_LINES if req.specifier.contains(Version(f"{ln[0]}.{ln[1]}.0"), prereleases=True)]
     return None
 
 

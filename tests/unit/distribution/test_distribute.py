@@ -159,3 +159,20 @@ def test_cli_usage_and_state_roundtrip(tmp_path, capsys):
     f = _fake_flow(tmp_path)
     f.state.write("cpu", wheel="w.whl")
     assert json.loads(f.state.path("cpu").read_text())["wheel"] == "w.whl"
+
+
+def test_publish_prints_each_lines_pip_line_and_copies_only_line_pages(tmp_path, wheel_factory):
+    from build_tools.summary import Summary
+
+    said = []
+    f = flow.Flow(tmp_path / "repo", M, plan.Options(), echo=said.append, environ={})
+    d = f.repo / "wheels" / "cpu"
+    wheel_factory(d, "pt213cpu")
+    wheel_factory(d, "pt214cpu")
+    dest = tmp_path / "share"
+    (out,) = distribute.publish_all(f, Summary("publish"), [str(dest)])
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["torch-2.13", "torch-2.14"]
+    assert not (out / "simple").exists()
+    want = f'pip install "torch==2.13.*" torch-fl --extra-index-url "{dest.as_uri()}/cpu/torch-2.13/simple/"'
+    assert any(want in s for s in said), said
+    assert "wheels/cpu/torch-2.14/simple/: 1 wheel(s) (written)" in said
