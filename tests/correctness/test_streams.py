@@ -70,10 +70,13 @@ def test_work_on_a_side_stream_is_ordered_with_events(assert_same) -> None:
         yf = xf @ xf
         done = torch.flagos.Event()
         done.record()
-    torch.flagos.current_stream().wait_event(done)
+    current = torch.flagos.current_stream()
+    current.wait_event(done)
+    zf = yf + 1  # on the current stream: the event orders it after the side stream's matmul
+    # A GPU may still be running the matmul right after record(): query only once the current stream has drained.
+    current.synchronize()
     assert done.query() and side.query()
-    side.synchronize()
-    assert_same(yf, x @ x, exact=False)
+    assert_same(zf, x @ x + 1, exact=False)
 
 
 def test_timing_events_measure_elapsed_time() -> None:
