@@ -1,22 +1,54 @@
 // Which fused kernel scaled_dot_product_attention takes on flagos.
 //
-// torch asks a per-device choice function and, where a device has none, takes
-// the math path: a dozen small ops instead of one fused kernel, and numbers that
-// differ from the vendor's. flagos answers with the vendor's own choice, asked of
-// the vendor's kernel on re-tagged views of the arguments, so a flagos tensor
-// attends with the kernel a vendor tensor of the same shape would get. The chosen
-// kernel is then an ordinary op on flagos tensors and takes its route.
-#include "dispatch/retag.h"
+// torch asks a per-device choice function and, where a device has none, takes the math path: a dozen small
+// ops instead of one fused kernel, and numbers that differ from the vendor's. flagos answers with the vendor's
+// own choice, asked of the vendor's choice function on metadata-only vendor tensors: the same sizes, strides,
+// dtype and autograd state, on the vendor device, over a storage that has the right size and no memory. That
+// function reads nothing else, so the answer is the one a vendor tensor of the same shape gets, and it is the
+// same in eager mode and under tracing (torch.compile's fake tensors carry the same metadata). Where the
+// vendor takes flash attention, flagos answers `overrideable`: torch then calls
+// _scaled_dot_product_fused_attention_overrideable, which attention_overrideable.cpp forwards to the vendor's
+// flash kernel. The cuDNN and memory-efficient kernels torch calls by name for every device, so those
+// choices stand and the kernels take their routes as ordinary ops.
+#include "dispatch/routed_kernel.h"
 #include "dispatch/router.h"
 #include "runtime/runtime.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/_fused_sdp_choice_ops.h>
+#include <c10/core/TensorImpl.h>
+#include <torch/library.h>
 
 namespace torch_fl {
 namespace {
+
+// A tensor of the vendor device with `t`'s metadata and no memory: its storage has the byte size `t`'s layout
+// needs (so bounds checks agree) and a null data pointer (so nothing can read it).
+at::Tensor vendor_metadata(const at::Tensor& t, bool concrete) {
+  const c10::Device device = runtime().vendor_device(t.device().index());
+  c10::SymDimVector sizes(t.sym_sizes().begin(), t.sym_sizes().end());
+  c10::SymDimVector strides(t.sym_strides().begin(), t.sym_strides().end());
+  c10::SymInt offset = t.sym_storage_offset();
+  if (concrete) {
+    // The host's choice function reads plain sizes: a symbolic one is specialised here, as reading it would.
+    for (auto& s : sizes) s = s.guard_int(__FILE__, __LINE__);
+    for (auto& s : strides) s = s.guard_int(__FILE__, __LINE__);
+    offset = offset.guard_int(__FILE__, __LINE__);
+  }
+  const c10::SymInt nbytes =
+      at::detail::computeStorageNbytes(sizes, strides, static_cast<int64_t>(t.dtype().itemsize()), offset);
+  auto storage = c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), nbytes, c10::DataPtr(nullptr, device), nullptr, false);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      c10::Storage(std::move(storage)), c10::DispatchKeySet(runtime().vendor_key()), t.dtype());
+  impl->set_sizes_and_strides(sizes, strides, offset);
+  // The choice depends on autograd state (no fused kernel differentiates an attention mask).
+  if (t.requires_grad()) impl->set_requires_grad(true);
+  return at::Tensor(std::move(impl));
+}
 
 int64_t flagos_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
     const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal, std::optional<double> scale,
@@ -24,39 +56,36 @@ int64_t flagos_sdp_choice(const at::Tensor& query, const at::Tensor& key, const 
   static const c10::OperatorHandle op =
       c10::Dispatcher::singleton().findSchemaOrThrow("aten::_fused_sdp_choice", "");
   constexpr auto math = static_cast<int64_t>(at::SDPBackend::math);
-  // Tracing (torch.compile's fake tensors) has no memory to view: the graph keeps the math
-  // path, which Inductor fuses itself.
-  for (const at::Tensor* t : {&query, &key, &value}) {
-    if (t->unsafeGetTensorImpl()->is_python_dispatch() || !t->has_storage()) return math;
-  }
   const Route route = route_of_op(op.operator_name());
   if (log_dispatch()) log_route(op, route_name(current_routes(), route));
   // A conf that sends the choice elsewhere than native asks for the plain math path.
   if (route.kind != RouteKind::Native) return math;
-  Retagger retag(op);
-  // The views carry no autograd state, and the choice depends on it (no fused kernel
-  // differentiates an attention mask): each view says what its tensor says.
-  auto view = [&](const at::Tensor& t) {
-    at::Tensor v = *retag.borrow_to_vendor(t);
-    if (t.requires_grad() && !v.requires_grad()) v = v.detach().requires_grad_(true);
-    return v;
-  };
-  const at::Tensor q = view(query), k = view(key), v = view(value);
+  const bool host_vendor = runtime().vendor_type() == c10::DeviceType::CPU;
+  auto meta = [&](const at::Tensor& t) { return vendor_metadata(t, host_vendor); };
   std::optional<at::Tensor> mask;
-  if (attn_mask.has_value() && attn_mask->defined()) mask = view(*attn_mask);
-  retag.check_arguments();
-  const int64_t choice = at::_ops::_fused_sdp_choice::redispatch(c10::DispatchKeySet(runtime().vendor_key()), q,
-      k, v, mask, dropout_p, is_causal, scale, enable_gqa);
-  // torch calls its flash kernel by name only for CUDA tensors and otherwise takes the host's
-  // flash kernel, which a GPU vendor lacks: there flagos keeps the math path for that choice.
-  if (choice == static_cast<int64_t>(at::SDPBackend::flash_attention) &&
-      runtime().vendor_type() != c10::DeviceType::CPU) {
-    return math;
-  }
-  return choice;
+  if (attn_mask.has_value() && attn_mask->defined()) mask = meta(*attn_mask);
+  const int64_t choice = at::_ops::_fused_sdp_choice::redispatch(c10::DispatchKeySet(runtime().vendor_key()),
+      meta(query), meta(key), meta(value), mask, dropout_p, is_causal, scale, enable_gqa);
+  if (choice != static_cast<int64_t>(at::SDPBackend::flash_attention)) return choice;
+  // torch pads a GPU flash kernel's head size to a multiple of 8 around the call; the overrideable op has
+  // no such step, so those head sizes keep the math path.
+  if (!host_vendor && (query.sym_size(-1) % 8 != 0 || value.sym_size(-1) % 8 != 0)) return math;
+  return static_cast<int64_t>(at::SDPBackend::overrideable);
 }
 
+const bool routed = [] {
+  register_routed_kernel(c10::OperatorName("aten::_fused_sdp_choice", ""));
+  return true;
+}();
+
 } // namespace
+
+// The op answers what scaled_dot_product_attention asks of the stub, so a caller of
+// torch._fused_sdp_choice learns the kernel flagos attention takes.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_fused_sdp_choice", TORCH_FN(flagos_sdp_choice));
+}
+
 } // namespace torch_fl
 
 namespace at::native {

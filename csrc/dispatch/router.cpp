@@ -6,6 +6,7 @@
 #include "dispatch/decompositions.h"
 #include "dispatch/provider_check.h"
 #include "dispatch/retag.h"
+#include "dispatch/routed_kernel.h"
 #include "replay/plan.h"
 #include "runtime/runtime.h"
 
@@ -95,6 +96,11 @@ void register_fast_entry(FastEntry* entry) {
   entry->native.store(route_of(current_routes(), entry->name).kind == RouteKind::Native);
   fast_entries().push_back(entry);
   intercepted_names().insert(entry->name); // a router entry by name, like the intercepted ops
+}
+
+void register_routed_kernel(const c10::OperatorName& name) {
+  std::lock_guard<std::mutex> lock(intercept_mutex());
+  intercepted_names().insert(name);
 }
 
 // ---- routes ------------------------------------------------------------------------

@@ -37,4 +37,5 @@ def inductor() -> None:
         _torch_compat.share_template_heuristics("cpu")
         _torch_compat.register_op_overrides(codegen.EmulationOpOverrides())
         _torch_compat.register_backend(CppScheduling, codegen.EmulationWrapper, routes.RoutePass())
+    _torch_compat.keep_fused_attention_extern()
     routes.guard_decompositions()

@@ -83,6 +83,48 @@ def inductor_decomposition_tables() -> list[dict[Any, Any]]:
     return tables
 
 
+# torch's hook for an out-of-tree device's fused attention (csrc/dispatch/attention_overrideable.cpp): the
+# flagos choice answers ``overrideable`` wherever the vendor takes flash attention, so traced graphs hold these.
+FUSED_ATTENTION_OPS = (
+    "_scaled_dot_product_fused_attention_overrideable",
+    "_scaled_dot_product_fused_attention_overrideable_backward",
+)
+
+
+def _fused_attention_overloads() -> list[Any]:
+    return [getattr(torch.ops.aten, name).default for name in FUSED_ATTENTION_OPS]
+
+
+def keep_fused_attention_extern() -> None:
+    """Have Inductor call the fused attention hook through ATen, as an extern kernel, instead of decomposing it
+    into matmuls and a softmax that keep the attention matrix. torch 2.9-2.14 declare both ops with
+    ``lowering.make_fallback(op, sdpa_constraint)``; a line that lacks the declaration gets the same one here,
+    and a decomposition of them, where a table has one, is dropped for the same reason."""
+    from torch._inductor import lowering
+
+    for op in _fused_attention_overloads():
+        for table in inductor_decomposition_tables():
+            table.pop(op, None)
+        if op not in lowering.lowerings:
+            lowering.make_fallback(op, lowering.sdpa_constraint, warn=False, override_decomp=True)
+
+
+def _fused_attention_problems() -> list[str]:
+    from torch._inductor import lowering
+
+    found = []
+    for name in FUSED_ATTENTION_OPS:
+        if not hasattr(torch.ops.aten, name):
+            found.append(f"aten::{name} (the fused attention hook)")
+        elif not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", "Meta"):
+            found.append(f"a Meta kernel of aten::{name} (fake tensors trace it)")
+    if not found and not callable(getattr(lowering, "sdpa_constraint", None)) and any(
+        op not in lowering.lowerings for op in _fused_attention_overloads()
+    ):
+        found.append("lowering.sdpa_constraint (the fused attention ops' fallback layout constraint)")
+    return found
+
+
 def declare_gpu() -> None:
     """Let Inductor treat flagos as a GPU (Triton kernels, GPU layouts and heuristics): it asks
     ``torch._inductor.utils.is_gpu``, which reads the module-level list ``GPU_TYPES`` (imported by name elsewhere,
@@ -363,6 +405,7 @@ def problems(gpu: bool) -> list[str]:
         "lowering's layout-constraint helpers",
     )
     need(isinstance(getattr(decomposition, "decompositions", None), dict), "Inductor's decomposition table")
+    found.extend(_fused_attention_problems())
     if not _call_function_honours_should_fallback():  # torch 2.9: the per-node fallback is ours (_fallback_by_node)
         need(isinstance(getattr(lowering, "lowerings", None), dict), "torch._inductor.lowering.lowerings (a dict)")
         need(

@@ -1,0 +1,204 @@
+// torch's hook for an out-of-tree device's fused attention: scaled_dot_product_attention calls
+// _scaled_dot_product_fused_attention_overrideable (and autograd its backward) where the device's choice
+// answers `overrideable`, which attention_choice.cpp does wherever the vendor would take flash attention.
+// These kernels run the vendor's flash kernel: the CPU's under emulation, CUDA's (or HIP's) on a GPU
+// vendor, so outputs, logsumexp and gradients are the vendor's own bits. Both ops take their route: native
+// re-tags onto the vendor, cpu runs the CPU flash kernel on host copies; a provider has no kernel for them.
+//
+// The results keep the layouts torch's meta kernels give these ops (the output and the gradients laid out
+// like the query and the inputs, a contiguous logsumexp), which a compiled graph checks; a vendor kernel that
+// lays them out otherwise gets its result copied, value for value.
+#include "dispatch/retag.h"
+#include "dispatch/routed_kernel.h"
+#include "dispatch/router.h"
+#include "runtime/runtime.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace torch_fl {
+namespace {
+
+c10::OperatorHandle find_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+}
+
+const c10::OperatorHandle& forward_op() {
+  static const c10::OperatorHandle op = find_op("aten::_scaled_dot_product_fused_attention_overrideable");
+  return op;
+}
+const c10::OperatorHandle& backward_op() {
+  static const c10::OperatorHandle op = find_op("aten::_scaled_dot_product_fused_attention_overrideable_backward");
+  return op;
+}
+
+// The flash kernel a route runs: the vendor's for native, the CPU's for the host.
+bool runs_cpu_kernel(const Route& route) {
+  return route.kind == RouteKind::Cpu || runtime().vendor_type() == c10::DeviceType::CPU;
+}
+const c10::OperatorHandle& flash_forward(bool cpu) {
+  static const c10::OperatorHandle host = find_op("aten::_scaled_dot_product_flash_attention_for_cpu");
+  static const c10::OperatorHandle gpu = find_op("aten::_scaled_dot_product_flash_attention");
+  return cpu ? host : gpu;
+}
+const c10::OperatorHandle& flash_backward(bool cpu) {
+  static const c10::OperatorHandle host = find_op("aten::_scaled_dot_product_flash_attention_for_cpu_backward");
+  static const c10::OperatorHandle gpu = find_op("aten::_scaled_dot_product_flash_attention_backward");
+  return cpu ? host : gpu;
+}
+
+// The route of `op`, logged; a provider route is refused with the way out.
+Route route_for(const c10::OperatorHandle& op) {
+  const RouteTable& table = current_routes();
+  const Route route = route_of_op(op.operator_name());
+  const std::string name = short_op_name(op.operator_name());
+  TORCH_CHECK(route.kind != RouteKind::Provider, name, " is routed to ", route_name(table, route),
+      ", which has no kernel for torch's overrideable attention hook. Route it native or cpu (",
+      override_variable(name), "=native), or route _fused_sdp_choice off native so attention takes the math path.");
+  if (log_dispatch()) log_route(op, route_name(table, route));
+  return route;
+}
+
+// Runs `kernel` on a stack of flagos arguments by the route: re-tagged onto the vendor, or on host copies.
+// The stack then holds the kernel's returns as flagos tensors; `conform` shapes them first (vendor tensors on
+// the native route), so the layout fix costs one vendor copy rather than a routed one.
+template <typename Conform>
+void run_routed(const c10::OperatorHandle& kernel, const Route& route, torch::jit::Stack* stack, Conform conform) {
+  if (route.kind == RouteKind::Cpu) {
+    run_on_host(kernel, stack);
+    conform(stack);
+    return;
+  }
+  Retagger retag(kernel);
+  retag.arguments_to_vendor(stack);
+  {
+    c10::OptionalDeviceGuard guard;
+    if (retag.device() >= 0) guard.reset_device(flagos_device(retag.device()));
+    kernel.redispatchBoxed(c10::DispatchKeySet(runtime().vendor_key()), stack);
+    conform(stack);
+  }
+  retag.returns_from_vendor(stack);
+}
+
+// The strides of a dense tensor of `sizes` whose dimensions are ordered as `like`'s strides order them (the
+// meta kernels' rule for results "laid out like the query").
+std::vector<int64_t> strides_ordered_like(const at::Tensor& like, at::IntArrayRef sizes) {
+  if (like.sizes() == sizes && like.is_non_overlapping_and_dense()) return like.strides().vec();
+  std::vector<int64_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  std::vector<int64_t> strides(sizes.size());
+  int64_t stride = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    strides[*it] = stride;
+    stride *= std::max<int64_t>(sizes[*it], 1);
+  }
+  return strides;
+}
+
+// `t` with `strides`: a restrided view where only size-1 dimensions differ, else a copy.
+at::Tensor with_strides(const at::Tensor& t, at::IntArrayRef strides) {
+  if (!t.defined() || t.strides() == strides) return t;
+  bool same_memory = true;
+  for (int64_t d = 0; d < t.dim(); ++d) same_memory = same_memory && (t.size(d) == 1 || t.stride(d) == strides[d]);
+  if (same_memory) return t.as_strided(t.sizes(), strides, t.storage_offset());
+  at::Tensor out = at::empty_strided(t.sizes(), strides, t.options());
+  out.copy_(t);
+  return out;
+}
+
+void conform_to(torch::jit::Stack* stack, size_t first, size_t index, at::IntArrayRef strides) {
+  c10::IValue& v = (*stack)[first + index];
+  if (v.isTensor()) v = with_strides(v.toTensor(), strides);
+}
+
+using ForwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt,
+    at::Tensor, at::Tensor, at::Tensor>;
+
+ForwardResult forward(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal, bool return_debug_mask,
+    std::optional<double> scale) {
+  const Route route = route_for(forward_op());
+  const bool cpu = runs_cpu_kernel(route);
+  const bool bias = attn_bias.has_value() && attn_bias->defined();
+  TORCH_CHECK(cpu || !bias, "the GPU flash kernel takes no attention mask, so flagos' choice never picks it for one");
+  std::vector<int64_t> out_sizes = query.sizes().vec();
+  out_sizes.back() = value.size(-1);
+  const std::vector<int64_t> out_strides = strides_ordered_like(query, out_sizes);
+  const std::vector<int64_t> lse_strides = {query.size(1) * query.size(2), query.size(2), 1};
+  auto conform = [&](torch::jit::Stack* s) {
+    const size_t first = s->size() - flash_forward(cpu).schema().returns().size();
+    conform_to(s, first, 0, out_strides);
+    conform_to(s, first, 1, lse_strides);
+  };
+  torch::jit::Stack stack;
+  if (cpu) {
+    torch::jit::push(stack, query, key, value, dropout_p, is_causal, attn_bias, scale);
+  } else {
+    torch::jit::push(stack, query, key, value, dropout_p, is_causal, return_debug_mask, scale);
+  }
+  run_routed(flash_forward(cpu), route, &stack, conform);
+  if (cpu) { // (output, logsumexp)
+    const at::Tensor seed = at::empty({}, query.options().dtype(at::kLong));
+    return {stack[0].toTensor(), stack[1].toTensor(), at::Tensor(), at::Tensor(), query.sym_size(-2),
+        key.sym_size(-2), seed, at::empty({}, query.options().dtype(at::kLong)), at::Tensor()};
+  }
+  // (output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, rng_state, unused, debug_attn_mask)
+  auto tensor = [&](size_t i) { return stack[i].isTensor() ? stack[i].toTensor() : at::Tensor(); };
+  return {tensor(0), tensor(1), tensor(2), tensor(3), stack[4].toSymInt(), stack[5].toSymInt(), tensor(6),
+      tensor(7), tensor(8)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& grad_out,
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, const at::Tensor& attn_bias,
+    std::array<bool, 4> grad_input_mask, const at::Tensor& out, const at::Tensor& logsumexp,
+    const at::Tensor& cum_seq_q, const at::Tensor& cum_seq_k, c10::SymInt max_q, c10::SymInt max_k,
+    double dropout_p, bool is_causal, const at::Tensor& philox_seed, const at::Tensor& philox_offset,
+    std::optional<double> scale) {
+  const Route route = route_for(backward_op());
+  const bool cpu = runs_cpu_kernel(route);
+  TORCH_CHECK(!grad_input_mask[3], "the flash kernels give no gradient for the attention mask, so flagos' choice "
+      "never picks them for a mask that requires grad");
+  const std::vector<int64_t> q_strides = strides_ordered_like(query, query.sizes());
+  const std::vector<int64_t> k_strides = strides_ordered_like(key, key.sizes());
+  const std::vector<int64_t> v_strides = strides_ordered_like(value, value.sizes());
+  auto conform = [&](torch::jit::Stack* s) {
+    const size_t first = s->size() - 3;
+    conform_to(s, first, 0, q_strides);
+    conform_to(s, first, 1, k_strides);
+    conform_to(s, first, 2, v_strides);
+  };
+  torch::jit::Stack stack;
+  std::optional<at::Tensor> mask;
+  if (attn_bias.defined()) mask = attn_bias;
+  if (cpu) {
+    torch::jit::push(stack, grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, mask, scale);
+  } else {
+    torch::jit::push(stack, grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, std::move(max_q),
+        std::move(max_k), dropout_p, is_causal, philox_seed, philox_offset, scale);
+  }
+  run_routed(flash_backward(cpu), route, &stack, conform);
+  auto grad = [&](size_t i) { return grad_input_mask[i] ? stack[i].toTensor() : at::Tensor(); };
+  return {grad(0), grad(1), grad(2), at::Tensor()};
+}
+
+// Routed by name: the route table takes confs and FLAGOS_OP_ overrides for them like any routed op.
+const bool routed = [] {
+  register_routed_kernel(c10::OperatorName("aten::_scaled_dot_product_fused_attention_overrideable", ""));
+  register_routed_kernel(c10::OperatorName("aten::_scaled_dot_product_fused_attention_overrideable_backward", ""));
+  return true;
+}();
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(forward));
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", TORCH_FN(backward));
+}
+
+} // namespace torch_fl

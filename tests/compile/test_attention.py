@@ -1,0 +1,104 @@
+"""Attention under torch.compile on flagos: the choice is answered under tracing as in eager mode, and the fused
+kernel behind torch's overrideable hook stays in the compiled graph as an extern call (Inductor neither lowers
+nor decomposes it), so compiled attention computes what eager attention does."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._inductor.utils import run_and_get_code
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.nn.attention import SDPBackend
+
+import torch_fl
+from torch_fl.compile import _torch_compat
+
+FUSED = "aten._scaled_dot_product_fused_attention_overrideable.default"
+FUSED_BACKWARD = "aten._scaled_dot_product_fused_attention_overrideable_backward.default"
+
+
+def _qkv(heads_kv: int = 4, *, requires_grad: bool = True):
+    g = torch.Generator().manual_seed(0)
+    shapes = [(2, 4, 16, 8), (2, heads_kv, 16, 8), (2, heads_kv, 16, 8)]
+    return [torch.randn(s, generator=g).to("flagos").requires_grad_(requires_grad) for s in shapes]
+
+
+def test_the_choice_is_answered_under_tracing():
+    # scaled_dot_product_attention asks the device's choice itself, with fake tensors while it is traced
+    q, k, v = _qkv(requires_grad=False)
+    graph = make_fx(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), tracing_mode="fake")(
+        q, k, v
+    )
+    targets = {str(n.target) for n in graph.graph.nodes if n.op == "call_function"}
+    eager = torch._fused_sdp_choice(q, k, v, None, 0.0, True)
+    if eager == SDPBackend.OVERRIDEABLE.value:
+        assert FUSED in targets, targets
+    assert "aten._scaled_dot_product_attention_math.default" not in targets and "aten.bmm.default" not in targets
+    if torch_fl.accelerator() == "cpu":  # the host takes flash for these shapes
+        assert eager == SDPBackend.OVERRIDEABLE.value
+
+
+def test_this_torch_has_what_the_fused_kernel_needs():
+    assert not _torch_compat._fused_attention_problems()
+
+
+def _attention(q, k, v, **kwargs):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, **kwargs) * 2
+
+
+def _step(fn, q, k, v, **kwargs):
+    q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
+    out = fn(q, k, v, **kwargs)
+    out.backward(torch.ones_like(out))
+    return [out.detach(), q.grad, k.grad, v.grad]
+
+
+@pytest.mark.parametrize("heads_kv", [4, 2], ids=["mha", "gqa"])
+def test_the_fused_kernel_is_an_extern_call_and_equals_eager(heads_kv):
+    q, k, v = _qkv(heads_kv)
+    kwargs = {"enable_gqa": heads_kv != 4}
+    if torch._fused_sdp_choice(q, k, v, None, 0.0, True, enable_gqa=kwargs["enable_gqa"]) != (
+        SDPBackend.OVERRIDEABLE.value
+    ):
+        pytest.fail("the vendor takes no flash kernel for these shapes: the test would compare math with math")
+    compiled = torch.compile(_attention, backend="inductor")
+    got, codes = run_and_get_code(lambda: _step(compiled, q, k, v, **kwargs))
+    code = "\n".join(codes)
+    assert FUSED in code and FUSED_BACKWARD in code, code
+    assert "_scaled_dot_product_attention_math" not in code and "bmm" not in code, code
+    want = _step(_attention, q, k, v, **kwargs)
+    for g, w in zip(got, want, strict=True):
+        assert g.device.type == "flagos"
+        torch.testing.assert_close(g.cpu(), w.cpu(), rtol=0, atol=0)
+
+
+class _Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Linear(32, 96)
+        self.out = torch.nn.Linear(32, 32)
+
+    def forward(self, x):
+        b, length, _ = x.shape
+        q, k, v = self.qkv(x).view(b, length, 3, 4, 8).unbind(2)
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(b, length, 32))
+
+
+def test_a_compiled_attention_block_matches_eager():
+    torch.manual_seed(0)
+    block = _Block().to("flagos")
+    x = torch.randn(2, 16, 32).to("flagos")
+    compiled = torch.compile(block, backend="inductor")
+
+    def run(model):
+        model.zero_grad()
+        out = model(x)
+        out.pow(2).sum().backward()
+        return [out.detach()] + [p.grad.clone() for p in model.parameters()]
+
+    got, codes = run_and_get_code(lambda: run(compiled))
+    assert FUSED in "\n".join(codes)
+    for g, w in zip(got, run(block), strict=True):
+        torch.testing.assert_close(g.cpu(), w.cpu())

@@ -1,0 +1,263 @@
+"""A compiled decoder LLM's training step on flagos against the same step on the plain vendor device.
+
+The model: a Hugging Face Llama built from a config (8 layers, hidden 1024, 16 attention heads over 4 key/value
+heads, MLP 2816, vocab 32000: about 155M parameters), sequence 1024, batch 4, bf16 autocast, fused AdamW, the
+model under torch.compile's default mode (the optimizer eager, the same in every arm). Weights and tokens are
+built on the host from one seed, then moved. PyTorch allows one accelerator per process once torch_fl is
+imported, so each arm has a process of its own and the plain arms (cuda; cpu beside the CPU emulation) never
+import torch_fl.
+
+  python llm_compile_check.py all [--sets 2] [--tiny]     the whole check
+  python llm_compile_check.py run --arm ARM ...           one arm's process (lockstep protocol)
+
+`all` runs --sets lockstep sets (tests/bench/harness/lockstep.py) of three processes: compiled flagos, compiled
+plain and compiled plain again (the A/A control). Each builds the model, profiles one eager forward+backward for
+the attention kernels it takes, compiles and warms up (3 steps, out of the timing), measures its peak memory over
+2 more steps, and then serves turns of 5 synchronized steps, one arm at a time, the order rotated per round,
+8 rounds per set. Ratios are taken within each round; the figures are medians over every round of every set.
+It prints ms/step (median and quartiles) per arm, compiled flagos / compiled plain, the A/A ratio, the peak
+memory ratio, the attention ops and kernels each arm took in eager mode and whether flagos takes the fused
+(flash) kernel where the plain device does, then
+
+  llm compile check: PASS     time ratio <= 1.10 and peak memory ratio <= 1.05
+  llm compile check: FAIL (...numbers...)
+
+--tiny: a 2-layer model of hidden 64 at sequence 64 on the CPU emulation, a dry run of the script in seconds
+(the verdict is printed, not judged: exit status 0 unless an arm failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+FULL = {"layers": 8, "hidden": 1024, "heads": 16, "kv_heads": 4, "mlp": 2816, "vocab": 32000, "seq": 1024, "batch": 4}
+TINY = {"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "mlp": 128, "vocab": 256, "seq": 64, "batch": 2}
+TIME_BAR, MEMORY_BAR = 1.10, 1.05
+WARM_STEPS, PEAK_STEPS, TURN_STEPS, ROUNDS = 3, 2, 5, 8
+CHILD_TIMEOUT_S = 480
+ATTENTION_WORDS = ("attention", "flash", "fmha", "cudnn", "sdp")
+
+
+def _lockstep():
+    """tests/bench/harness/lockstep.py by its path: a plain arm's process never imports torch_fl."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "bench", "harness", "lockstep.py")
+    spec = importlib.util.spec_from_file_location("lockstep", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _attention_seen(step, device: str) -> dict:
+    """The attention ops (ATen) and device kernels one eager step runs."""
+    import torch
+
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device != "cpu" and torch.cuda.is_available() or device == "flagos" and _gpu_vendor():
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as prof:
+        step()
+    ops, kernels = set(), set()
+    for event in prof.events():
+        name = event.name
+        if not any(w in name.lower() for w in ATTENTION_WORDS):
+            continue
+        if name.startswith("aten::"):
+            ops.add(name[6:])
+        elif getattr(event, "device_type", None) is not None and "CUDA" in str(event.device_type):
+            kernels.add(name[:90])
+    return {"ops": sorted(ops), "kernels": sorted(kernels)}
+
+
+def _gpu_vendor() -> bool:
+    import torch_fl
+
+    return torch_fl.accelerator() in ("cuda", "dcu")
+
+
+def run(arm: str, device: str, tiny: bool, serve_cpu: int | None) -> None:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    if serve_cpu is not None and device == "cpu":
+        torch.set_num_threads(1)  # every thread is pinned to one CPU for the timing
+    info: dict = {"arm": arm, "torch": torch.__version__}
+    if arm == "flagos":
+        import torch_fl
+
+        device = "flagos"
+        info["flagos_runtime"] = torch_fl.accelerator()
+    elif device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("the plain arm asks for cuda, but torch.cuda.is_available() is False here")
+    size = TINY if tiny else FULL
+    config = LlamaConfig(
+        vocab_size=size["vocab"], hidden_size=size["hidden"], intermediate_size=size["mlp"],
+        num_hidden_layers=size["layers"], num_attention_heads=size["heads"], num_key_value_heads=size["kv_heads"],
+        max_position_embeddings=size["seq"], tie_word_embeddings=False,
+    )
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    host_model = LlamaForCausalLM(config)
+    info["params_m"] = round(sum(p.numel() for p in host_model.parameters()) / 1e6, 1)
+    g = torch.Generator().manual_seed(1)
+    batches = [torch.randint(0, size["vocab"], (size["batch"], size["seq"]), generator=g).to(device) for _ in range(4)]
+    model = host_model.to(device)
+    autocast_type = "flagos" if device == "flagos" else device
+    sync = {"flagos": lambda: torch.flagos.synchronize(), "cuda": torch.cuda.synchronize}.get(device, lambda: None)
+    memory = {"flagos": (lambda: torch.flagos.reset_peak_memory_stats(), torch.flagos.max_memory_allocated),
+              "cuda": (torch.cuda.reset_peak_memory_stats, torch.cuda.max_memory_allocated)}.get(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+
+    def make_step(forward):
+        counter = iter(range(1 << 62))
+
+        def step() -> None:
+            tokens = batches[next(counter) % 4]
+            with torch.autocast(autocast_type, dtype=torch.bfloat16):
+                loss = forward(input_ids=tokens, labels=tokens).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+        return step
+
+    info["eager_attention"] = _attention_seen(make_step(model), device)
+    step = make_step(torch.compile(model))
+    for _ in range(WARM_STEPS):
+        step()
+    sync()
+    if memory is not None:
+        memory[0]()
+        for _ in range(PEAK_STEPS):
+            step()
+        sync()
+        info["peak_gib"] = memory[1]() / 2**30
+    lockstep = _lockstep()
+    if serve_cpu is not None:
+        lockstep.pin_all_threads(serve_cpu)
+    lockstep.serve(step, sync, info)
+
+
+def _command(arm: str, plain: str, tiny: bool, serve_cpu: int | None) -> tuple[list[str], dict]:
+    env = dict(os.environ)
+    if arm != "flagos":
+        env.pop("FLAGOS_AUTOLOAD", None)  # the plain arms never load torch_fl
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    cmd = [sys.executable, os.path.abspath(__file__), "run", "--arm", arm, "--device", plain]
+    cmd += ["--tiny"] * tiny + ["--serve-cpu", str(serve_cpu)] * (serve_cpu is not None)
+    return cmd, env
+
+
+def _takes_fused_where_plain_does(flagos: dict, plain: dict) -> tuple[bool, str]:
+    """flagos takes a fused kernel where the plain device does: flash through torch's overrideable hook (the
+    same device kernels on a GPU), the cuDNN and memory-efficient kernels by name."""
+    fused = {"_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu"}
+    plain_flash = bool(fused & set(plain["ops"]))
+    flagos_ops = set(flagos["ops"])
+    if plain_flash and "_scaled_dot_product_fused_attention_overrideable" not in flagos_ops:
+        return False, "plain takes flash, flagos does not"
+    others = {op for op in plain["ops"] if "cudnn" in op or "efficient" in op}
+    if not others <= flagos_ops:
+        return False, f"plain takes {sorted(others - flagos_ops)}, flagos does not"
+    if "_scaled_dot_product_attention_math" in flagos_ops and "_scaled_dot_product_attention_math" not in plain["ops"]:
+        return False, "flagos takes the math path"
+    if plain["kernels"] and set(plain["kernels"]) != set(flagos["kernels"]):
+        return False, "the device kernels differ"
+    return True, "flash" if plain_flash else ", ".join(sorted(others)) or "math on both"
+
+
+def check(sets: int, tiny: bool) -> int:
+    runtime = os.environ.get("FLAGOS_ACCELERATOR", "cpu").strip() or "cpu"
+    plain = "cuda" if runtime in ("cuda", "dcu") else "cpu"  # HIP builds of torch call their GPUs cuda too
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/torch-fl-llm-check-inductor")
+    size = TINY if tiny else FULL
+    print(
+        f"llm compile check: HF Llama {size['layers']} layers, hidden {size['hidden']}, {size['heads']} heads / "
+        f"{size['kv_heads']} kv heads, vocab {size['vocab']}, seq {size['seq']}, batch {size['batch']}, bf16 "
+        f"autocast, fused AdamW, torch.compile default; flagos on {runtime} against plain {plain}"
+    )
+    lockstep = _lockstep()
+    arms = ("flagos", plain, plain + "-again")
+    cpu = max(os.sched_getaffinity(0)) if plain == "cpu" else None
+    ms: dict[str, list[float]] = {a: [] for a in arms}
+    ratios: dict[str, list[float]] = {"flagos": [], "again": []}
+    info: dict = {}
+    start = time.perf_counter()
+    for number in range(sets):
+        children = {a: _command("flagos" if a == "flagos" else "plain", plain, tiny, cpu) for a in arms}
+        try:
+            with lockstep.Group(children, CHILD_TIMEOUT_S) as group:
+                info = group.info
+                rounds = group.rounds(ROUNDS, TURN_STEPS)
+        except lockstep.LockstepError as exc:
+            print(f"set {number + 1} failed: {exc}")
+            print("llm compile check: FAIL (an arm failed)")
+            return 1
+        med = [{k: statistics.median(t) for k, t in r.items()} for r in rounds]
+        for a in arms:
+            ms[a] += [m[a] for m in med]
+        ratios["flagos"] += [m["flagos"] / m[plain] for m in med]
+        ratios["again"] += [m[plain + "-again"] / m[plain] for m in med]
+        print(f"  set {number + 1} ({time.perf_counter() - start:.0f} s): "
+              + ", ".join(f"{a} {statistics.median(m[a] for m in med):.2f} ms" for a in arms))
+    print(f"  model: {info['flagos']['params_m']}M parameters; torch {info['flagos']['torch']}")
+    for a in arms:
+        q = statistics.quantiles(ms[a], n=4) if len(ms[a]) > 1 else [ms[a][0]] * 3
+        peak = info[a].get("peak_gib")
+        print(f"  {a:12s} ms/step median {q[1]:.2f} (quartiles {q[0]:.2f} to {q[2]:.2f})"
+              + (f", peak memory {peak:.2f} GiB" if peak is not None else ""))
+    ratio, aa = statistics.median(ratios["flagos"]), statistics.median(ratios["again"])
+    print(f"  time: compiled flagos / compiled {plain} = {ratio:.3f} per round (bar {TIME_BAR:.2f}); "
+          f"A/A {plain}-again / {plain} = {aa:.3f}")
+    peaks = [info[a].get("peak_gib") for a in ("flagos", plain)]
+    memory = peaks[0] / peaks[1] if None not in peaks else None
+    print(f"  memory: peak flagos / {plain} = " + (f"{memory:.3f} (bar {MEMORY_BAR:.2f})" if memory else
+                                                    "not measured (the host keeps no peak statistics)"))
+    for a in ("flagos", plain):
+        seen = info[a]["eager_attention"]
+        print(f"  eager attention on {a}: ops {', '.join(seen['ops']) or 'none'}"
+              + (f"; kernels {', '.join(seen['kernels'])}" if seen["kernels"] else ""))
+    same, what = _takes_fused_where_plain_does(info["flagos"]["eager_attention"], info[plain]["eager_attention"])
+    print(f"  eager attention: flagos takes the plain device's fused kernel: {'yes' if same else 'NO'} ({what})")
+    failures = []
+    if ratio > TIME_BAR:
+        failures.append(f"time ratio {ratio:.3f} > {TIME_BAR:.2f} (A/A {aa:.3f})")
+    if memory is not None and memory > MEMORY_BAR:
+        failures.append(f"memory ratio {memory:.3f} > {MEMORY_BAR:.2f}")
+    if not same:
+        failures.append(f"eager attention: {what}")
+    verdict = "PASS" if not failures else "FAIL (" + "; ".join(failures) + ")"
+    print(f"llm compile check: {verdict} ({time.perf_counter() - start:.0f} s)")
+    if tiny:
+        print("(--tiny: a dry run of the script; the verdict is not judged)")
+        return 0
+    return int(bool(failures))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--arm", required=True, choices=["flagos", "plain"])
+    r.add_argument("--device", default="cuda", help="the plain arm's device (cuda, or cpu beside the emulation)")
+    r.add_argument("--tiny", action="store_true")
+    r.add_argument("--serve-cpu", type=int, help="pin the timed steps to this CPU (the CPU emulation's arms)")
+    a = sub.add_parser("all")
+    a.add_argument("--sets", type=int, default=2, help="lockstep sets (three processes in each)")
+    a.add_argument("--tiny", action="store_true", help="a small model: a CPU-emulation dry run of this script")
+    args = p.parse_args()
+    if args.cmd == "run":
+        run(args.arm, args.device, args.tiny, args.serve_cpu)
+        return 0
+    if args.sets < 1:
+        p.error("--sets must be at least 1")
+    return check(args.sets, args.tiny)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
