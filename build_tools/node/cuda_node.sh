@@ -3,8 +3,8 @@
 # Docker (e.g. a lent GPU machine): build the wheel against the node's torch,
 # install it, run the routing and correctness suites with FlagGems present,
 # then the route A/B benchmark. Everything lands under $OUT (default reports/cuda-node).
-#   bash build_tools/node/cuda_node.sh [smoke|full|bench|train|models|dist|checks|opinfo|compile|replay|stepops|
-#                                       flaggems]
+#   bash build_tools/node/cuda_node.sh [smoke|full|bench|train|models|dist|checks|opinfo|compile|llm|replay|
+#                                       stepops|flaggems]
 #   full:   the routing and correctness suites (SUITE_WORKERS xdist workers, 8; 0: one process), then the bench;
 #           BENCH_ARGS="--runs 3 ..." adds bench options. bench: the bench alone
 #   train:  flagos training against plain cuda in separate processes (tests/node/train_check.py), and the step
@@ -21,6 +21,9 @@
 #   compile: torch.compile on flagos against torch.compile on plain cuda (tests/node/compile_check.py): numbers,
 #           mode="reduce-overhead", and the step time of TIME_PAIRS lockstep sets (one process per arm, timed in
 #           turns) with an A/A control; COMPILE_SUITE=1 runs the compile suite (tests/compile) on flagos first
+#   llm:    a compiled HF Llama training step (155M parameters, seq 1024, bf16 autocast, fused AdamW) on flagos
+#           against plain cuda (tests/node/llm_compile_check.py): LLM_SETS (2) lockstep sets of one process per arm
+#           with an A/A control; ms/step, peak memory, the eager attention kernels of each arm
 #   stepops: where the eager training step's host time goes, op by op (tests/node/step_ops.py): one step's ATen
 #           calls recorded on flagos, then replayed in one process on flagos and on cuda copies; STEP_OPS_D d_models,
 #           STEP_OPS_ARGS more options (--counters N: the router's phase counters over N more replays)
@@ -38,8 +41,8 @@
 # REUSE_BUILD=1 keeps a wheel an earlier call built on this machine.
 # At most 8 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md,png};
 # train: train.txt; models: models.txt; dist: dist.txt; checks: models.txt, pytest.txt, junit.xml, exit.txt;
-# opinfo: opinfo-{native,cpu}.{txt,json}; compile: compile.txt; stepops: step_ops.txt; flaggems: flaggems.txt,
-# qualify-report.{json,md}, qualify-events.jsonl, flaggems-first.json): a lent machine hands
+# opinfo: opinfo-{native,cpu}.{txt,json}; compile: compile.txt; llm: llm.txt; stepops: step_ops.txt; flaggems:
+# flaggems.txt, qualify-report.{json,md}, qualify-events.jsonl, flaggems-first.json): a lent machine hands
 # back only a few.
 set -euo pipefail
 mode=${1:-full}
@@ -183,6 +186,11 @@ if [ "$mode" = compile ]; then  # torch.compile: compiled flagos against compile
    exit $rc) 2>&1 | grep --line-buffered -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/compile.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   exit "$status"
+fi
+if [ "$mode" = llm ]; then  # a compiled decoder LLM step: compiled flagos against compiled plain cuda
+  cd /tmp && "$PY" "$tests_copy/node/llm_compile_check.py" all --sets "${LLM_SETS:-2}" 2>&1 \
+    | grep --line-buffered -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/llm.txt"
+  exit "${PIPESTATUS[0]}"
 fi
 if [ "$mode" = stepops ]; then  # the eager step's op stream replayed in one process: host µs per op, flagos - cuda
   # shellcheck disable=SC2086  # STEP_OPS_ARGS is a list of options (--rounds 8 --counters 5)

@@ -5,15 +5,17 @@
 // vendor, so outputs, logsumexp and gradients are the vendor's own bits. Both ops take their route: native
 // re-tags onto the vendor, cpu runs the CPU flash kernel on host copies; a provider has no kernel for them.
 //
-// The results keep the layouts torch's meta kernels give these ops (the output and the gradients laid out
-// like the query and the inputs, a contiguous logsumexp), which a compiled graph checks; a vendor kernel that
-// lays them out otherwise gets its result copied, value for value.
+// The results keep the layouts torch's meta kernels give these ops (the output laid out like the query, or
+// contiguous on older torch lines; the gradients like the inputs; a contiguous logsumexp), which a compiled
+// graph checks; a vendor kernel that lays them out otherwise gets its result copied, value for value.
 #include "dispatch/retag.h"
 #include "dispatch/routed_kernel.h"
 #include "dispatch/router.h"
 #include "runtime/runtime.h"
 
+#include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -85,10 +87,17 @@ void run_routed(const c10::OperatorHandle& kernel, const Route& route, torch::ji
   retag.returns_from_vendor(stack);
 }
 
+// What empty_like(t) would give (the meta kernels' rule for a result shaped like an argument): `t`'s strides when
+// it is dense, else those torch's empty_like picks, asked of a meta tensor.
+std::vector<int64_t> strides_of_empty_like(const at::Tensor& t) {
+  if (t.is_non_overlapping_and_dense()) return t.strides().vec();
+  return at::empty_like(at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta))).strides().vec();
+}
+
 // The strides of a dense tensor of `sizes` whose dimensions are ordered as `like`'s strides order them (the
 // meta kernels' rule for results "laid out like the query").
 std::vector<int64_t> strides_ordered_like(const at::Tensor& like, at::IntArrayRef sizes) {
-  if (like.sizes() == sizes && like.is_non_overlapping_and_dense()) return like.strides().vec();
+  if (like.sizes() == sizes) return strides_of_empty_like(like);
   std::vector<int64_t> order(sizes.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
@@ -97,6 +106,29 @@ std::vector<int64_t> strides_ordered_like(const at::Tensor& like, at::IntArrayRe
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     strides[*it] = stride;
     stride *= std::max<int64_t>(sizes[*it], 1);
+  }
+  return strides;
+}
+
+// Whether this torch's meta kernel lays the output out like the query (newer lines) or contiguous (older
+// ones): asked once, of the meta kernel itself, with a query whose heads are not outermost.
+bool meta_output_like_query() {
+  static const bool like_query = [] {
+    const at::Tensor q = at::empty({1, 3, 2, 4}, at::TensorOptions().device(at::kMeta)).transpose(1, 2);
+    // Straight to the meta kernel: a dispatch mode active at the first call never sees the probe.
+    const auto meta = at::_ops::_scaled_dot_product_fused_attention_overrideable::redispatch(
+        c10::DispatchKeySet(c10::DispatchKey::Meta), q, q, q, std::nullopt, 0.0, false, false, std::nullopt);
+    return std::get<0>(meta).strides() == q.strides();
+  }();
+  return like_query;
+}
+
+std::vector<int64_t> contiguous_strides(at::IntArrayRef sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t stride = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= std::max<int64_t>(sizes[d], 1);
   }
   return strides;
 }
@@ -129,7 +161,8 @@ ForwardResult forward(const at::Tensor& query, const at::Tensor& key, const at::
   TORCH_CHECK(cpu || !bias, "the GPU flash kernel takes no attention mask, so flagos' choice never picks it for one");
   std::vector<int64_t> out_sizes = query.sizes().vec();
   out_sizes.back() = value.size(-1);
-  const std::vector<int64_t> out_strides = strides_ordered_like(query, out_sizes);
+  const std::vector<int64_t> out_strides =
+      meta_output_like_query() ? strides_ordered_like(query, out_sizes) : contiguous_strides(out_sizes);
   const std::vector<int64_t> lse_strides = {query.size(1) * query.size(2), query.size(2), 1};
   auto conform = [&](torch::jit::Stack* s) {
     const size_t first = s->size() - flash_forward(cpu).schema().returns().size();
@@ -164,9 +197,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(const at::Te
   const bool cpu = runs_cpu_kernel(route);
   TORCH_CHECK(!grad_input_mask[3], "the flash kernels give no gradient for the attention mask, so flagos' choice "
       "never picks them for a mask that requires grad");
-  const std::vector<int64_t> q_strides = strides_ordered_like(query, query.sizes());
-  const std::vector<int64_t> k_strides = strides_ordered_like(key, key.sizes());
-  const std::vector<int64_t> v_strides = strides_ordered_like(value, value.sizes());
+  const std::vector<int64_t> q_strides = strides_of_empty_like(query);
+  const std::vector<int64_t> k_strides = strides_of_empty_like(key);
+  const std::vector<int64_t> v_strides = strides_of_empty_like(value);
   auto conform = [&](torch::jit::Stack* s) {
     const size_t first = s->size() - 3;
     conform_to(s, first, 0, q_strides);

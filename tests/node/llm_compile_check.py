@@ -109,8 +109,11 @@ def run(arm: str, device: str, tiny: bool, serve_cpu: int | None) -> None:
     model = host_model.to(device)
     autocast_type = "flagos" if device == "flagos" else device
     sync = {"flagos": lambda: torch.flagos.synchronize(), "cuda": torch.cuda.synchronize}.get(device, lambda: None)
-    memory = {"flagos": (lambda: torch.flagos.reset_peak_memory_stats(), torch.flagos.max_memory_allocated),
-              "cuda": (torch.cuda.reset_peak_memory_stats, torch.cuda.max_memory_allocated)}.get(device)
+    module = {"flagos": "flagos", "cuda": "cuda"}.get(device)  # the host keeps no peak statistics
+    memory = None
+    if module is not None:
+        stats = getattr(torch, module)
+        memory = (stats.reset_peak_memory_stats, stats.max_memory_allocated)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
 
     def make_step(forward):
