@@ -8,6 +8,8 @@ the CPU flash kernel's bit for bit; on every vendor they equal the math path wit
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -76,11 +78,29 @@ def test_choice_is_overrideable_where_the_host_takes_flash(case):
         assert OVERRIDEABLE in called and MATH not in called, sorted(called)
 
 
+def _flash_only():
+    """Where the vendor has other fused kernels it prefers (cuDNN on recent GPUs), ask for flash by name."""
+    return contextlib.nullcontext() if EMULATION else sdpa_kernel([SDPBackend.FLASH_ATTENTION])
+
+
+# flash kernels of GPUs take half precision only
+FLASH_DTYPE = torch.float32 if EMULATION else torch.bfloat16
+
+
 def test_the_plain_case_takes_the_fused_kernel():
     # the cases below would silently compare math with math if the choice never took the hook
-    q, k, v, mask, kwargs = _inputs("plain")
+    q, k, v, mask, kwargs = _inputs("plain", FLASH_DTYPE)
     fq, fk, fv = _to_flagos(q, k, v)
-    assert OVERRIDEABLE in _ops_called(lambda: F.scaled_dot_product_attention(fq, fk, fv, **kwargs))
+    with _flash_only():
+        assert OVERRIDEABLE in _ops_called(lambda: F.scaled_dot_product_attention(fq, fk, fv, **kwargs))
+
+
+@pytest.mark.skipif(EMULATION, reason="the host's flash kernel takes every head size")
+def test_a_gpu_head_size_off_a_multiple_of_8_keeps_math():
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 4, 16, 12, generator=g).to(torch.bfloat16).to("flagos")
+    with _flash_only():
+        assert torch._fused_sdp_choice(q, q, q) == SDPBackend.MATH.value
 
 
 def test_choice_needing_a_mask_gradient_is_math():
