@@ -12,12 +12,13 @@ import torch_fl.
 
 `all` runs --sets lockstep sets (tests/bench/harness/lockstep.py) of three processes: compiled flagos, compiled
 plain and compiled plain again (the A/A control). Each builds the model, profiles one eager forward+backward for
-the attention kernels it takes, compiles and warms up (3 steps, out of the timing), measures its peak memory over
-2 more steps, and then serves turns of 5 synchronized steps, one arm at a time, the order rotated per round,
-8 rounds per set. Ratios are taken within each round; the figures are medians over every round of every set.
-It prints ms/step (median and quartiles) per arm, compiled flagos / compiled plain, the A/A ratio, the peak
-memory ratio, the attention ops and kernels each arm took in eager mode and whether flagos takes the fused
-(flash) kernel where the plain device does, then
+the attention kernels it takes, compiles (counting the fused attention ops the generated code calls) and warms up
+(3 steps, out of the timing), measures its peak memory over 2 more steps, and then serves turns of 5 synchronized
+steps, one arm at a time, the order rotated per round, 8 rounds per set. Ratios are taken within each round; the
+figures are medians over every round of every set. It prints ms/step (median and quartiles) per arm, compiled
+flagos / compiled plain, the A/A ratio, the peak memory ratio, the attention ops and kernels each arm took in eager
+mode and whether flagos takes the fused (flash) kernel where the plain device does, the fused attention calls of
+each compiled graph, then
 
   llm compile check: PASS     time ratio <= 1.10 and peak memory ratio <= 1.05
   llm compile check: FAIL (...numbers...)
@@ -40,6 +41,18 @@ TIME_BAR, MEMORY_BAR = 1.10, 1.05
 WARM_STEPS, PEAK_STEPS, TURN_STEPS, ROUNDS = 3, 2, 5, 8
 CHILD_TIMEOUT_S = 480
 ATTENTION_WORDS = ("attention", "flash", "fmha", "cudnn", "sdp")
+COMPILED_ATTENTION = (  # the fused attention ops a compiled graph may call as extern kernels
+    "_scaled_dot_product_fused_attention_overrideable",
+    "_scaled_dot_product_fused_attention_overrideable_backward",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_cudnn_attention_backward",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_efficient_attention_backward",
+)
 
 
 def _lockstep():
@@ -58,10 +71,12 @@ def _attention_seen(step, device: str) -> dict:
     import torch
 
     activities = [torch.profiler.ProfilerActivity.CPU]
-    if device != "cpu" and torch.cuda.is_available() or device == "flagos" and _gpu_vendor():
+    if (device == "cuda" or device == "flagos" and _gpu_vendor()) and torch.cuda.is_available():
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     with torch.profiler.profile(activities=activities) as prof:
         step()
+        if device != "cpu":
+            torch.accelerator.synchronize()  # the kernels' records reach the profiler
     ops, kernels = set(), set()
     for event in prof.events():
         name = event.name
@@ -131,7 +146,13 @@ def run(arm: str, device: str, tiny: bool, serve_cpu: int | None) -> None:
 
     info["eager_attention"] = _attention_seen(make_step(model), device)
     step = make_step(torch.compile(model))
-    for _ in range(WARM_STEPS):
+    from torch._inductor.utils import run_and_get_code
+
+    _, codes = run_and_get_code(step)  # the first step compiles the forward and the backward graphs
+    code = "\n".join(codes)
+    calls = {op: code.count(f"aten.{op}.default(") for op in COMPILED_ATTENTION}
+    info["compiled_attention"] = {op: n for op, n in calls.items() if n}
+    for _ in range(WARM_STEPS - 1):
         step()
     sync()
     if memory is not None:
@@ -139,7 +160,8 @@ def run(arm: str, device: str, tiny: bool, serve_cpu: int | None) -> None:
         for _ in range(PEAK_STEPS):
             step()
         sync()
-        info["peak_gib"] = memory[1]() / 2**30
+        peak = memory[1]()
+        info["peak_gib"] = peak / 2**30 if peak else None  # the emulation keeps no peak statistics
     lockstep = _lockstep()
     if serve_cpu is not None:
         lockstep.pin_all_threads(serve_cpu)
@@ -225,6 +247,10 @@ def check(sets: int, tiny: bool) -> int:
         seen = info[a]["eager_attention"]
         print(f"  eager attention on {a}: ops {', '.join(seen['ops']) or 'none'}"
               + (f"; kernels {', '.join(seen['kernels'])}" if seen["kernels"] else ""))
+    for a in ("flagos", plain):
+        calls = info[a]["compiled_attention"]
+        print(f"  compiled graph on {a}: fused attention extern calls "
+              + (", ".join(f"{op} x{n}" for op, n in calls.items()) or "none (attention was decomposed)"))
     same, what = _takes_fused_where_plain_does(info["flagos"]["eager_attention"], info[plain]["eager_attention"])
     print(f"  eager attention: flagos takes the plain device's fused kernel: {'yes' if same else 'NO'} ({what})")
     failures = []
@@ -234,6 +260,8 @@ def check(sets: int, tiny: bool) -> int:
         failures.append(f"memory ratio {memory:.3f} > {MEMORY_BAR:.2f}")
     if not same:
         failures.append(f"eager attention: {what}")
+    if info[plain]["compiled_attention"] and not info["flagos"]["compiled_attention"]:
+        failures.append("the compiled flagos graph decomposes attention")
     verdict = "PASS" if not failures else "FAIL (" + "; ".join(failures) + ")"
     print(f"llm compile check: {verdict} ({time.perf_counter() - start:.0f} s)")
     if tiny:
