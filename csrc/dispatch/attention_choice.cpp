@@ -27,17 +27,12 @@ namespace {
 
 // A tensor of the vendor device with `t`'s metadata and no memory: its storage has the byte size `t`'s layout
 // needs (so bounds checks agree) and a null data pointer (so nothing can read it).
-at::Tensor vendor_metadata(const at::Tensor& t, bool concrete) {
+at::Tensor vendor_metadata(const at::Tensor& t) {
   const c10::Device device = runtime().vendor_device(t.device().index());
-  c10::SymDimVector sizes(t.sym_sizes().begin(), t.sym_sizes().end());
-  c10::SymDimVector strides(t.sym_strides().begin(), t.sym_strides().end());
-  c10::SymInt offset = t.sym_storage_offset();
-  if (concrete) {
-    // The host's choice function reads plain sizes: a symbolic one is specialised here, as reading it would.
-    for (auto& s : sizes) s = s.guard_int(__FILE__, __LINE__);
-    for (auto& s : strides) s = s.guard_int(__FILE__, __LINE__);
-    offset = offset.guard_int(__FILE__, __LINE__);
-  }
+  // Symbolic under dynamic-shape tracing: the vendors' choice functions read sym_size and sym_stride, so a
+  // dynamic dimension stays dynamic.
+  const c10::SymIntArrayRef sizes = t.sym_sizes(), strides = t.sym_strides();
+  const c10::SymInt offset = t.sym_storage_offset();
   const c10::SymInt nbytes =
       at::detail::computeStorageNbytes(sizes, strides, static_cast<int64_t>(t.dtype().itemsize()), offset);
   auto storage = c10::make_intrusive<c10::StorageImpl>(
@@ -61,11 +56,11 @@ int64_t flagos_sdp_choice(const at::Tensor& query, const at::Tensor& key, const 
   // A conf that sends the choice elsewhere than native asks for the plain math path.
   if (route.kind != RouteKind::Native) return math;
   const bool host_vendor = runtime().vendor_type() == c10::DeviceType::CPU;
-  auto meta = [&](const at::Tensor& t) { return vendor_metadata(t, host_vendor); };
   std::optional<at::Tensor> mask;
-  if (attn_mask.has_value() && attn_mask->defined()) mask = meta(*attn_mask);
+  if (attn_mask.has_value() && attn_mask->defined()) mask = vendor_metadata(*attn_mask);
   const int64_t choice = at::_ops::_fused_sdp_choice::redispatch(c10::DispatchKeySet(runtime().vendor_key()),
-      meta(query), meta(key), meta(value), mask, dropout_p, is_causal, scale, enable_gqa);
+      vendor_metadata(query), vendor_metadata(key), vendor_metadata(value), mask, dropout_p, is_causal, scale,
+      enable_gqa);
   if (choice != static_cast<int64_t>(at::SDPBackend::flash_attention)) return choice;
   // torch pads a GPU flash kernel's head size to a multiple of 8 around the call; the overrideable op has
   // no such step, so those head sizes keep the math path.

@@ -86,6 +86,22 @@ def test_the_fused_kernel_is_an_extern_call_and_equals_eager(heads_kv):
         torch.testing.assert_close(g.cpu(), w.cpu(), rtol=0, atol=0)
 
 
+def test_dynamic_shapes_stay_dynamic():
+    # the choice reads symbolic sizes as the vendor's own choice function does: one graph for every length
+    from torch._dynamo.utils import counters
+
+    compiled = torch.compile(lambda q: F.scaled_dot_product_attention(q, q, q, is_causal=True), dynamic=True)
+    before = counters["stats"]["unique_graphs"]
+    g = torch.Generator().manual_seed(0)
+    with _flash_only():
+        for length in (16, 24, 40):
+            q = torch.randn(2, 4, length, 8, generator=g).to(DTYPE).to("flagos")
+            want = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+            torch.testing.assert_close(compiled(q).cpu(), want.cpu(), rtol=0, atol=0)
+    if EMULATION:
+        assert counters["stats"]["unique_graphs"] - before == 1
+
+
 class _Block(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
