@@ -22,7 +22,8 @@
 #include <c10/core/TensorImpl.h>
 #include <torch/library.h>
 
-namespace torch_fl {
+// A namespace of its own: a unity build compiles this file in one unit with others.
+namespace torch_fl::sdp_choice {
 namespace {
 
 // A tensor of the vendor device with `t`'s metadata and no memory: its storage has the byte size `t`'s layout
@@ -81,8 +82,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_sdp_choice", TORCH_FN(flagos_sdp_choice));
 }
 
-} // namespace torch_fl
+} // namespace torch_fl::sdp_choice
 
 namespace at::native {
-REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torch_fl::flagos_sdp_choice)
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torch_fl::sdp_choice::flagos_sdp_choice)
 } // namespace at::native

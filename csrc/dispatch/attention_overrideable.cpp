@@ -23,7 +23,8 @@
 #include <algorithm>
 #include <numeric>
 
-namespace torch_fl {
+// A namespace of its own: a unity build compiles this file in one unit with others.
+namespace torch_fl::attention_hook {
 namespace {
 
 c10::OperatorHandle find_op(const char* name) {
@@ -234,4 +235,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward", TORCH_FN(backward));
 }
 
-} // namespace torch_fl
+} // namespace torch_fl::attention_hook
