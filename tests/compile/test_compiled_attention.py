@@ -52,7 +52,35 @@ def test_the_choice_is_answered_under_tracing():
 
 
 def test_this_torch_has_what_the_fused_kernel_needs():
+    torch_fl.compile.register()
     assert not _torch_compat._fused_attention_problems()
+    # the backward's Meta kernel is there, torch's own or the one flagos supplies where a line lacks it
+    assert _torch_compat._has_meta(_torch_compat.FUSED_ATTENTION_OPS[1])
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_the_supplied_backward_meta_agrees_with_torchs_own(bias):
+    """Where torch has the backward's Meta kernel, the one flagos supplies for older lines gives the same shapes
+    and strides (a transposed key shows that a gradient is laid out like its input)."""
+    meta = torch.device("meta")
+    q = torch.empty(2, 4, 8, 16, device=meta)
+    k = torch.empty(2, 8, 4, 16, device=meta).transpose(1, 2)
+    v = torch.empty(2, 4, 8, 16, device=meta)
+    b = torch.empty(2, 4, 8, 8, device=meta) if bias else None
+    lse, empty = torch.empty(2, 4, 8, device=meta), torch.empty(0, device=meta)
+    args = (torch.empty_like(q), q, k, v, b, [True, True, True, bias], torch.empty_like(q), lse, empty, empty, 8, 8,
+            0.0, False, empty, empty)
+    torch_fl.compile.register()
+    name = _torch_compat.FUSED_ATTENTION_OPS[1]
+    if not _torch_compat._has_meta(name):
+        pytest.fail(f"this torch has no Meta kernel of aten::{name}: torch_fl.compile's registration supplies one")
+    theirs = getattr(torch.ops.aten, name).default(*args)
+    ours = _torch_compat._fused_attention_backward_meta(*args)
+    for got, want in zip(ours, theirs, strict=True):
+        if want is None:
+            assert got is None
+        else:
+            assert (got.shape, got.stride(), got.dtype) == (want.shape, want.stride(), want.dtype)
 
 
 def _attention(q, k, v, **kwargs):

@@ -18,6 +18,7 @@ def inductor() -> None:
     from . import codegen, routes
 
     gpu = _C.accelerator() in ("cuda", "dcu")
+    _torch_compat.supply_fused_attention_backward_meta()
     missing = _torch_compat.problems(gpu)
     if missing:
         raise RuntimeError("this torch line lacks: " + "; ".join(missing))
