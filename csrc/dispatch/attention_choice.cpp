@@ -66,6 +66,14 @@ int64_t flagos_sdp_choice(const at::Tensor& query, const at::Tensor& key, const 
   // torch pads a GPU flash kernel's head size to a multiple of 8 around the call; the overrideable op has
   // no such step, so those head sizes keep the math path.
   if (!host_vendor && (query.sym_size(-1) % 8 != 0 || value.sym_size(-1) % 8 != 0)) return math;
+  // A compiled training graph on a GPU vendor keeps the math path too: it saves the flash kernel's random state
+  // for the backward and asserts its layout against the overrideable op's meta kernel, and the vendor's kernel
+  // returns another one (a 1-d seed where the meta says 0-d; the H200 with torch 2.11). Eager calls and graphs
+  // without gradients take the fused kernel; the emulation's host kernel keeps no such state.
+  const bool traced = query.unsafeGetTensorImpl()->is_python_dispatch();
+  if (!host_vendor && traced && (query.requires_grad() || key.requires_grad() || value.requires_grad())) {
+    return math;
+  }
   return static_cast<int64_t>(at::SDPBackend::overrideable);
 }
 

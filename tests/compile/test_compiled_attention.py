@@ -107,11 +107,17 @@ def test_the_fused_kernel_is_an_extern_call_and_equals_eager(heads_kv):
         got, codes = run_and_get_code(lambda: _step(compiled, q, k, v, **kwargs))
         want = _step(_attention, q, k, v, **kwargs)
     code = "\n".join(codes)
-    assert FUSED in code and FUSED_BACKWARD in code, code
-    assert "_scaled_dot_product_attention_math" not in code and "bmm" not in code, code
+    if EMULATION:
+        assert FUSED in code and FUSED_BACKWARD in code, code
+        assert "_scaled_dot_product_attention_math" not in code and "bmm" not in code, code
+    else:  # a training graph on a GPU vendor keeps the math path (csrc/dispatch/attention_choice.cpp says why)
+        assert FUSED not in code, code
     for g, w in zip(got, want, strict=True):
         assert g.device.type == "flagos"
-        torch.testing.assert_close(g.cpu(), w.cpu(), rtol=0, atol=0)
+        if EMULATION:
+            torch.testing.assert_close(g.cpu(), w.cpu(), rtol=0, atol=0)
+        else:  # the math path in bf16 against the eager flash kernel
+            torch.testing.assert_close(g.cpu().float(), w.cpu().float(), rtol=2e-2, atol=2e-2)
 
 
 def test_dynamic_shapes_stay_dynamic():
