@@ -17,6 +17,7 @@ import sys
 import tempfile
 
 import torch
+import vision_import  # before transformers and Lightning, which import torchvision
 
 STEPS = 4
 BATCH = 4
@@ -160,6 +161,8 @@ def main(run: str, out: str) -> None:
     if run not in RUNS:
         raise SystemExit(f"frameworks_run.py: unknown run {run!r}; runs: {', '.join(RUNS)}")
     import torch_fl  # noqa: F401  (the flagos device, and Lightning's accelerator="flagos")
+
+    vision_import.load()
 
     result = hf(run) if run.startswith("hf-") else pl(run)
     torch.save(result, out)

@@ -13,11 +13,9 @@ torchvision; a missing one is an error, never a skip.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 # Build from config objects only: transformers must never reach the network.
@@ -26,6 +24,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import torch  # noqa: E402
+import vision_import  # noqa: E402
 
 STEPS = 3
 LR = 1e-3
@@ -42,34 +41,7 @@ def _missing(name: str) -> ImportError:
     )
 
 
-def _import_torchvision():
-    """torchvision's models are plain Python, but its package import registers fake kernels for its compiled
-    detection ops. PyPI's torchvision is built against the CUDA torch, so on a CPU torch its ``_C`` cannot load
-    (it needs libc10_cuda) and the import stops at ``torchvision::nms does not exist``. Then declare the two
-    op schemas that the import touches unconditionally (schemas only, no kernels: torchvision still reports
-    ``_has_ops() == False`` and its detection ops raise its own error). The suite uses no compiled op."""
-    spec = importlib.util.find_spec("torchvision")
-    if spec is None or not spec.submodule_search_locations:
-        raise _missing("torchvision")
-    libs = sorted(Path(next(iter(spec.submodule_search_locations))).glob("_C*.so"))
-    try:
-        if libs:
-            torch.ops.load_library(str(libs[0]))
-        loaded = bool(libs)
-    except OSError:
-        loaded = False
-    if not loaded and not hasattr(torch.ops.torchvision, "nms"):
-        lib = torch.library.Library("torchvision", "DEF")  # kept alive in _KEEP
-        for op in ("nms", "qnms"):
-            lib.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-        _KEEP.append(lib)
-    import torchvision
-
-    return torchvision
-
-
-_KEEP: list[object] = []
-torchvision = _import_torchvision()
+torchvision = vision_import.load()
 try:
     import transformers
 except ImportError as exc:

@@ -21,10 +21,15 @@ from pathlib import Path
 
 import pytest
 import torch
+import vision_import
 
 import torch_fl
 
+vision_import.load()  # before the in-process Lightning imports below
+
 RUNNER = Path(__file__).with_name("frameworks_run.py")
+# what each `python -c` child runs first: the test image's torchvision needs vision_import before Lightning imports it
+PRELUDE = f"import sys; sys.path.insert(0, {str(RUNNER.parent)!r}); import vision_import; vision_import.load()\n"
 EMULATION = torch_fl.accelerator() == "cpu"
 # what a Trainer without any setting does here differs on a torch that sees CUDA (docs/frameworks.md)
 CUDA_VISIBLE = torch.cuda.is_available()
@@ -167,7 +172,7 @@ def test_lightning_bf16_mixed_autocasts_on_flagos(tmp_path_factory):
 def test_accelerator_flagos_is_registered_whichever_is_imported_first(first):
     _require("lightning", "pytorch_lightning")
     second = "lightning" if first == "torch_fl" else "torch_fl"
-    script = textwrap.dedent(
+    script = PRELUDE + textwrap.dedent(
         f"""
         import {first}
         import {second}
@@ -212,7 +217,7 @@ def test_lightning_refuses_bad_flagos_devices_by_name(devices, says):
 
 def test_a_registration_that_fails_warns_and_leaves_the_lightning_import_working():
     _require("lightning")
-    script = textwrap.dedent(
+    script = PRELUDE + textwrap.dedent(
         """
         import warnings
         import torch_fl
