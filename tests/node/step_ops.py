@@ -95,6 +95,37 @@ def copied(torch: Any, calls: list[tuple[Any, tuple, dict]], device: str) -> lis
     return [(func, tree_map(convert, args), tree_map(convert, kwargs)) for func, args, kwargs in calls]
 
 
+def as_plain(torch: Any, calls: list[tuple[Any, tuple, dict]], plain: str) -> list[tuple[Any, tuple, dict]]:
+    """The calls a plain device makes where flagos makes others: flagos reaches the vendor's flash attention
+    through torch's overrideable hook (csrc/dispatch/attention_overrideable.cpp), which has no kernel for a plain
+    device, and the plain device calls its flash kernel by name."""
+    aten = torch.ops.aten
+    hook, hook_backward = (aten._scaled_dot_product_fused_attention_overrideable.default,
+                           aten._scaled_dot_product_fused_attention_overrideable_backward.default)
+    out = []
+    for func, args, kwargs in calls:
+        if func is hook:
+            q, k, v, bias, dropout, causal, debug = (list(args) + [None, 0.0, False, False])[:7]
+            if plain == "cpu":
+                func, args = aten._scaled_dot_product_flash_attention_for_cpu.default, (q, k, v, dropout, causal)
+                kwargs = {"attn_mask": bias, "scale": kwargs.get("scale")}
+            else:
+                func, args = aten._scaled_dot_product_flash_attention.default, (q, k, v, dropout, causal, debug)
+                kwargs = {"scale": kwargs.get("scale")}
+        elif func is hook_backward:
+            (grad, q, k, v, bias, _mask, o, lse, cum_q, cum_k, max_q, max_k, dropout, causal, seed, offset) = args
+            if plain == "cpu":
+                func = aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+                args = (grad, q, k, v, o, lse, dropout, causal)
+                kwargs = {"attn_mask": bias, "scale": kwargs.get("scale")}
+            else:
+                func = aten._scaled_dot_product_flash_attention_backward.default
+                args = (grad, q, k, v, o, lse, cum_q, cum_k, max_q, max_k, dropout, causal, seed, offset)
+                kwargs = {"scale": kwargs.get("scale")}
+        out.append((func, args, kwargs))
+    return out
+
+
 def measure(d_model: int, rounds: int, top: int, counted: int = 0) -> None:
     import torch
 
@@ -104,7 +135,7 @@ def measure(d_model: int, rounds: int, top: int, counted: int = 0) -> None:
     sync = torch.cuda.synchronize if plain == "cuda" else (lambda: None)
     calls = record_step(torch, d_model)
     # the plain copies and the compact flagos ones are made alike, storage after storage, so they lie alike
-    arms = {"flagos": calls, "flagos, reuse off": calls, "plain": copied(torch, calls, plain),
+    arms = {"flagos": calls, "flagos, reuse off": calls, "plain": as_plain(torch, copied(torch, calls, plain), plain),
             "flagos, compact": copied(torch, calls, "flagos")}
 
     def replay(arm: str) -> list[float]:
