@@ -31,7 +31,10 @@ sys.exit(None if have == want else f"image python {have} != matrix python {want}
 
 step_lock() {
   [ "$#" -eq 1 ] || usage
-  PIP_CONFIG_FILE=/run/secrets/pipconf python3 -m pip install --require-hashes --no-deps -r "$1"
+  # No bytecode at install time: a torch with its CUDA libraries holds tens of thousands of modules that no test
+  # imports, and compiling them was a large part of a test image's build. Python compiles what a process
+  # imports, once, at first import.
+  PIP_CONFIG_FILE=/run/secrets/pipconf python3 -m pip install --require-hashes --no-deps --no-compile -r "$1"
 }
 
 step_wheel() {
