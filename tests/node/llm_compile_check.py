@@ -56,14 +56,12 @@ COMPILED_ATTENTION = (  # the fused attention ops a compiled graph may call as e
 
 
 def _lockstep():
-    """tests/bench/harness/lockstep.py by its path: a plain arm's process never imports torch_fl."""
-    import importlib.util
+    """tests/bench/harness/lockstep.py, loaded as compile_check.py loads it (a plain arm never imports torch_fl;
+    compile_check imports only the standard library at import)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from compile_check import _lockstep as load
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "bench", "harness", "lockstep.py")
-    spec = importlib.util.spec_from_file_location("lockstep", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load()
 
 
 def _attention_seen(step, device: str) -> dict:
