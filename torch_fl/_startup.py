@@ -14,7 +14,8 @@ from importlib import metadata
 
 import torch
 
-from . import _C, _dispatcher, _env, _one_accelerator, _publish, _routes, compile, flagos, providers, replay
+from . import _C, _dispatcher, _dlpack, _env, _one_accelerator, _publish, _routes, _sharing, compile, flagos, providers
+from . import replay
 from ._errors import ConfigError
 from ._routing import RouteTable
 from .providers.flaggems import FlagGemsProvider
@@ -40,6 +41,8 @@ def start() -> None:
     _routes.apply(settings, table)
     _one_accelerator.install()
     compile.install()
+    _dlpack.install()  # DLPack in the vendor's device type
+    _sharing.install()  # torch.multiprocessing: shared memory under emulation, a clear refusal on GPUs
     atexit.register(settle_at_exit)
     atexit.register(_print_replay_stats)
     if torch.distributed.is_available():
