@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.overrides import handle_torch_function, has_torch_function_unary
+from torch.overrides import has_torch_function_unary
 
 from . import _C
 

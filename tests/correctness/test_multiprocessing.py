@@ -21,8 +21,9 @@ def consumer(items, results) -> None:  # noqa: ANN001 (queues)
         results.put(("refused", str(exc)))
         return
     same = view.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr()
-    results.put(("got", str(tensor.device), tensor.tolist(), view.tolist(), same, type(param).__name__,
-                 param.requires_grad, empty.device.type, empty.numel()))
+    got = {"device": str(tensor.device), "tensor": tensor.tolist(), "view": view.tolist(), "one storage": same}
+    got.update(param=(type(param).__name__, param.requires_grad), empty=(empty.device.type, empty.numel()))
+    results.put(("got", got))
     view.fill_(7.0)
     param.data.add_(1.0)
     torch.flagos.synchronize()
@@ -42,8 +43,9 @@ def test_queue_shares_flagos_memory_or_refuses_clearly() -> None:
         if not EMULATED:
             assert first[0] == "refused" and ".cpu()" in first[1], first
             return
-        assert first == ("got", "flagos:1", [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [4.0, 5.0], True, "Parameter", True,
-                         "flagos", 0)
+        want = {"device": "flagos:1", "tensor": [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], "view": [4.0, 5.0], "one storage": True}
+        want.update(param=("Parameter", True), empty=("flagos", 0))
+        assert first == ("got", want)
         assert results.get(timeout=120) == ("written",)
         assert tensor.tolist() == [0.0, 1.0, 2.0, 3.0, 7.0, 7.0]  # the consumer's writes, seen here
         assert param.tolist() == [1.0, 1.0]
