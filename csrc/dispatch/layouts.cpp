@@ -13,8 +13,8 @@ namespace torch_fl {
 
 void refuse_layout(const std::string& what, c10::Layout layout) {
   std::ostringstream msg;
-  msg << what << ": " << layout << " tensors are not supported on flagos (flagos tensors are strided). Keep "
-      << "sparse tensors on the host (build them there, or .cpu() first) or use a dense tensor (.to_dense()).";
+  msg << what << ": " << layout << " tensors are not supported on flagos (flagos tensors are strided): keep them "
+      << "on the host (build them there, or .cpu() first), or use a dense tensor (.to_dense()).";
   TORCH_CHECK_NOT_IMPLEMENTED(false, msg.str());
 }
 
