@@ -13,6 +13,7 @@ import torch_fl
 
 EMULATED = torch_fl.accelerator() == "cpu"
 VENDOR = "cpu" if EMULATED else "cuda"
+LAST = torch.flagos.device_count() - 1  # another device than the current one where there are two
 
 
 def vendor_type() -> DLDeviceType:
@@ -47,7 +48,7 @@ def test_torch_consumer_gets_the_same_memory() -> None:
 
 
 def test_round_trip_onto_flagos_is_zero_copy() -> None:
-    x = torch.arange(5, dtype=torch.int32, device="flagos:1")
+    x = torch.arange(5, dtype=torch.int32, device=f"flagos:{LAST}")
     back = torch.flagos.from_dlpack(x)
     assert back.device == x.device and back.data_ptr() == x.data_ptr() and back.dtype == torch.int32
     del x  # the imported tensor keeps the memory alive
@@ -76,8 +77,8 @@ def test_numpy_reads_and_writes_flagos_memory() -> None:
 def test_numpy_memory_becomes_flagos_memory() -> None:
     np = pytest.importorskip("numpy")
     a = np.arange(4.0)
-    y = torch.flagos.from_dlpack(a, device=1)
-    assert y.device == torch.device("flagos:1") and y.data_ptr() == a.ctypes.data
+    y = torch.flagos.from_dlpack(a, device=LAST)
+    assert y.device == torch.device("flagos", LAST) and y.data_ptr() == a.ctypes.data
     y.add_(1)
     assert a.tolist() == [1.0, 2.0, 3.0, 4.0]
 

@@ -11,6 +11,7 @@ import torch.multiprocessing as mp
 import torch_fl
 
 EMULATED = torch_fl.accelerator() == "cpu"
+LAST = f"flagos:{torch.flagos.device_count() - 1}"  # the device index travels too
 
 
 def consumer(items, results) -> None:  # noqa: ANN001 (queues)
@@ -36,14 +37,14 @@ def test_queue_shares_flagos_memory_or_refuses_clearly() -> None:
     child = ctx.Process(target=consumer, args=(items, results))
     child.start()
     try:
-        tensor = torch.arange(6.0, device="flagos:1")
+        tensor = torch.arange(6.0, device=LAST)
         param = torch.nn.Parameter(torch.zeros(2, device="flagos"))
         items.put((tensor, tensor[4:], param, torch.empty(0, device="flagos")))
         first = results.get(timeout=120)
         if not EMULATED:
             assert first[0] == "refused" and ".cpu()" in first[1], first
             return
-        want = {"device": "flagos:1", "tensor": [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], "view": [4.0, 5.0], "one storage": True}
+        want = {"device": LAST, "tensor": [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], "view": [4.0, 5.0], "one storage": True}
         want.update(param=("Parameter", True), empty=("flagos", 0))
         assert first == ("got", want)
         assert results.get(timeout=120) == ("written",)
