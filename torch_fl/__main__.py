@@ -1,7 +1,8 @@
 """``python -m torch_fl``: what this process's flagos device will do.
 
     python -m torch_fl info              accelerator, build, torch, conf, overrides, route counts, and whether the
-                                         installed variant fits this node (--check: exit 1 when it does not)
+                                         installed variant fits this node (--check: exit 1 when it does not); a
+                                         bad configuration is listed as a finding (exit 1)
     python -m torch_fl route add.Tensor  the route an op takes and where that was decided
     python -m torch_fl routes            every explicit route
     python -m torch_fl qualify --provider flaggems
@@ -53,13 +54,30 @@ def _fit() -> dict[str, Any]:
     }
 
 
+def _unconfigured_info(problems: tuple[str, ...]) -> dict[str, Any]:
+    """What info can say when the configuration stopped start-up: the build, torch, the variant, the problems."""
+    import torch
+
+    import torch_fl
+
+    return {
+        "torch_fl": torch_fl.__version__,
+        "built_accelerators": list(torch_fl._C.built_runtimes()),
+        "torch": torch.__version__,
+        "configuration": list(problems),  # each names its variable or conf line and the way out
+        "variant": _fit(),
+    }
+
+
 def _info() -> dict[str, Any]:
     import torch
 
     import torch_fl
 
-    from . import _routes, _shipped
+    from . import _routes, _shipped, _startup
 
+    if _startup.deferred is not None:
+        return _unconfigured_info(_startup.deferred.problems)
     state = _routes.state()
     counts = Counter(r.route for r in state.table.entries.values())
     return {
@@ -84,11 +102,16 @@ def _info() -> dict[str, Any]:
 def _route(op: str) -> dict[str, Any]:
     import torch_fl
 
+    from . import _dispatcher, _parts
+
     resolved = torch_fl.route(op)
     out = asdict(resolved)
     out["reaches_router"] = torch_fl.reaches_router(resolved.op)
     # the unboxed entry serves an op only while its route is native; other routes go through the boxed router
     out["fast_path"] = resolved.op in torch_fl.fast_path_ops() and resolved.route == "native"
+    out["device_kernel"] = resolved.op in _dispatcher.DeviceKernels()
+    # what the router receives instead, on OpInfo's samples: [(op, route)], or None without a sample
+    out["becomes"] = None if out["reaches_router"] or out["device_kernel"] else _parts.parts(resolved.op)
     return out
 
 
@@ -101,11 +124,16 @@ def _fit_lines(fit: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _problem_lines(problems: list[str]) -> list[str]:
+    head = f"{len(problems)} problem(s): `import torch_fl` fails until they are fixed"
+    return [head, *(f"  - {p}" for p in problems)]
+
+
 def _print_info(info: dict[str, Any]) -> None:
     width = max(len(k) for k in info)
     for key, value in info.items():
-        if key == "variant":
-            lines = _fit_lines(value)
+        if key in ("variant", "configuration"):
+            lines = _fit_lines(value) if key == "variant" else _problem_lines(value)
             print(f"{key:<{width}}  {lines[0]}")
             for line in lines[1:]:
                 print(f"{'':<{width}}  {line}")
@@ -125,10 +153,18 @@ def _print_route(route: dict[str, Any]) -> None:
         print(f"  chain: {', '.join(route['chain'])}")
     for name, reason in route["skipped"]:
         print(f"  skipped {name}: {reason}")
-    if not route["reaches_router"]:
+    if route["reaches_router"]:
+        return
+    if route["device_kernel"]:
+        print("  note: a kernel of the flagos device itself (allocation, copy, view...): always native, not routed")
+    elif route["becomes"]:
+        print(f"  note: torch decomposes {route['op']} before the device; on OpInfo's samples the router gets")
+        print("        " + ", ".join(f"{op} -> {taken}" for op, taken in route["becomes"]))
+        print("        route those ops (FLAGOS_OP_<op>=...) to move it")
+    else:
         print(
-            "  note: calls of this op never reach the router (a flagos bookkeeping kernel, or torch "
-            "decomposes it into other ops first); route those ops instead"
+            f"  note: torch decomposes {route['op']} before the device, so its route is never used; run it with "
+            "FLAGOS_LOG=dispatch to see the ops the router gets, and route those"
         )
 
 
@@ -235,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     p_routes.add_argument("--json", action="store_true")
     _qualify_parser(sub)
     args = parser.parse_args(argv)
+    from . import _startup
+
+    if _startup.deferred is not None and args.command != "info":
+        print(f"error: torch_fl cannot start: {_startup.deferred}", file=sys.stderr)
+        return 2
     if args.command == "qualify":
         return _qualify(args)
 
@@ -242,8 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "info":
             info = _info()
             print(json.dumps(info, indent=2)) if args.json else _print_info(info)
-            if args.check and not info["variant"]["fits"]:
-                return 1
+            if info.get("configuration") or (args.check and not info["variant"]["fits"]):
+                return 1  # a bad configuration stops `import torch_fl`: a failed check with or without --check
         elif args.command == "route":
             route = _route(args.op)
             print(json.dumps(route, indent=2)) if args.json else _print_route(route)

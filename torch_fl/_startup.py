@@ -29,9 +29,27 @@ def accelerator() -> str:
     return _C.accelerator()
 
 
+# The configuration error that `python -m torch_fl` defers (launched_as_cli): the CLI reports it as a finding.
+deferred: ConfigError | None = None
+
+
+def launched_as_cli() -> bool:
+    """Whether this import is `python -m torch_fl ...` locating its __main__: Python sets argv[0] to "-m" while
+    it imports the package, and the interpreter's own command line names torch_fl as the module."""
+    argv = list(getattr(sys, "orig_argv", ()))
+    return sys.argv[:1] == ["-m"] and "-m" in argv and argv[argv.index("-m") + 1 :][:1] == ["torch_fl"]
+
+
 def start() -> None:
+    global deferred
     providers.set_known_ops(_dispatcher.known_ops)
-    settings, accel, table = check_configuration()
+    try:
+        settings, accel, table = check_configuration()
+    except ConfigError as exc:
+        if not launched_as_cli():
+            raise  # `import torch_fl` stops here: nothing is registered
+        deferred = exc  # nor here; the CLI says what is wrong
+        return
     if accel in ("cuda", "dcu"):
         torch.cuda.init()  # flagos memory comes from CUDA's caching allocator, created here
     _C.init(accel, settings.emu_devices, settings.emu_trap)
@@ -40,6 +58,10 @@ def start() -> None:
     _routes.apply(settings, table)
     _one_accelerator.install()
     compile.install()
+    from . import _dlpack, _sharing
+
+    _dlpack.install()  # DLPack in the vendor's device type
+    _sharing.install()  # torch.multiprocessing: shared memory under emulation, a clear refusal on GPUs
     atexit.register(settle_at_exit)
     atexit.register(_print_replay_stats)
     if torch.distributed.is_available():

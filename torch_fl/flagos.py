@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from . import _C
+from ._dlpack import from_dlpack
 
 __all__ = [
     "Event",
@@ -16,6 +17,7 @@ __all__ = [
     "device",
     "device_count",
     "empty_cache",
+    "from_dlpack",
     "get_amp_supported_dtype",
     "get_rng_state",
     "initial_seed",

@@ -4,7 +4,7 @@
 # install it, run the routing and correctness suites with FlagGems present,
 # then the route A/B benchmark. Everything lands under $OUT (default reports/cuda-node).
 #   bash build_tools/node/cuda_node.sh [smoke|full|bench|train|models|dist|checks|opinfo|compile|llm|replay|
-#                                       stepops|flaggems]
+#                                       stepops|flaggems|interop]
 #   full:   the routing and correctness suites (SUITE_WORKERS xdist workers, 8; 0: one process), then the bench;
 #           BENCH_ARGS="--runs 3 ..." adds bench options. bench: the bench alone
 #   train:  flagos training against plain cuda in separate processes (tests/node/train_check.py), and the step
@@ -27,6 +27,8 @@
 #   stepops: where the eager training step's host time goes, op by op (tests/node/step_ops.py): one step's ATen
 #           calls recorded on flagos, then replayed in one process on flagos and on cuda copies; STEP_OPS_D d_models,
 #           STEP_OPS_ARGS more options (--counters N: the router's phase counters over N more replays)
+#   interop: DLPack of a flagos tensor as a CUDA capsule (tests/node/dlpack_check.py), then the DLPack, queue-sharing
+#           and sparse tests of the correctness suite
 #   replay: the flaggems replay (tests/node/replay_check.py): the seed cases as in-process pairs of plain cuda,
 #           flagos native, FlagGems' Python path and the replay, then the op sweep (small shapes and 4096x4096),
 #           then the correctness suite with the swept ops on flaggems, once under FLAGOS_FLAGGEMS_VERIFY=1 and once
@@ -41,9 +43,9 @@
 # REUSE_BUILD=1 keeps a wheel an earlier call built on this machine.
 # At most 8 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md,png};
 # train: train.txt; models: models.txt; dist: dist.txt; checks: models.txt, pytest.txt, junit.xml, exit.txt;
-# opinfo: opinfo-{native,cpu}.{txt,json}; compile: compile.txt; llm: llm.txt; stepops: step_ops.txt; flaggems:
-# flaggems.txt, qualify-report.{json,md}, qualify-events.jsonl, flaggems-first.json): a lent machine hands
-# back only a few.
+# opinfo: opinfo-{native,cpu}.{txt,json}; compile: compile.txt; interop: interop.txt; llm: llm.txt; stepops:
+# step_ops.txt; flaggems: flaggems.txt, qualify-report.{json,md}, qualify-events.jsonl, flaggems-first.json): a lent
+# machine hands back only a few.
 set -euo pipefail
 mode=${1:-full}
 OUT=${OUT:-reports/cuda-node}
@@ -190,6 +192,12 @@ fi
 if [ "$mode" = llm ]; then  # a compiled decoder LLM step: compiled flagos against compiled plain cuda
   cd /tmp && "$PY" "$tests_copy/node/llm_compile_check.py" all --sets "${LLM_SETS:-2}" 2>&1 \
     | grep --line-buffered -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/llm.txt"
+  exit "${PIPESTATUS[0]}"
+fi
+if [ "$mode" = interop ]; then  # DLPack's CUDA capsule, the queue's refusal, the sparse message (issue 32)
+  (cd /tmp && "$PY" "$tests_copy/node/dlpack_check.py" \
+   && cd "$tests_copy" && "$PY" -m pytest -c pyproject.toml -q -p no:cacheprovider -rs correctness/test_dlpack.py \
+        correctness/test_multiprocessing.py correctness/test_layouts.py) 2>&1 | tee "$OUT/interop.txt"
   exit "${PIPESTATUS[0]}"
 fi
 if [ "$mode" = stepops ]; then  # the eager step's op stream replayed in one process: host µs per op, flagos - cuda

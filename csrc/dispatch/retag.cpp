@@ -1,6 +1,7 @@
 // Re-tagging: flagos tensors seen as vendor tensors and back (retag.h says how).
 #include "dispatch/retag.h"
 #include "dispatch/data_movement.h"
+#include "dispatch/layouts.h"
 #include "dispatch/router.h"
 #include "runtime/runtime.h"
 
@@ -256,6 +257,7 @@ at::Tensor Retagger::from_vendor(const at::Tensor& t) {
   for (const c10::TensorImpl* host : host_arguments_) {
     if (host == impl) return t;
   }
+  if (t.layout() != c10::Layout::Strided) refuse_layout(c10::toString(op_.operator_name()), t.layout());
   const c10::DispatchKeySet flagos_keys(c10::DispatchKey::PrivateUse1);
   c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
   for (const auto& s : storages_) {

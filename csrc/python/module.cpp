@@ -27,6 +27,7 @@ namespace torch_fl {
 void bind_host_access(py::module_& m); // host_access.cpp
 void bind_compile_alloc(py::module_& m); // compile_alloc.cpp
 void bind_replay(py::module_& m);      // replay.cpp
+void bind_sharing(py::module_& m);     // sharing.cpp
 void recording_from_python(py::handle wire, replay::Recording* out); // replay.cpp
 
 namespace {
@@ -165,6 +166,7 @@ PYBIND11_MODULE(_C, m) {
   bind_host_access(m);
   bind_compile_alloc(m);
   bind_replay(m);
+  bind_sharing(m);
   m.def("init", &init_runtime, py::arg("accelerator"), py::arg("emulated_devices"),
       py::arg("trap_host_access") = false);
   m.def("accelerator", []() -> py::object {

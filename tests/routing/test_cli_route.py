@@ -24,3 +24,30 @@ def test_the_fast_path_is_claimed_only_on_the_native_route(run_module):
     assert json.loads(run_module(["route", "add.Tensor", "--json"], env={"FLAGOS_OP_add__Tensor": "cpu"}).stdout)[
         "fast_path"
     ] is False
+
+
+# a composite and a device kernel, text and --json, in one child (the composite's parts come from OpInfo's samples,
+# whose import is most of the child's time); addmm overridden so the parts show the route each really took
+COMPOSITE_CALLS = r"""
+import contextlib, io
+import torch_fl.__main__ as cli
+for label, argv in {"linear": ["route", "linear", "--json"], "linear_text": ["route", "linear"],
+                    "kernel": ["route", "empty.memory_format", "--json"]}.items():
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = cli.main(argv)
+    report(label, [rc, out.getvalue()])
+"""
+
+
+def test_route_names_the_ops_a_composite_becomes(run_child):
+    data = run_child(COMPOSITE_CALLS, env={"FLAGOS_OP_addmm": "cpu"}).data
+    rc, out = data["linear"]
+    route = json.loads(out)
+    assert rc == 0 and route["reaches_router"] is False and route["device_kernel"] is False
+    assert ["addmm", "cpu"] in route["becomes"], route["becomes"]
+    rc, text = data["linear_text"]
+    assert "torch decomposes linear" in text and "addmm -> cpu" in text, text
+    rc, out = data["kernel"]
+    kernel = json.loads(out)
+    assert kernel["device_kernel"] is True and kernel["becomes"] is None
