@@ -116,5 +116,7 @@ def register() -> None:
     c10d = dist.distributed_c10d
     if not getattr(c10d.init_process_group, "__wrapped_by_torch_fl__", False):
         wrapped = _with_flagos_default(c10d.init_process_group)
-        c10d.init_process_group = wrapped
-        dist.init_process_group = wrapped
+        # every module that holds torch's function by name: init_device_mesh("flagos", ...) creates the default
+        # group through device_mesh's own reference
+        for module in (c10d, dist, dist.device_mesh):
+            module.init_process_group = wrapped
