@@ -1,6 +1,6 @@
 """FSDP2 parts of the sharded suite (sharded_worker.py runs them on every rank): the transformer sharded layer by
-layer, trained in float32, in bfloat16 mixed precision and with its shards offloaded to the host; and a rank that
-dies under it."""
+layer, trained in float32, in bfloat16 mixed precision and with its shards offloaded to the host; FSDP2 with
+tensor parallelism on a 2-D mesh; and a rank that dies under FSDP2."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from datetime import timedelta
 import sharded_models as models
 import torch
 import torch.distributed as dist
+import tp_parts
 import worker
-from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor.parallel import parallelize_module
 
 PARAM_DTYPE = {"fsdp-fp32": None, "fsdp-bf16": torch.bfloat16, "fsdp-offload": None}
 
@@ -49,6 +51,21 @@ def part_fsdp(name: str, mesh: DeviceMesh) -> dict:
     local = next(iter(model.parameters())).to_local()
     return {"losses": losses, "params": full_params(model), **seen, "shard_device": local.device.type,
             "shard_pinned": local.is_pinned(), "shard_dtype": str(local.dtype)}
+
+
+def part_fsdp_tp(mesh: DeviceMesh) -> dict:
+    """A 2-D mesh (data parallel x tensor parallel, 2 x 2 on 4 ranks, 1 x 1 on one): the MLP tensor-parallel over
+    "tp", then fully_shard over "dp", trained on each data-parallel rank's share. The whole parameters, the
+    losses and the placements (each weight sharded over both dimensions)."""
+    tp = 2 if worker.WORLD % 2 == 0 else 1
+    mesh_2d = init_device_mesh("flagos", (worker.WORLD // tp, tp), mesh_dim_names=("dp", "tp"))
+    model = models.mlp().to(worker.DEV)
+    parallelize_module(model, mesh_2d["tp"], {name: tp_parts.STYLES[style]() for name, style in models.MLP_PLAN})
+    fully_shard(model, mesh=mesh_2d["dp"])
+    losses = models.train(model, mesh_2d["dp"].get_local_rank(), worker.WORLD // tp, worker.DEV,
+                          make_batch=models.mlp_batch, loss_fn=models.mlp_loss)
+    return {"losses": losses, "params": full_params(model),
+            "placements": {n: str(p.placements) for n, p in model.named_parameters()}}
 
 
 def part_dead_rank(mesh: DeviceMesh) -> dict:

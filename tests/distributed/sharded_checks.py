@@ -70,6 +70,17 @@ def tensor_parallel(rank: int, res: dict, case: str, rtol: float, atol: float) -
         assert res["placements"][f"{module}.weight"] == f"(Shard(dim={want_dim}),)", (rank, res["placements"])
 
 
+def fsdp_tp_2d(rank: int, res: dict, rtol: float, atol: float) -> None:
+    """FSDP2 over "dp" with TP over "tp": the MLP's whole parameters equal one process's trained on the whole
+    batches, and each parameter is placed on both mesh dimensions."""
+    model = models.mlp()
+    models.train(model, 0, 1, "cpu", make_batch=models.mlp_batch, loss_fn=models.mlp_loss)
+    for name, want in model.named_parameters():
+        torch.testing.assert_close(torch.tensor(res["params"][name]), want.detach(), rtol=rtol, atol=atol,
+                                   msg=lambda m, name=name: f"rank {rank} {name}: {m}")
+        assert res["placements"][name].count("(dim=") + res["placements"][name].count("Replicate") == 2, res
+
+
 def dtensor(rank: int, res: dict, world: int) -> None:
     failures = {k: v for k, v in res.items() if v != "ok"}
     assert not failures, f"rank {rank}:\n" + "\n".join(f"{k}: {v}" for k, v in failures.items())

@@ -4,7 +4,8 @@
 
 The parts run in order in one process group over a 1-D flagos mesh of every rank, and this rank's results are
 rewritten after each part, so a rank that dies in a later part keeps what it saw before. FLAGOS_DIST_CKPT names
-the folder of the checkpoint parts. Parts: fsdp-fp32, fsdp-bf16, fsdp-offload, dtensor, tp-mlp, tp-attention,
+the folder of the checkpoint parts. Parts: fsdp-fp32, fsdp-bf16, fsdp-offload, fsdp-tp-2d, dtensor, tp-mlp,
+tp-attention,
 errors, dcp-save, dcp-resume, dcp-interrupted, dead-rank (last: its last rank exits).
 """
 
@@ -40,6 +41,7 @@ def part_errors(mesh: DeviceMesh) -> dict:
 
 PARTS = {
     **{name: (lambda mesh, name=name: fsdp_parts.part_fsdp(name, mesh)) for name in fsdp_parts.PARAM_DTYPE},
+    "fsdp-tp-2d": fsdp_parts.part_fsdp_tp,
     "dtensor": tp_parts.part_dtensor,
     "tp-mlp": lambda mesh: tp_parts.part_tp("mlp", mesh),
     "tp-attention": lambda mesh: tp_parts.part_tp("attention", mesh),

@@ -23,7 +23,7 @@ from launcher import WORLDS, launch  # noqa: E402
 
 SMALL = 2 if 2 in WORLDS else None
 BIG = 4 if 4 in WORLDS else None  # on a node of 2 GPUs the checkpoint is saved and resumed on 2
-BIG_PARTS = ["fsdp-fp32", "fsdp-bf16", "tp-mlp", "tp-attention", "dcp-save"]
+BIG_PARTS = ["fsdp-fp32", "fsdp-bf16", "fsdp-tp-2d", "tp-mlp", "tp-attention", "dcp-save"]
 SMALL_PARTS = ["fsdp-fp32", "fsdp-bf16", "fsdp-offload", "dtensor", "tp-mlp", "tp-attention", "errors",
                "dcp-resume", "dcp-interrupted", "dead-rank"]
 needs_two = pytest.mark.skipif(SMALL is None, reason="needs 2 flagos devices with one GPU each (NCCL, RCCL)")
@@ -87,6 +87,14 @@ def test_tensor_parallel_equals_one_process(runs, world, case):
     parameters after an SGD step equal one process's, and the weights were really sharded."""
     for rank, res in enumerate(part(runs, world, f"tp-{case}")):
         checks.tensor_parallel(rank, res, case, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(BIG is None, reason="needs 4 flagos devices with one GPU each (NCCL, RCCL)")
+def test_fsdp_with_tensor_parallel_on_a_2d_mesh_equals_one_process(runs):
+    """A 2 x 2 mesh: ColwiseParallel/RowwiseParallel over "tp", fully_shard over "dp", trained on each
+    data-parallel rank's share: every whole parameter equals one process's."""
+    for rank, res in enumerate(part(runs, BIG, "fsdp-tp-2d")):
+        checks.fsdp_tp_2d(rank, res, rtol=1e-5, atol=1e-6)
 
 
 @needs_two

@@ -73,6 +73,8 @@ def main() -> int:
     run("fully_shard with CPUOffloadPolicy: pinned host shards, equal one process",
         fsdp("fsdp-offload"), lambda r: (trained_like_ref(r, RTOL), checks.fsdp_trained(0, r, ref, "fsdp-offload",
                                                                                         RTOL, ATOL)))
+    run("FSDP2 over dp with TP over tp on a 1 x 1 mesh: equal one process", fsdp_parts.part_fsdp_tp,
+        lambda r: checks.fsdp_tp_2d(0, r, RTOL, ATOL))
     run("DTensor placements (Shard, Replicate, Partial)", tp_parts.part_dtensor, lambda r: checks.dtensor(0, r, 1))
     for case in sorted(checks.models.TP_CASES):
         run(f"parallelize_module {case}: equal one process", lambda mesh, case=case: tp_parts.part_tp(case, mesh),
