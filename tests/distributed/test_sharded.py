@@ -140,9 +140,10 @@ def test_bad_input_is_a_clear_error(runs):
 @needs_two
 def test_dead_rank_fails_fsdp_naming_the_collective(runs):
     """The last rank exits after a good step; the survivor's next forward fails within the group's 5 s timeout,
-    naming FSDP2's all-gather, the rank and the library, instead of hanging."""
+    naming FSDP2's all-gather, the rank and the library, instead of hanging. Gloo fails at once on the closed
+    connection; NCCL waits out the timeout, and its watchdog may take a few seconds more to say so."""
     survivor = part(runs, SMALL, "dead-rank", ranks=range(SMALL - 1))[0]
     assert survivor["error"], "the forward with a dead peer returned normally"
     assert "all_gather_into_tensor failed on rank 0 of 2" in survivor["error"], survivor["error"]
-    assert survivor["seconds"] < 5, f"the error took {survivor['seconds']:.1f} s"
+    assert survivor["seconds"] < 15, f"the error took {survivor['seconds']:.1f} s"
     assert "dead-rank" not in runs[SMALL][SMALL - 1], "the last rank was meant to die in that part"
