@@ -5,6 +5,7 @@
     dist.init_process_group()                                   # no backend: cpu -> gloo, flagos -> flagos
     dist.init_process_group("flagos")
     dist.init_process_group("cpu:gloo,flagos:flagos")
+    init_device_mesh("flagos", (world_size,))                   # with no group yet: as init_process_group()
 
 A backend named alone (``"gloo"``, ``"nccl"``) maps only the devices torch knows for it; flagos tensors then have
 no backend, so ``init_process_group`` warns at once and names the string that serves both.
@@ -116,5 +117,9 @@ def register() -> None:
     c10d = dist.distributed_c10d
     if not getattr(c10d.init_process_group, "__wrapped_by_torch_fl__", False):
         wrapped = _with_flagos_default(c10d.init_process_group)
-        c10d.init_process_group = wrapped
-        dist.init_process_group = wrapped
+        # every module that holds torch's function by name: init_device_mesh("flagos", ...) creates the default
+        # group through device_mesh's own reference
+        from torch.distributed import device_mesh
+
+        for module in (c10d, dist, device_mesh):
+            module.init_process_group = wrapped

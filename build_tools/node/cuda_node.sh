@@ -3,7 +3,7 @@
 # Docker (e.g. a lent GPU machine): build the wheel against the node's torch,
 # install it, run the routing and correctness suites with FlagGems present,
 # then the route A/B benchmark. Everything lands under $OUT (default reports/cuda-node).
-#   bash build_tools/node/cuda_node.sh [smoke|full|bench|train|models|dist|checks|opinfo|compile|llm|replay|
+#   bash build_tools/node/cuda_node.sh [smoke|full|bench|train|models|dist|fsdp|checks|opinfo|compile|llm|replay|
 #                                       stepops|flaggems|interop]
 #   full:   the routing and correctness suites (SUITE_WORKERS xdist workers, 8; 0: one process), then the bench;
 #           BENCH_ARGS="--runs 3 ..." adds bench options. bench: the bench alone
@@ -14,6 +14,9 @@
 #           second plain-cuda arm as its A/A control
 #   dist:   the distributed suite on 2 GPUs (tests/distributed) and the all_reduce bus bandwidth, flagos
 #           against plain CUDA NCCL in the same processes
+#   fsdp:   FSDP2, DTensor, tensor parallelism and DCP on one GPU (tests/node/fsdp_check.py): a 1-rank flagos mesh
+#           over NCCL, fully_shard with one shard (fp32, bf16 mixed precision, CPU offload), TP of an MLP and an
+#           attention block, DCP save, load and a failed save, each against one process on the host
 #   opinfo: torch's op database on flagos over CUDA (tests/opinfo), the native and the cpu-default conf side by
 #           side, OPINFO_SAMPLES (default 1) samples per (op, dtype), OPINFO_WORKERS xdist workers per conf (7)
 #   checks: models beside the routing and correctness suites and the exit check under load (emulated runtime,
@@ -42,9 +45,9 @@
 #           next call, which resumes the qualification
 # REUSE_BUILD=1 keeps a wheel an earlier call built on this machine.
 # At most 8 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md,png};
-# train: train.txt; models: models.txt; dist: dist.txt; checks: models.txt, pytest.txt, junit.xml, exit.txt;
-# opinfo: opinfo-{native,cpu}.{txt,json}; compile: compile.txt; interop: interop.txt; llm: llm.txt; stepops:
-# step_ops.txt; flaggems: flaggems.txt, qualify-report.{json,md}, qualify-events.jsonl, flaggems-first.json): a lent
+# train: train.txt; models: models.txt; dist: dist.txt; fsdp: fsdp.txt; checks: models.txt, pytest.txt,
+# junit.xml, exit.txt; opinfo: opinfo-{native,cpu}.{txt,json}; compile: compile.txt; interop: interop.txt; llm:
+# llm.txt; stepops: step_ops.txt; flaggems: flaggems.txt, qualify-report.{json,md}, qualify-events.jsonl, flaggems-first.json): a lent
 # machine hands back only a few.
 set -euo pipefail
 mode=${1:-full}
@@ -160,6 +163,11 @@ if [ "$mode" = dist ]; then  # needs 2 GPUs (nvidia-h200-x2): collectives, DDP, 
    | tee "$OUT/dist.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   exit "$status"
+fi
+if [ "$mode" = fsdp ]; then  # one GPU: the sharded code paths a 1-rank mesh runs
+  cd /tmp && "$PY" "$tests_copy/node/fsdp_check.py" 2>&1 \
+    | grep --line-buffered -v -e "UserWarning" -e "FutureWarning" -e "warnings.warn" | tee "$OUT/fsdp.txt"
+  exit "${PIPESTATUS[0]}"
 fi
 if [ "$mode" = opinfo ]; then
   "$PY" -c "import expecttest, xdist" 2>/dev/null \

@@ -6,10 +6,6 @@ reads their verdicts. Under emulation the collectives run over Gloo, on a GPU no
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,72 +14,11 @@ import torch
 
 import torch_fl  # noqa: F401
 
-HERE = Path(__file__).parent
-WORKER = HERE / "worker.py"
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).parent))
 import worker  # noqa: E402  (its model, batches and step count are the single-process reference's too)
+from launcher import WORLDS, launch  # noqa: E402
 
-# Seconds a launch may take (FLAGOS_DIST_TIMEOUT_S); a rank still running after it is a hang, and each rank
-# prints its Python stack shortly before (worker.py, FLAGOS_DIST_HANG_DUMP_S).
-TIMEOUT_S = float(os.environ.get("FLAGOS_DIST_TIMEOUT_S", "240"))
-
-
-def _worlds() -> tuple[int, ...]:
-    """2 and 4 ranks; on GPUs no more ranks than devices (NCCL gives each rank a GPU of its own)."""
-    if torch_fl.accelerator() == "cpu":
-        return (2, 4)
-    return tuple(w for w in (2, 4) if w <= torch.flagos.device_count())
-
-
-WORLDS = _worlds()
 needs_two = pytest.mark.skipif(not WORLDS, reason="needs 2 flagos devices with one GPU each (NCCL, RCCL)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-# How a rank that lost its peer learns of it: Gloo fails the collective by itself; NCCL does when the waiting
-# thread blocks on the work (instead of the watchdog tearing the process down after the timeout).
-PEER_LOSS_ENV = {"TORCH_NCCL_BLOCKING_WAIT": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"}
-
-
-def launch(scenario: str, world: int, tmp: Path) -> list[dict]:
-    """Run ``scenario`` on ``world`` ranks; the ranks' results, or a failure that shows what each rank printed."""
-    tmp.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
-    procs = []
-    for rank in range(world):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONFAULTHANDLER="1",
-                   FLAGOS_DIST_HANG_DUMP_S=str(max(TIMEOUT_S - 15, 5)))
-        if scenario == "dead-peer":
-            env.update(PEER_LOSS_ENV)
-        procs.append(subprocess.Popen([sys.executable, str(WORKER), scenario, str(tmp)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    logs = []
-    hung = None
-    for rank, p in enumerate(procs):
-        try:
-            out, _ = p.communicate(timeout=TIMEOUT_S if hung is None else 5)
-        except subprocess.TimeoutExpired:
-            hung = rank if hung is None else hung
-            p.kill()
-            out, _ = p.communicate()
-        logs.append(f"--- rank {rank} (exit {p.returncode})\n{out[-3000:]}")
-    if hung is not None:
-        pytest.fail(f"{scenario} on {world} ranks: rank {hung} still running after {TIMEOUT_S:.0f} s (a hang)\n"
-                    + "\n".join(logs))
-    results = []
-    for rank in range(world):
-        path = tmp / f"rank{rank}.json"
-        results.append(json.loads(path.read_text()) if path.is_file() else None)
-    if scenario != "dead-peer":
-        missing = [r for r, res in enumerate(results) if res is None]
-        assert not missing, f"{scenario}: ranks {missing} wrote no result\n" + "\n".join(logs)
-    return results
 
 
 @pytest.fixture(scope="module")
@@ -204,7 +139,7 @@ def _same_params(per_rank: list[dict], want: dict[str, torch.Tensor], *, rtol: f
 def test_dead_rank_fails_the_others_with_a_named_error(tmp_path):
     """A rank that dies makes the others' next collective fail within the group timeout (5 s), with an error
     that names the collective, the rank and the library, instead of hanging."""
-    per_rank = launch("dead-peer", 2, tmp_path)
+    per_rank = launch("dead-peer", 2, tmp_path, peer_loss=True, every_rank_writes=False)
     survivor = per_rank[0]
     assert survivor is not None, "rank 0 wrote no result"
     assert survivor["error"], "all_reduce with a dead peer returned normally"

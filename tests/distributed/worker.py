@@ -236,14 +236,27 @@ def scenario_dead_peer() -> dict:
     return {"error": error, "seconds": time.monotonic() - start}
 
 
-def main() -> None:
+def setup_rank() -> None:
+    """This rank's number, world and device from the launcher's environment; its device made current before any
+    group exists (as for cuda), and a hang dumped where it hangs."""
     global RANK, WORLD, DEV
     hang_s = float(os.environ.get("FLAGOS_DIST_HANG_DUMP_S", "0"))
     if hang_s > 0:  # a rank that hangs prints where, before the launcher kills it
         faulthandler.dump_traceback_later(hang_s, exit=True)
     RANK, WORLD = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     DEV = torch.device("flagos", RANK % torch.flagos.device_count())
-    torch.flagos.set_device(DEV.index)  # one device per rank, current before the group exists (as for cuda)
+    torch.flagos.set_device(DEV.index)
+
+
+def write_result(out_dir: Path, result: dict) -> None:
+    """This rank's result, replaced whole (a reader never sees half of it)."""
+    tmp = out_dir / f".rank{RANK}.json.tmp"
+    tmp.write_text(json.dumps(result))
+    tmp.replace(out_dir / f"rank{RANK}.json")
+
+
+def main() -> None:
+    setup_rank()
     scenario, out_dir = sys.argv[1], Path(sys.argv[2])
     scenarios = {
         "collectives": scenario_collectives,
@@ -252,10 +265,7 @@ def main() -> None:
         "ddp-encoder": lambda: scenario_ddp("encoder"),
         "dead-peer": scenario_dead_peer,
     }
-    result = scenarios[scenario]()
-    tmp = out_dir / f".rank{RANK}.json.tmp"
-    tmp.write_text(json.dumps(result))
-    tmp.replace(out_dir / f"rank{RANK}.json")
+    write_result(out_dir, scenarios[scenario]())
     os._exit(0)  # skip interpreter teardown: a dead peer's group must not hold this rank at exit
 
 
