@@ -47,8 +47,8 @@
 # At most 8 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md,png};
 # train: train.txt; models: models.txt; dist: dist.txt; fsdp: fsdp.txt; checks: models.txt, pytest.txt,
 # junit.xml, exit.txt; opinfo: opinfo-{native,cpu}.{txt,json}; compile: compile.txt; interop: interop.txt; llm:
-# llm.txt; stepops: step_ops.txt; flaggems: flaggems.txt, qualify-report.{json,md}, qualify-events.jsonl, flaggems-first.json): a lent
-# machine hands back only a few.
+# llm.txt; stepops: step_ops.txt; flaggems: flaggems.txt, qualify-report.{json,md}, qualify-events.jsonl,
+# flaggems-first.json): a lent machine hands back only a few.
 set -euo pipefail
 mode=${1:-full}
 OUT=${OUT:-reports/cuda-node}
