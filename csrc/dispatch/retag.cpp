@@ -1,6 +1,7 @@
 // Re-tagging: flagos tensors seen as vendor tensors and back (retag.h says how).
 #include "dispatch/retag.h"
 #include "dispatch/data_movement.h"
+#include "dispatch/host_scalars.h"
 #include "dispatch/router.h"
 #include "runtime/runtime.h"
 
@@ -139,11 +140,17 @@ at::Tensor& Retagger::caller_tensor(at::Tensor& t) {
 }
 
 // CUDA's rule (TensorIterator's allow_cpu_scalars): a 0-dim host tensor may join device tensors as an input,
-// read once as a scalar; a host tensor with dimensions, or one the op writes (in-place, out=), may not. The
-// same holds for each tensor of a list (cat, stack, the _foreach_ ops run elementwise). Only the first one found
-// is kept: the message names one.
+// read once as a scalar, except where the kernel wants every tensor on its device (host_scalars.h); a host
+// tensor with dimensions, or one the op writes (in-place, out=), may not. The same holds for each tensor of a
+// list (cat, stack, the _foreach_ ops run elementwise). Only the first one found is kept: the message names one.
 void Retagger::note_host_tensor(const at::Tensor& t, bool written, int argument, int element) {
-  if (host_tensor_ != nullptr || !t.defined() || !t.is_cpu() || (t.dim() == 0 && !written)) return;
+  if (host_tensor_ != nullptr || !t.defined() || !t.is_cpu()) return;
+  if (t.dim() == 0 && !written) {
+    const auto& args = op_.schema().arguments();
+    const std::string_view name =
+        argument >= 0 && static_cast<size_t>(argument) < args.size() ? args[argument].name() : std::string_view();
+    if (!refuses_host_scalar(op_.operator_name(), name)) return;
+  }
   host_tensor_ = t.unsafeGetTensorImpl();
   host_argument_ = argument;
   host_element_ = element;
