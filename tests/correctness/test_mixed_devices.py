@@ -51,8 +51,8 @@ REFUSED: list[tuple[str, Callable[[], object], str, str]] = [
     # 0-dim host tensors where CUDA's kernel wants every tensor on its device
     ("index_select with a 0-dim host index", lambda: flagos(4).index_select(0, torch.tensor(1)), "index_select",
      "'index' of shape []"),
-    ("masked_fill with a 0-dim host mask", lambda: flagos(4).masked_fill(torch.tensor(True), 0.0), "masked_fill_.Scalar",
-     "'mask' of shape []"),
+    ("masked_fill with a 0-dim host mask", lambda: flagos(4).masked_fill(torch.tensor(True), 0.0),
+     "masked_fill_.Scalar", "'mask' of shape []"),
 ]
 
 

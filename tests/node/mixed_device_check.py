@@ -151,13 +151,15 @@ def run_worker(arm: str, first: int, last: int) -> int:
     if arm == "flagos":
         import torch_fl  # noqa: F401  (registers the device; FLAGOS_ACCELERATOR picks the runtime)
     ops = _ops()
+    # plain torch's verdict only: torch_fl loaded would make flagos the process's accelerator
+    assert arm == "flagos" or "torch_fl" not in sys.modules, "torch_fl was loaded in a reference worker"
     for index in range(first, min(last, len(ops))):
         op = ops[index]
         print(START + str(index), flush=True)
         for row in _verdicts(op, arm):
             row.update(op=_label(op), index=index)
             print(json.dumps(row), flush=True)
-            if arm == "cuda" and _poisoned(row.get("error", "")):
+            if arm == "cuda" and _poisoned(row.get("error", "") + row.get("skip", "")):
                 return POISONED  # the driver goes on with a fresh process
     return 0
 
