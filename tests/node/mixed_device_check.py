@@ -155,7 +155,7 @@ def run_worker(arm: str, first: int, last: int) -> int:
     assert arm == "flagos" or "torch_fl" not in sys.modules, "torch_fl was loaded in a reference worker"
     for index in range(first, min(last, len(ops))):
         op = ops[index]
-        print(START + str(index), flush=True)
+        print(f"{START}{index} {_label(op)}", flush=True)
         for row in _verdicts(op, arm):
             row.update(op=_label(op), index=index)
             print(json.dumps(row), flush=True)
@@ -179,13 +179,14 @@ def _shard(arm: str, first: int, last: int) -> list[dict]:
     """The rows of ops [first, last) on `arm`, restarting a fresh worker after one that died or hung."""
     rows: list[dict] = []
     while first < last:
-        with tempfile.TemporaryFile("w+") as out:
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
             proc = subprocess.Popen(
                 [sys.executable, __file__, "run", "--arm", arm, "--first", str(first), "--last", str(last)],
-                stdout=out, stderr=subprocess.DEVNULL, env=_worker_env(arm), cwd=tempfile.gettempdir(),
+                stdout=out, stderr=err, env=_worker_env(arm), cwd=tempfile.gettempdir(),
             )
-            current, seen, since = first - 1, 0, time.monotonic()
-            while proc.poll() is None:  # progress is a new line; a worker silent for OP_TIMEOUT is stopped
+            # progress is a new line; a worker silent for OP_TIMEOUT is stopped (its start-up gets as long again)
+            seen, since = 0, time.monotonic() + OP_TIMEOUT
+            while proc.poll() is None:
                 time.sleep(0.5)
                 out.seek(0)
                 lines = out.read().count("\n")
@@ -196,15 +197,21 @@ def _shard(arm: str, first: int, last: int) -> list[dict]:
                     proc.wait()
             out.seek(0)
             lines = out.read().splitlines()
+            err.seek(0)
+            errors = err.read()[-2000:]
+        current, label = None, ""
         for line in lines:
             if line.startswith(START):
-                current = int(line[len(START):])
+                index, _, label = line[len(START):].partition(" ")
+                current = int(index)
             elif line.startswith("{"):
                 rows.append(json.loads(line))
         if proc.returncode == 0:
             break
+        if current is None:
+            raise RuntimeError(f"a {arm} worker ended ({proc.returncode}) before its first op:\n{errors}")
         if proc.returncode != POISONED:  # the op it was on ended the worker: noted, and skipped
-            rows.append({"op": f"#{current}", "index": current, "skip": f"worker ended ({proc.returncode})"})
+            rows.append({"op": label, "index": current, "skip": f"worker ended ({proc.returncode})"})
         first = current + 1
     return rows
 
