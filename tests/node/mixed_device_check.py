@@ -1,10 +1,10 @@
 """Which calls with one host tensor among device tensors does each device accept? CUDA's verdict is the reference.
 
-For every OpInfo of torch's op database (first float32 sample, made on the host so that both arms see the same
-sample), each tensor argument in turn (the input, a positional or keyword argument, an element of a tensor list,
-and an ``out=`` tensor where the op has an out variant) is left on the host while every other tensor goes to the
-device; the call is then accepted or refused. Variants that would leave no device tensor are skipped (the call
-would simply run on the host).
+For every OpInfo of torch's op databases (op_db and the _foreach_ ones; first float32 sample, made on the host so
+that both arms see the same sample), each tensor argument in turn (the input, a positional or keyword argument, one
+of the first two elements of a tensor list, and an ``out=`` tensor where the op has an out variant) is left on the
+host while every other tensor goes to the device; the call is then accepted or refused. Variants that would leave
+no device tensor are skipped (the call would simply run on the host).
 
     python mixed_device_check.py all [--reference cuda|cpu] [--workers N] [--out report.txt]
         both arms, each in worker processes of its own (plain torch for the reference, never importing torch_fl;
@@ -36,15 +36,18 @@ from pathlib import Path
 START = "@@start "  # a worker's line before each op: where a dead worker was
 POISONED = 3  # a worker's exit status after a CUDA error that leaves the context unusable
 OP_TIMEOUT = 60.0  # seconds without progress before a worker is given up on
+LIST_ELEMENTS = 2  # the elements of a tensor list moved to the host in turn (a _foreach_ sample holds 20)
 
 
 # ---- one worker ----------------------------------------------------------------------------------------------
 
 
 def _ops():
-    from torch.testing._internal.common_methods_invocations import op_db
+    from torch.testing._internal import common_methods_invocations as db
 
-    return op_db
+    # the _foreach_ ops keep their OpInfos in databases of their own
+    return db.op_db + [op for name in sorted(dir(db)) if name.startswith("foreach_") and name.endswith("_op_db")
+                       for op in getattr(db, name)]
 
 
 def _label(op) -> str:
@@ -57,7 +60,7 @@ def _tensor_paths(value, path: str) -> Iterator[tuple[str, list[int]]]:
     if isinstance(value, torch.Tensor):
         yield path, list(value.shape)
     elif isinstance(value, (list, tuple)):
-        for k, item in enumerate(value):
+        for k, item in enumerate(value[:LIST_ELEMENTS]):
             yield from _tensor_paths(item, f"{path}[{k}]")
 
 
@@ -267,22 +270,26 @@ def main() -> int:
     both = sub.add_parser("all")
     both.add_argument("--reference", choices=("cuda", "cpu"), default="cuda")
     both.add_argument("--workers", type=int, default=4, help="worker processes per arm (default 4)")
-    both.add_argument("--limit", type=int, default=0, help="only the first N ops of op_db (0: all)")
+    both.add_argument("--limit", type=int, default=0, help="only the first N OpInfos (0: all)")
     both.add_argument("--out", help="also write the report here")
     both.add_argument("--jsonl", help="keep both arms' rows under this folder")
+    sub.add_parser("count")  # how many OpInfos the workers go through
     cmp = sub.add_parser("compare")
     cmp.add_argument("reference")
     cmp.add_argument("emulation")
     args = parser.parse_args()
     if args.command == "run":
         return run_worker(args.arm, args.first, args.last)
+    if args.command == "count":
+        print(len(_ops()))
+        return 0
     if args.command == "compare":
         report, ok = compare(_read(args.reference), _read(args.emulation), Path(args.reference).stem)
         print(report)
         return 0 if ok else 1
     count = int(subprocess.run(
-        [sys.executable, "-c", "from torch.testing._internal.common_methods_invocations import op_db; "
-         "print(len(op_db))"], capture_output=True, text=True, check=True, env=_worker_env(args.reference),
+        [sys.executable, __file__, "count"], capture_output=True, text=True, check=True,
+        env=_worker_env(args.reference), cwd=tempfile.gettempdir(),
     ).stdout)
     count = min(count, args.limit) if args.limit else count
     start = time.monotonic()
