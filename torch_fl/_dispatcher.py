@@ -83,7 +83,7 @@ def intercept(ops: Collection[str]) -> None:
     """Have the router take ``ops`` by name, and the ops torch would keep from it otherwise: those implemented
     for every backend through their out= variant, the ``_foreach_*`` family and the convolution hooks
     (csrc/dispatch/router.cpp says why)."""
-    ops = {*ops, *_structured_functional_ops(), *_multi_tensor_ops(), *_OVERRIDEABLE_HOOKS}
+    ops = {*ops, *_structured_functional_ops(), *_multi_tensor_ops(), *_composite_out_ops(), *_OVERRIDEABLE_HOOKS}
     wanted = {op for op in ops if not has_kernel(op, "CompositeImplicitAutograd")} - intercepted()
     if wanted:
         _C.intercept_ops(sorted(wanted))
@@ -122,6 +122,24 @@ def _multi_tensor_ops() -> frozenset[str]:
     return frozenset(
         op for op in known_ops() if op.startswith("_foreach_") and has_kernel(op, "CompositeExplicitAutograd")
     )
+
+
+@cache
+def _composite_out_ops() -> frozenset[str]:
+    """out= variants that the vendors implement but other devices get as torch's generic body (the functional op,
+    then a copy into ``out``: addr.out, any.dims_out, ...). Through that body a host ``out`` would be filled by a
+    copy, which may join devices, where the vendor's kernel refuses it; routed by name, the vendor's kernel runs."""
+    found = set()
+    for schema in torch._C._jit_get_all_schemas():
+        if not schema.name.startswith("aten::"):
+            continue
+        op = schema.name[6:] + (f".{schema.overload_name}" if schema.overload_name else "")
+        writes_out = any(a.kwarg_only and a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+        if writes_out and op in known_ops() and has_kernel(op, "CompositeExplicitAutograd") and (
+            has_kernel(op, "CPU") or has_kernel(op, "CUDA")
+        ):
+            found.add(op)
+    return frozenset(found)
 
 
 @cache

@@ -3,8 +3,8 @@
 # Docker (e.g. a lent GPU machine): build the wheel against the node's torch,
 # install it, run the routing and correctness suites with FlagGems present,
 # then the route A/B benchmark. Everything lands under $OUT (default reports/cuda-node).
-#   bash build_tools/node/cuda_node.sh [smoke|full|bench|train|models|dist|fsdp|checks|opinfo|compile|llm|replay|
-#                                       stepops|flaggems|interop]
+#   bash build_tools/node/cuda_node.sh [smoke|full|bench|train|models|dist|fsdp|checks|opinfo|mixed|compile|llm|
+#                                       replay|stepops|flaggems|interop]
 #   full:   the routing and correctness suites (SUITE_WORKERS xdist workers, 8; 0: one process), then the bench;
 #           BENCH_ARGS="--runs 3 ..." adds bench options. bench: the bench alone
 #   train:  flagos training against plain cuda in separate processes (tests/node/train_check.py), and the step
@@ -43,12 +43,14 @@
 #           then on the conf it wrote: the real workloads against all-native (tests/node/flaggems_first.py) and
 #           the model suite against plain cuda. QUALIFY_DIR (build/qualify-flaggems) survives a warm machine's
 #           next call, which resumes the qualification
+#   mixed:  which calls with one host tensor among device tensors plain cuda and the flagos emulation accept, over
+#           OpInfo samples (tests/node/mixed_device_check.py); fails when the emulation accepts one that cuda refuses
 # REUSE_BUILD=1 keeps a wheel an earlier call built on this machine.
 # At most 8 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md,png};
 # train: train.txt; models: models.txt; dist: dist.txt; fsdp: fsdp.txt; checks: models.txt, pytest.txt,
-# junit.xml, exit.txt; opinfo: opinfo-{native,cpu}.{txt,json}; compile: compile.txt; interop: interop.txt; llm:
-# llm.txt; stepops: step_ops.txt; flaggems: flaggems.txt, qualify-report.{json,md}, qualify-events.jsonl,
-# flaggems-first.json): a lent machine hands back only a few.
+# junit.xml, exit.txt; opinfo: opinfo-{native,cpu}.{txt,json}; mixed: mixed.txt; compile: compile.txt; interop:
+# interop.txt; llm: llm.txt; stepops: step_ops.txt; flaggems: flaggems.txt, qualify-report.{json,md},
+# qualify-events.jsonl, flaggems-first.json): a lent machine hands back only a few.
 set -euo pipefail
 mode=${1:-full}
 OUT=${OUT:-reports/cuda-node}
@@ -168,6 +170,12 @@ if [ "$mode" = fsdp ]; then  # one GPU: the sharded code paths a 1-rank mesh run
   cd /tmp && "$PY" "$tests_copy/node/fsdp_check.py" 2>&1 \
     | grep --line-buffered -v -e "UserWarning" -e "FutureWarning" -e "warnings.warn" | tee "$OUT/fsdp.txt"
   exit "${PIPESTATUS[0]}"
+fi
+if [ "$mode" = mixed ]; then  # the emulation's mixed-device verdicts against plain cuda's (no torch_fl there)
+  "$PY" -c "import expecttest" 2>/dev/null || { echo "mixed needs expecttest: carry its wheel in .whl/"; exit 1; }
+  cd /tmp && timeout "${MIXED_TIMEOUT:-300}" "$PY" "$tests_copy/node/mixed_device_check.py" all --reference cuda \
+    --workers "${MIXED_WORKERS:-4}" --out "$OUT/mixed.txt"
+  exit $?
 fi
 if [ "$mode" = opinfo ]; then
   "$PY" -c "import expecttest, xdist" 2>/dev/null \

@@ -54,39 +54,45 @@ template <class T>
 struct Vendor {
   static_assert(PassedThrough<T>::value, "an argument type the fast path cannot re-tag: leave this op to the boxed router");
   using type = T;
-  static T convert(Retagger&, T value, bool) { return value; }
+  static T convert(Retagger&, T value, bool, int) { return value; }
   static T unwrap(T value) { return value; }
 };
 template <>
 struct Vendor<const at::Tensor&> {
   using type = c10::MaybeOwned<at::Tensor>;
-  static type convert(Retagger& r, const at::Tensor& t, bool written) { return r.borrow_to_vendor(t, written); }
+  static type convert(Retagger& r, const at::Tensor& t, bool written, int argument) {
+    return r.borrow_to_vendor(t, written, argument);
+  }
   static const at::Tensor& unwrap(const type& held) { return *held; }
 };
 // In-place and out= arguments: written by the vendor kernel, then returned as the caller's own tensor.
 template <>
 struct Vendor<at::Tensor&> {
   using type = c10::MaybeOwned<at::Tensor>;
-  static type convert(Retagger& r, at::Tensor& t, bool) { return r.borrow_to_vendor(t, /*written=*/true); }
+  static type convert(Retagger& r, at::Tensor& t, bool, int argument) {
+    return r.borrow_to_vendor(t, /*written=*/true, argument);
+  }
   static at::Tensor& unwrap(const type& held) { return const_cast<at::Tensor&>(*held); }
 };
 template <>
 struct Vendor<const std::optional<at::Tensor>&> {
   using type = std::optional<at::Tensor>;
-  static type convert(Retagger& r, const std::optional<at::Tensor>& t, bool written) {
+  static type convert(Retagger& r, const std::optional<at::Tensor>& t, bool written, int argument) {
     if (!t.has_value()) return std::nullopt;
-    return *r.borrow_to_vendor(*t, written); // optional tensors are weights and biases: a copy is cheap
+    return *r.borrow_to_vendor(*t, written, argument); // optional tensors are weights and biases: a copy is cheap
   }
   static const type& unwrap(const type& held) { return held; }
 };
 template <>
 struct Vendor<at::TensorList> { // the lists of the _foreach_ ops and fused optimizers
   using type = std::vector<at::Tensor>;
-  static type convert(Retagger& r, at::TensorList list, bool written) {
+  static type convert(Retagger& r, at::TensorList list, bool written, int argument) {
     type out;
     out.reserve(list.size());
     r.prepare_list(list);
-    for (const at::Tensor& t : list) out.push_back(r.list_element_to_vendor(t, written));
+    for (size_t k = 0; k < list.size(); ++k) {
+      out.push_back(r.list_element_to_vendor(list[k], written, argument, static_cast<int>(k)));
+    }
     return out;
   }
   static at::TensorList unwrap(const type& held) { return held; }
@@ -174,7 +180,7 @@ struct Kernel<Op, Ret(Args...)> {
     Retagger retag(handle());
     const auto& w = written();
     // Braced initialisation converts the arguments left to right.
-    std::tuple<typename Vendor<Args>::type...> vendor{Vendor<Args>::convert(retag, args, w[I])...};
+    std::tuple<typename Vendor<Args>::type...> vendor{Vendor<Args>::convert(retag, args, w[I], static_cast<int>(I))...};
     retag.check_arguments();
     timer.mark(counters::kArguments);
     // No device guard: the vendor's kernels set their own from their tensors,

@@ -1,6 +1,7 @@
 // Re-tagging: flagos tensors seen as vendor tensors and back (retag.h says how).
 #include "dispatch/retag.h"
 #include "dispatch/data_movement.h"
+#include "dispatch/host_scalars.h"
 #include "dispatch/layouts.h"
 #include "dispatch/router.h"
 #include "runtime/runtime.h"
@@ -30,13 +31,6 @@ at::Tensor make_tensor_on(const c10::Storage& storage, c10::DispatchKeySet keys,
   auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage), keys, like.dtype());
   copy_layout(*impl, like);
   return at::Tensor(std::move(impl));
-}
-
-// Under emulation the vendor kernels are CPU kernels and would happily take a
-// host tensor beside flagos ones; an accelerator would refuse, so we do too.
-// 0-dim host tensors (scalars) are allowed, as CUDA allows them.
-[[noreturn]] void reject_host_tensor(const at::Tensor& t, c10::DeviceIndex flagos_index, const c10::OperatorHandle& op) {
-  fail_two_devices(flagos_index, "cpu", op, c10::str("move the host tensor of shape ", t.sizes(), " with .to('flagos')"));
 }
 
 } // namespace
@@ -121,17 +115,17 @@ void Retagger::prepare_list(at::TensorList list) {
   }
 }
 
-at::Tensor Retagger::list_element_to_vendor(const at::Tensor& t, bool written) {
+at::Tensor Retagger::list_element_to_vendor(const at::Tensor& t, bool written, int argument, int element) {
   if (!is_flagos(t)) {
-    note_host_tensor(t);
+    note_host_tensor(t, written, argument, element);
     return t;
   }
   return to_vendor(c10::MaybeOwned<at::Tensor>::borrowed(t), written);
 }
 
-c10::MaybeOwned<at::Tensor> Retagger::borrow_to_vendor(const at::Tensor& t, bool written) {
+c10::MaybeOwned<at::Tensor> Retagger::borrow_to_vendor(const at::Tensor& t, bool written, int argument) {
   if (!is_flagos(t)) {
-    note_host_tensor(t);
+    note_host_tensor(t, written, argument);
     return c10::MaybeOwned<at::Tensor>::borrowed(t);
   }
   return c10::MaybeOwned<at::Tensor>::owned(to_vendor(c10::MaybeOwned<at::Tensor>::borrowed(t), written));
@@ -146,34 +140,70 @@ at::Tensor& Retagger::caller_tensor(at::Tensor& t) {
   return t;
 }
 
-void Retagger::note_host_tensor(const at::Tensor& t) {
-  if (t.defined() && t.dim() > 0 && t.is_cpu()) host_tensor_ = &t; // host scalars are fine, as on CUDA
+// CUDA's rule (TensorIterator's allow_cpu_scalars): a 0-dim host tensor may join device tensors as an input,
+// read once as a scalar, except where the kernel wants every tensor on its device (host_scalars.h); a host
+// tensor with dimensions, or one the op writes (in-place, out=), may not. The same holds for each tensor of a
+// list (cat, stack, the _foreach_ ops run elementwise). Only the first one found is kept: the message names one.
+void Retagger::note_host_tensor(const at::Tensor& t, bool written, int argument, int element) {
+  if (host_tensor_ != nullptr || !t.defined() || !t.is_cpu()) return;
+  if (t.dim() == 0 && !written) {
+    const auto& args = op_.schema().arguments();
+    const std::string_view name =
+        argument >= 0 && static_cast<size_t>(argument) < args.size() ? args[argument].name() : std::string_view();
+    if (!refuses_host_scalar(op_.operator_name(), name)) return;
+  }
+  host_tensor_ = t.unsafeGetTensorImpl();
+  host_argument_ = argument;
+  host_element_ = element;
+}
+
+// Names the argument and what to do; only a refused call pays for the words.
+void Retagger::refuse_host_tensor(c10::DeviceIndex flagos_index) const {
+  const auto& args = op_.schema().arguments();
+  std::string name = host_argument_ >= 0 && static_cast<size_t>(host_argument_) < args.size()
+      ? "'" + args[host_argument_].name() + (host_element_ >= 0 ? c10::str("[", host_element_, "]") : "") + "' "
+      : std::string();
+  const bool written = host_argument_ >= 0 && static_cast<size_t>(host_argument_) < args.size() &&
+      is_written(args[host_argument_]);
+  fail_two_devices(flagos_index, "cpu", op_, c10::str("move the host tensor ", name, "of shape ", host_tensor_->sizes(),
+      written ? ", which the op writes," : "", " with .to('flagos')"));
 }
 
 void Retagger::check_arguments() const {
-  // Copies join host and device by definition; everything else keeps to one device.
+  // Under emulation the vendor kernels are CPU kernels and would happily take a host tensor beside flagos ones;
+  // an accelerator refuses, so we do too. Copies join host and device by definition.
   if (host_tensor_ != nullptr && device_ >= 0 && runtime().vendor_type() == c10::DeviceType::CPU && !is_transfer()) {
-    reject_host_tensor(*host_tensor_, device_, op_);
+    refuse_host_tensor(device_);
   }
 }
 
 void Retagger::refuse_host_tensors() const {
   if (host_tensor_ != nullptr && !is_transfer()) {
-    reject_host_tensor(*host_tensor_, device_ < 0 ? runtime().current_device() : device_, op_);
+    refuse_host_tensor(device_ < 0 ? runtime().current_device() : device_);
   }
 }
 
-c10::IValue Retagger::value_to_vendor(c10::IValue value, bool written) {
+c10::IValue Retagger::value_to_vendor(c10::IValue value, bool written, int argument) {
   using Owned = c10::MaybeOwned<at::Tensor>;
   if (value.isTensor()) return to_vendor(Owned::owned(std::move(value).toTensor()), written);
   if (value.isTensorList()) {
     auto list = value.toTensorList();
     c10::List<at::Tensor> out;
     out.reserve(list.size());
-    for (const at::Tensor& t : list) out.push_back(is_flagos(t) ? to_vendor(Owned::owned(at::Tensor(t)), written) : t);
+    for (size_t k = 0; k < list.size(); ++k) {
+      const at::Tensor& t = list[k];
+      if (is_flagos(t)) {
+        out.push_back(to_vendor(Owned::owned(at::Tensor(t)), written));
+      } else {
+        note_host_tensor(t, written, argument, static_cast<int>(k));
+        out.push_back(t);
+      }
+    }
     return out;
   }
-  if (value.isList()) { // List[Optional[Tensor]] (index, index_put)
+  // List[Optional[Tensor]] (index, index_put): host index tensors are accepted, as CUDA moves its indices to
+  // the device of the indexed tensor (TensorAdvancedIndexing.cpp, make_info).
+  if (value.isList()) {
     auto list = value.toList();
     bool any = false;
     for (const c10::IValue& item : list) any = any || (item.isTensor() && is_flagos(item.toTensor()));
@@ -215,11 +245,11 @@ void Retagger::arguments_to_vendor(torch::jit::Stack* stack) {
       continue;
     }
     if (slot.isTensor() && !is_flagos(slot.toTensor())) { // host scalars, a copy's host side, or a mistake
-      note_host_tensor(slot.toTensor());
+      note_host_tensor(slot.toTensor(), is_written(args[i]), static_cast<int>(i));
       if (slot.toTensor().defined()) host_arguments_.push_back(slot.toTensor().unsafeGetTensorImpl());
       continue;
     }
-    slot = value_to_vendor(std::move(slot), is_written(args[i]));
+    slot = value_to_vendor(std::move(slot), is_written(args[i]), static_cast<int>(i));
   }
   check_arguments();
   // A kernel given no generator draws from the vendor default; give it this

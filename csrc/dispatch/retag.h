@@ -39,12 +39,13 @@ class Retagger {
 
   // The unboxed fast path (dispatch/fast_kernel.h) borrows arguments instead
   // of taking stack references: a vendor alias for a flagos tensor, the tensor
-  // itself otherwise. `t` must outlive the Retagger.
-  c10::MaybeOwned<at::Tensor> borrow_to_vendor(const at::Tensor& t, bool written = false);
+  // itself otherwise. `t` must outlive the Retagger; `argument` is its position in the
+  // schema (named when a host tensor is refused).
+  c10::MaybeOwned<at::Tensor> borrow_to_vendor(const at::Tensor& t, bool written = false, int argument = -1);
   // The same for one element of a tensor list: the vendor tensor itself, which
   // the list the vendor kernel gets holds. `prepare_list` sizes the bookkeeping
   // for a list up front and has the call's storages found through an index.
-  at::Tensor list_element_to_vendor(const at::Tensor& t, bool written);
+  at::Tensor list_element_to_vendor(const at::Tensor& t, bool written, int argument, int element);
   void prepare_list(at::TensorList list);
   // Apply the device rules to what borrow_to_vendor saw (arguments_to_vendor
   // does this itself).
@@ -89,8 +90,10 @@ class Retagger {
   // the new one (null: no index).
   const StorageAlias* seen_storage(const c10::StorageImpl* original, size_t** position);
   void add_storage(c10::StorageImpl* original, c10::StorageImpl* alias, size_t* position);
-  c10::IValue value_to_vendor(c10::IValue value, bool written);
-  void note_host_tensor(const at::Tensor& t);
+  c10::IValue value_to_vendor(c10::IValue value, bool written, int argument);
+  // A tensor of the host among the arguments: the device rule (check_arguments) refuses it when CUDA would.
+  void note_host_tensor(const at::Tensor& t, bool written, int argument, int element = -1);
+  [[noreturn]] void refuse_host_tensor(c10::DeviceIndex flagos_index) const;
   c10::IValue value_from_vendor(c10::IValue value);
   void note_device(c10::DeviceIndex index);
   bool is_transfer() const; // a copy between devices (data_movement.h)
@@ -109,7 +112,11 @@ class Retagger {
   c10::SmallVector<TensorAlias, 4> tensors_;
   c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 2> adopted_;
   c10::SmallVector<size_t, 1> unset_generators_;
-  const at::Tensor* host_tensor_ = nullptr; // a non-scalar host tensor among the arguments
+  // The first host tensor among the arguments that CUDA refuses beside device tensors (held by the stack or the
+  // caller while the arguments are checked), and where it was.
+  const c10::TensorImpl* host_tensor_ = nullptr;
+  int host_argument_ = -1; // its position in the schema (-1: not known)
+  int host_element_ = -1;  // its position in a list argument (-1: not in a list)
   bool results_elsewhere_ = false;           // a Device argument names a device other than flagos
   c10::SmallVector<const c10::TensorImpl*, 2> host_arguments_;
   host_access::Scope access_;                // flagos blocks open while the call runs (last: closed first)

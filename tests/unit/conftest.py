@@ -26,6 +26,7 @@ MODULES = {
 }
 SCRIPTS = {
     "generate_confs": ROOT / "build_tools" / "generate_confs.py",
+    "mixed_device_check": ROOT / "tests" / "node" / "mixed_device_check.py",
 }
 
 
