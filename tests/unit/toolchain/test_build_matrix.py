@@ -192,7 +192,7 @@ def test_the_marker_list_follows_the_matrix_and_the_route_providers(repo):
     m = matrix.load(repo / "configs" / "toolchains.toml")
     devices = {c.test_env.get("FLAGOS_ACCELERATOR", "cpu") for c in m.toolchains.values()} - {"cpu"}
     providers = set(tomllib.loads((repo / "configs" / "routes.toml").read_text())["providers"])
-    assert set(root_conftest.MARKERS) == devices | providers | {"stress"}
+    assert set(root_conftest.MARKERS) == devices | providers | {"stress", "host_logic"}
     for toolchain in m.toolchains.values():  # a row's -m expression names only registered markers
         names = set(re.findall(r"[A-Za-z_]\w*", toolchain.pytest_markers)) - {"not", "and", "or"}
         assert names <= set(root_conftest.MARKERS), toolchain.name
