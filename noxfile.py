@@ -187,12 +187,17 @@ def tests(session: nox.Session) -> None:
             "pytest", "compile", "docs", "-p", "no:cacheprovider", "-m", cpu.pytest_markers, *session.posargs,
             env={"TORCH_FL_README": str(ROOT / "README.md")},
         )
-        # torch's op database on flagos, once per route conf; each run installs its conf before torch_fl loads,
-        # so each is a pytest process of its own. The first OPINFO_SAMPLES samples per (op, dtype) keep CI's
-        # 2 cores within budget; -n 2 also keeps a crashing op from ending the run (tests/opinfo/conftest.py).
+        # torch's op database on flagos, its operators split between the two route confs: each operator runs once,
+        # on the native route or on the cpu route (a stable hash of its name decides), so both routes meet half the
+        # database and the whole database runs once. Each conf is installed before torch_fl loads, so each is a
+        # pytest process of its own. The first OPINFO_SAMPLES samples per (op, dtype) keep CI's 2 cores within
+        # budget; -n 2 also keeps a crashing op from ending the run (tests/opinfo/conftest.py). A GPU node runs
+        # both confs over every operator (build_tools/node/cuda_node.sh opinfo).
         reports = ROOT / "reports" / "opinfo"
-        for conf in ("native", "cpu"):
+        confs = ("native", "cpu")
+        for part, conf in enumerate(confs):
             session.run(
                 "pytest", "opinfo", "-p", "no:cacheprovider", "-n", "2", "--flagos-conf", conf,
-                "--opinfo-samples", OPINFO_SAMPLES, f"--opinfo-counts={reports / f'{conf}.json'}", *session.posargs,
+                f"--opinfo-part={part}/{len(confs)}", "--opinfo-samples", OPINFO_SAMPLES,
+                f"--opinfo-counts={reports / f'{conf}.json'}", *session.posargs,
             )

@@ -4,6 +4,8 @@
     pytest opinfo --flagos-conf cpu        every operator on the cpu route (`default = cpu`; view ops stay native)
     --opinfo-samples N                     the first N samples of each (operator, dtype); 0 = all
     --opinfo-counts PATH                   also write the counts as JSON (atomically)
+    --opinfo-part I/N                      only the operators of part I of N (a stable hash of the operator's
+                                           name picks its part; default 0/1, all): two confs split one op set
     FLAGOS_OPINFO_RUN_CRASHERS=1           run the rows marked crash=True too (to see whether a fix landed;
                                            use -n 2 so a crash takes one pytest-xdist worker, not the run)
 
@@ -13,10 +15,12 @@ another suite's conftest already having imported torch_fl it stops at once.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 import tempfile
+import zlib
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -43,6 +47,28 @@ def pytest_addoption(parser):
     )
     group.addoption("--opinfo-samples", type=int, default=0, help="samples per (operator, dtype); 0 = all")
     group.addoption("--opinfo-counts", default=None, help="write the pass/xfail/fail counts to this JSON file")
+    group.addoption(
+        "--opinfo-part",
+        type=_part,
+        default=(0, 1),
+        help="I/N: only the operators whose part is I of N (default 0/1: all of them)",
+    )
+
+
+def _part(text: str) -> tuple[int, int]:
+    index, _, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i, n = -1, 0
+    if not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"{text!r}: give I/N with 0 <= I < N, e.g. 0/2")
+    return i, n
+
+
+def part_of(op: str, count: int) -> int:
+    """The part an operator falls in: stable across runs, machines and Python's hash seed."""
+    return zlib.crc32(op.encode()) % count
 
 
 def pytest_configure(config):
@@ -83,11 +109,18 @@ def pytest_collection_modifyitems(config, items):
     conf = os.environ["FLAGOS_OPINFO_CONF"]
     accelerator = os.environ.get("FLAGOS_ACCELERATOR", "cpu")
     run_crashers = os.environ.get("FLAGOS_OPINFO_RUN_CRASHERS") == "1"
+    part, parts = config.getoption("--opinfo-part")
+    kept, other = [], []
     for item in items:
         index = getattr(item.module, "TESTS", None)
         if index is None or item.name not in index:
+            kept.append(item)
             continue
         check, op, dtype = index[item.name]
+        if part_of(op, parts) != part:
+            other.append(item)
+            continue
+        kept.append(item)
         row = expected_failures.lookup(check, op, dtype, conf=conf, accelerator=accelerator)
         if row is None:
             continue
@@ -96,6 +129,9 @@ def pytest_collection_modifyitems(config, items):
             " (crashes the process: not run)" if crash else ""
         )
         item.add_marker(pytest.mark.xfail(reason=reason, strict=not row.crash, run=not crash))
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = kept
 
 
 def pytest_runtest_logreport(report):
@@ -133,7 +169,9 @@ def pytest_terminal_summary(terminalreporter, config):
     conf = os.environ.get("FLAGOS_OPINFO_CONF", "?")
     accelerator = os.environ.get("FLAGOS_ACCELERATOR", "cpu")
     tr = terminalreporter
-    tr.section(f"opinfo counts: accelerator {accelerator}, conf default = {conf}")
+    part, parts = config.getoption("--opinfo-part")
+    share = "" if parts == 1 else f", operators of part {part}/{parts}"
+    tr.section(f"opinfo counts: accelerator {accelerator}, conf default = {conf}{share}")
     tr.write_line(f"{'dtype':<10} {'pass':>6} {'xfail':>6} {'fail':>6} {'skip':>6}   per check (pass/xfail/fail)")
     for dtype, checks in counts.items():
         a = checks["all"]
@@ -154,6 +192,7 @@ def pytest_terminal_summary(terminalreporter, config):
             "accelerator": accelerator,
             "conf": conf,
             "samples": int(os.environ["FLAGOS_OPINFO_SAMPLES"]),
+            "part": f"{part}/{parts}",
             "counts": counts,
         }
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
