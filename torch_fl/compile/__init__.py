@@ -93,7 +93,7 @@ def _run_from_import(part: str) -> None:
 
         warnings.warn(
             f"torch_fl: torch.compile cannot use flagos in this process: registering its {part} with torch "
-            f"{torch.__version__} failed ({type(exc).__name__}: {exc}). torch_fl/compile/_torch_compat.py lists "
+            f"{torch.__version__} failed ({type(exc).__name__}: {exc}). torch_fl/compile/_torch_compat/ lists "
             "the torch internals it relies on; compile other devices as usual, run flagos eagerly.",
             RuntimeWarning,
             stacklevel=2,
