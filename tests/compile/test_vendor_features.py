@@ -149,6 +149,22 @@ def test_a_changed_gate_keeps_its_feature_off_and_the_others_on(monkeypatch: pyt
     assert isinstance(pdl, staticmethod) and pdl.__func__.__wrapped__ is features._gate(features.FEATURES["pdl"])[1]
 
 
+REGISTER_AS_GPU_VENDOR = """
+import torch, torch_fl
+from torch_fl.compile import _register, _torch_compat
+class Runtime:                                        # the registration asks which vendor runs flagos
+    accelerator = staticmethod(lambda: "cuda")
+_register._C = Runtime
+torch_fl.compile.register()
+report("enabled", _torch_compat.enabled_features())
+"""
+
+
+def test_registration_on_a_gpu_vendor_enables_every_feature(run_child) -> None:
+    child = run_child(REGISTER_AS_GPU_VENDOR)
+    assert child.data["enabled"] == list(features.FEATURES), child.describe()
+
+
 @pytest.mark.skipif(not ON_GPU, reason="needs flagos on a GPU vendor (cuda_node.sh compile)")
 def test_a_gpu_vendor_enables_every_feature() -> None:
     assert _torch_compat.enabled_features() == list(features.FEATURES)
