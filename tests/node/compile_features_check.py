@@ -43,12 +43,13 @@ def run(arm: str) -> None:
 
     device = "cuda"
     features: list[str] = []
+    missing: dict[str, str] = {}
     if arm == "flagos":
         import torch_fl
         from torch_fl.compile import _torch_compat
 
         torch_fl.compile.register()
-        device, features = "flagos", _torch_compat.enabled_features()
+        device, features, missing = "flagos", _torch_compat.enabled_features(), _torch_compat.feature_problems()
     from torch._inductor import config, metrics
     from torch._inductor.utils import run_and_get_code
 
@@ -70,7 +71,7 @@ def run(arm: str) -> None:
     counts = {"mixed-order reductions": metrics.codegen_mix_order_reduction}
     counts.update({name: code.count(word) for name, word in COUNTS.items()})
     print(RESULT + json.dumps({"arm": arm, "torch": torch.__version__, "loss": float(loss.detach()),
-                               "counts": counts, "features": features}), flush=True)
+                               "counts": counts, "features": features, "missing": missing}), flush=True)
 
 
 def _child(arm: str) -> subprocess.Popen:
@@ -97,6 +98,8 @@ def check() -> int:
             return 1
         found[arm] = json.loads(lines[-1][len(RESULT):])
     print(f"  torch {found['cuda']['torch']}; flagos hooks enabled: {', '.join(found['flagos']['features']) or 'none'}")
+    for key, why in found["flagos"]["missing"].items():
+        print(f"  not hooked on this torch line: {key}: {why}")
     print(f"  {'':24s} {'flagos':>8s} {'cuda':>8s}")
     missing = []
     for name in found["cuda"]["counts"]:

@@ -6,8 +6,10 @@ for the name, with a check that the function is still there and still asks it. A
 keeps that feature off for flagos (``enable_vendor_features`` warns, naming it) and every other feature on.
 The CPU emulation enables none of them: its kernels are Inductor's C++ ones.
 
-  reduction_fusion  scheduler._is_gpu_triton_backend: mixed-order reduction fusion (a norm's forward and the
-                    weight-gradient reduction of its backward in one kernel) and the fusions that ask the same
+  reduction_fusion  scheduler._is_gpu_triton_backend: mixed-order reduction fusion (the row and the column sums of
+                    a norm's backward in one kernel) and the fusions that ask the same; lines without that helper
+                    test the name inside MixOrderReduction.can_fuse, where the hook adds flagos to the tuple of
+                    device names it tests
   mm_padding        fx_passes.pad_mm.check_device: pad matmuls whose sizes are misaligned for the tensor cores
   config_heuristics choices.InductorChoices.get_config_heuristics: the vendor's tuned configs for conv and flex
                     attention templates (the matmul templates' table is shared by ``gpu.share_template_heuristics``,
@@ -34,37 +36,45 @@ import torch
 from .base import DEVICE
 
 
-class Feature(NamedTuple):
+class Gate(NamedTuple):
     module: str  # where torch defines the gate
     owner: str | None  # the class that holds it, or None for a module-level function
     name: str
     asks: str  # the name the gate's code holds: its test of the device
+    hook: str  # the hook's maker in this module (the functions below FEATURES)
 
 
-FEATURES: dict[str, Feature] = {
-    "reduction_fusion": Feature("torch._inductor.scheduler", None, "_is_gpu_triton_backend", "cuda"),
-    "mm_padding": Feature("torch._inductor.fx_passes.pad_mm", None, "check_device", "is_cuda"),
-    "config_heuristics": Feature("torch._inductor.choices", "InductorChoices", "get_config_heuristics", "cuda"),
-    "tma": Feature("torch._inductor.codegen.triton", "TMACompatibilityChecker", "can_use_tma", "cuda"),
-    "pdl": Feature("torch._inductor.codegen.triton", "TritonKernel", "_enable_pdl_codegen", "cuda"),
-    "random_4x": Feature("torch._inductor.codegen.triton", "TritonOverrides", "_can_use_4x_random", "cuda"),
+_CODEGEN = "torch._inductor.codegen.triton"
+# per feature, the gates torch lines have, the newest first: the first one this line has is hooked
+FEATURES: dict[str, tuple[Gate, ...]] = {
+    "reduction_fusion": (
+        Gate("torch._inductor.scheduler", None, "_is_gpu_triton_backend", "cuda", "_reduction_fusion"),
+        Gate("torch._inductor.scheduler", "MixOrderReduction", "can_fuse", "cuda", "_widened"),
+    ),
+    "mm_padding": (Gate("torch._inductor.fx_passes.pad_mm", None, "check_device", "is_cuda", "_mm_padding"),),
+    "config_heuristics": (
+        Gate("torch._inductor.choices", "InductorChoices", "get_config_heuristics", "cuda", "_config_heuristics"),
+    ),
+    "tma": (Gate(_CODEGEN, "TMACompatibilityChecker", "can_use_tma", "cuda", "_in_vendor_graph"),),
+    "pdl": (Gate(_CODEGEN, "TritonKernel", "_enable_pdl_codegen", "cuda", "_in_vendor_graph"),),
+    "random_4x": (Gate(_CODEGEN, "TritonOverrides", "_can_use_4x_random", "cuda", "_in_vendor_graph"),),
 }
 
 
-def _holder(feature: Feature) -> Any:
+def _holder(gate: Gate) -> Any:
     import importlib
 
-    module = importlib.import_module(feature.module)
-    return module if feature.owner is None else getattr(module, feature.owner)
+    module = importlib.import_module(gate.module)
+    return module if gate.owner is None else getattr(module, gate.owner)
 
 
 def _function(raw: Any) -> Any:
     return raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
 
 
-def _gate(feature: Feature) -> tuple[Any, Callable[..., Any]]:
+def _stored(gate: Gate) -> tuple[Any, Callable[..., Any]]:
     """The attribute as stored (a staticmethod stays one) and its function (torch's own under a flagos hook)."""
-    raw = inspect.getattr_static(_holder(feature), feature.name)
+    raw = inspect.getattr_static(_holder(gate), gate.name)
     fn = _function(raw)
     return raw, getattr(fn, "__wrapped__", fn) if getattr(fn, "__flagos__", False) else fn
 
@@ -81,20 +91,38 @@ def _names_in(code: Any) -> set[str]:
     return found
 
 
+def _problem(gate: Gate) -> str | None:
+    where = f"{gate.module}.{gate.owner + '.' if gate.owner else ''}{gate.name}"
+    try:
+        _, fn = _stored(gate)
+    except (ImportError, AttributeError):
+        return f"{where} is gone"
+    if not inspect.isfunction(fn):
+        return f"{where} is no longer a function"
+    if gate.asks not in _names_in(fn.__code__):
+        return f"{where} no longer tests {gate.asks!r}"
+    return None
+
+
+def gate_of(key: str) -> Gate | None:
+    """The gate of a feature that this torch line has, or None."""
+    return next((gate for gate in FEATURES[key] if _problem(gate) is None), None)
+
+
+def original(key: str) -> Callable[..., Any]:
+    """torch's own function behind a feature's gate."""
+    gate = gate_of(key)
+    if gate is None:
+        raise LookupError(f"torch {torch.__version__} has no gate of {key}: {feature_problems()[key]}")
+    return _stored(gate)[1]
+
+
 def feature_problems() -> dict[str, str]:
     """Per feature, what this torch line lacks for its hook (absent: the hook applies)."""
     found = {}
-    for key, feature in FEATURES.items():
-        where = f"{feature.module}.{feature.owner + '.' if feature.owner else ''}{feature.name}"
-        try:
-            _, fn = _gate(feature)
-        except (ImportError, AttributeError):
-            found[key] = f"{where} is gone"
-            continue
-        if not inspect.isfunction(fn):
-            found[key] = f"{where} is no longer a function"
-        elif feature.asks not in _names_in(fn.__code__):
-            found[key] = f"{where} no longer tests {feature.asks!r}"
+    for key, gates in FEATURES.items():
+        if gate_of(key) is None:
+            found[key] = "; ".join(str(_problem(gate)) for gate in gates)
     return found
 
 
@@ -153,20 +181,32 @@ def _in_vendor_graph(original: Callable[..., Any], vendor_type: str) -> Callable
     return gate
 
 
-_HOOKS: dict[str, Callable[[Callable[..., Any], str], Callable[..., Any]]] = {
-    "reduction_fusion": _reduction_fusion,
-    "mm_padding": _mm_padding,
-    "config_heuristics": _config_heuristics,
-    "tma": _in_vendor_graph,
-    "pdl": _in_vendor_graph,
-    "random_4x": _in_vendor_graph,
-}
+def _widened(original: Callable[..., Any], vendor_type: str) -> Callable[..., Any]:
+    """A copy of ``original`` whose tuples of device names that hold the vendor's also hold flagos: for a gate
+    that tests ``device_type in ("cuda", "xpu")`` inside a larger function."""
+    import types
+
+    def widen(code: types.CodeType) -> types.CodeType:
+        consts = []
+        for const in code.co_consts:
+            if isinstance(const, (tuple, frozenset)) and vendor_type in const and DEVICE not in const:
+                const = type(const)((*const, DEVICE))
+            elif inspect.iscode(const):
+                const = widen(const)
+            consts.append(const)
+        return code.replace(co_consts=tuple(consts))
+
+    copy = types.FunctionType(widen(original.__code__), original.__globals__, original.__name__,
+                              original.__defaults__, original.__closure__)
+    copy.__kwdefaults__ = original.__kwdefaults__
+    return copy
 
 
 def hooked(key: str, vendor_type: str) -> Callable[..., Any]:
     """The hook of a feature around torch's gate, not installed (tests call it directly)."""
-    _, original = _gate(FEATURES[key])
-    hook = functools.wraps(original)(_HOOKS[key](original, vendor_type))
+    gate = gate_of(key)
+    torch_own = original(key)
+    hook = functools.wraps(torch_own)(globals()[gate.hook](torch_own, vendor_type))  # type: ignore[union-attr]
     hook.__flagos__ = True  # type: ignore[attr-defined]
     return hook
 
@@ -176,14 +216,14 @@ def enable_vendor_features(vendor_type: str) -> list[str]:
     naming them (each call). Returns the features enabled."""
     missing = feature_problems()
     enabled = []
-    for key, feature in FEATURES.items():
-        if key in missing:
+    for key in FEATURES:
+        gate = gate_of(key)
+        if gate is None:
             continue
-        raw, _ = _gate(feature)
+        raw, _ = _stored(gate)
         if not getattr(_function(raw), "__flagos__", False):
             hook = hooked(key, vendor_type)
-            stored = type(raw)(hook) if isinstance(raw, (staticmethod, classmethod)) else hook
-            setattr(_holder(feature), feature.name, stored)
+            setattr(_holder(gate), gate.name, type(raw)(hook) if isinstance(raw, (staticmethod, classmethod)) else hook)
         enabled.append(key)
     if missing:
         warnings.warn(
@@ -199,8 +239,10 @@ def enable_vendor_features(vendor_type: str) -> list[str]:
 def enabled_features() -> list[str]:
     """The features whose hook is installed in this process."""
     found = []
-    for key, feature in FEATURES.items():
-        with contextlib.suppress(ImportError, AttributeError):
-            if getattr(_function(inspect.getattr_static(_holder(feature), feature.name)), "__flagos__", False):
-                found.append(key)
+    for key, gates in FEATURES.items():
+        for gate in gates:
+            with contextlib.suppress(ImportError, AttributeError):
+                if getattr(_function(inspect.getattr_static(_holder(gate), gate.name)), "__flagos__", False):
+                    found.append(key)
+                    break
     return found
