@@ -1,8 +1,8 @@
 """The benchmark harness, ``python -m harness`` (tests/bench/harness), produces complete reports (what is in them,
 never how fast anything was).
 
-One ``--short`` run into a temporary directory (about 30-45 s on two cores, and 10-20 s more for the compiled LLM
-step's dry run), then checks of the files. The
+One ``--short`` run into a temporary directory (about 30-45 s on two cores, and about 20 s of CPU time more for the
+compiled LLM step's dry run), then checks of the files. The
 harness runs against the installed package, from a copy of tests/ outside any checkout (the test image,
 ``nox -s tests``, a node script), like every suite here.
 """
