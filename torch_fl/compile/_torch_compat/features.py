@@ -101,7 +101,17 @@ def _problem(gate: Gate) -> str | None:
         return f"{where} is no longer a function"
     if gate.asks not in _names_in(fn.__code__):
         return f"{where} no longer tests {gate.asks!r}"
+    if gate.hook == "_widened" and not _name_tuples(fn.__code__, gate.asks):
+        return f"{where} no longer tests {gate.asks!r} against a tuple of device names"
+    if gate.hook == "_in_vendor_graph" and "get_current_device_or_throw" not in _names_in(fn.__code__):
+        return f"{where} no longer reads the graph's current device"
     return None
+
+
+def _name_tuples(code: Any, name: str) -> list[Any]:
+    """The tuples (or frozensets) of names among the code's constants that hold ``name``: what _widened widens."""
+    found = [c for c in code.co_consts if isinstance(c, (tuple, frozenset)) and name in c]
+    return found + [t for c in code.co_consts if inspect.iscode(c) for t in _name_tuples(c, name)]
 
 
 def gate_of(key: str) -> Gate | None:
