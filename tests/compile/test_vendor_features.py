@@ -210,18 +210,27 @@ def test_a_gpu_vendor_enables_every_feature_this_torch_has() -> None:
 
 
 @pytest.mark.skipif(not ON_GPU, reason="needs flagos on a GPU vendor (cuda_node.sh compile)")
-def test_flagos_graphs_use_the_features_on_a_gpu(fresh_dynamo: None) -> None:
-    """A sum over rows and one over columns of the same input fuse into one mixed-order kernel; a matmul under
-    max-autotune with Triton as its only backend takes a Triton template (on the emulation no template applies)."""
+def test_flagos_graphs_fuse_reductions_of_mixed_order_on_a_gpu(fresh_dynamo: None) -> None:
+    """A sum over rows and one over columns of the same input fuse into one kernel, as for cuda."""
     from torch._inductor import config, metrics
     from torch._inductor.utils import run_and_get_code
 
+    if "reduction_fusion" not in _torch_compat.enabled_features():
+        pytest.skip(f"torch {torch.__version__}: {features.feature_problems().get('reduction_fusion')}")
     x = torch.randn(32768, 768, device="flagos")  # the shape of torch's own test of the fusion
     metrics.reset()
     with config.patch({"split_reductions": False}):
         outs, _ = run_and_get_code(torch.compile(lambda t: (t.sum(0), t.sum(1))), x)
     torch.testing.assert_close(outs, (x.sum(0), x.sum(1)), rtol=1e-4, atol=1e-2)
     assert metrics.codegen_mix_order_reduction >= 1
+
+
+@pytest.mark.skipif(not ON_GPU, reason="needs flagos on a GPU vendor (cuda_node.sh compile)")
+def test_flagos_matmuls_take_triton_templates_under_max_autotune_on_a_gpu(fresh_dynamo: None) -> None:
+    """With Triton as the only matmul backend, a flagos mm compiles to a Triton template (no template applies on
+    the emulation)."""
+    from torch._inductor import config
+    from torch._inductor.utils import run_and_get_code
 
     a, b = torch.randn(512, 512, device="flagos"), torch.randn(512, 512, device="flagos")
     with config.patch({"max_autotune_gemm_backends": "TRITON"}):
