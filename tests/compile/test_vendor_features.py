@@ -79,6 +79,24 @@ def test_mm_padding_takes_flagos_matmuls() -> None:
     assert hook(_tensor("flagos:0"), _tensor("cpu")) is False
 
 
+def _softmax_match(device: str) -> types.SimpleNamespace:
+    value = types.SimpleNamespace(device=torch.device(device))
+    return types.SimpleNamespace(kwargs={"x": types.SimpleNamespace(meta={"val": value})})
+
+
+def test_online_softmax_takes_flagos_softmaxes() -> None:
+    from torch._inductor import config
+
+    torch_gate = features.original("online_softmax")
+    hook = _torch_compat.hooked("online_softmax", "cuda")
+    assert torch_gate(_softmax_match("flagos:0")) is False
+    with config.patch({"online_softmax": True, "cuda_backend": "triton"}):
+        assert hook(_softmax_match("flagos:0")) is True and torch_gate(_softmax_match("cuda:0")) is True
+        assert hook(_softmax_match("cpu")) == torch_gate(_softmax_match("cpu"))
+    with config.patch({"online_softmax": False}):
+        assert hook(_softmax_match("flagos:0")) is False
+
+
 def test_template_configs_are_the_vendors() -> None:
     from torch._inductor.choices import InductorChoices
 

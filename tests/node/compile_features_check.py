@@ -9,6 +9,7 @@ the persistent TMA matmul on, and the generated code is counted:
                            gradient sums over rows, the input's over columns, of the same tensors)
   mm templates             Triton template kernels (``triton_tem_``) in the code
   padded mm inputs         kernels that pad a matmul operand (``constant_pad_nd``): the sizes are 4095 wide
+  online softmax           the one-pass max and sum of the loss's log_softmax (``online_softmax_`` helpers)
   TMA                      tensor descriptors in the code
   PDL                      programmatic dependent launch calls (``gdc_``) in the code
 
@@ -29,6 +30,7 @@ ROWS, WIDTH, OUT = 16384, 4095, 4096  # rows >= 2 x width: the shape mixed-order
 COUNTS = {
     "mm templates": "triton_tem_",
     "padded mm inputs": "constant_pad_nd",
+    "online softmax": "online_softmax_",
     "TMA": "tensor_descriptor",
     "PDL": "gdc_",
 }
@@ -60,7 +62,7 @@ def run(arm: str) -> None:
 
     def step(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         h = x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(x.dtype) * g
-        loss = (h @ w).float().square().mean()
+        loss = -torch.log_softmax((h @ w).float(), -1)[:, 0].mean()
         loss.backward()
         return loss
 
@@ -85,8 +87,9 @@ def _child(arm: str) -> subprocess.Popen:
 
 def check() -> int:
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/torch-fl-features-check-inductor")
-    print(f"compile features check: RMSNorm + matmul, {ROWS}x{WIDTH} @ {WIDTH}x{OUT} bf16, forward and backward, "
-          "max-autotune (Triton matmuls only), PDL and persistent TMA matmul on; flagos against plain cuda")
+    print(f"compile features check: RMSNorm + matmul + log_softmax, {ROWS}x{WIDTH} @ {WIDTH}x{OUT} bf16, forward "
+          "and backward, max-autotune (Triton matmuls only), PDL and persistent TMA matmul on; flagos against "
+          "plain cuda")
     children = {arm: _child(arm) for arm in ("flagos", "cuda")}  # both at once: the node's time is short
     found: dict[str, dict] = {}
     for arm, proc in children.items():

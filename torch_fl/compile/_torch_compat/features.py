@@ -11,6 +11,8 @@ The CPU emulation enables none of them: its kernels are Inductor's C++ ones.
                     test the name inside MixOrderReduction.can_fuse, where the hook adds flagos to the tuple of
                     device names it tests
   mm_padding        fx_passes.pad_mm.check_device: pad matmuls whose sizes are misaligned for the tensor cores
+  online_softmax    fx_passes.post_grad.prepare_softmax_extra_check: a softmax's max and sum in one pass (the loss
+                    over a vocabulary); read when Inductor first registers its post-grad patterns, after this hook
   config_heuristics choices.InductorChoices.get_config_heuristics: the vendor's tuned configs for conv and flex
                     attention templates (the matmul templates' table is shared by ``gpu.share_template_heuristics``,
                     and ``use_triton_template`` asks ``is_gpu``, which ``gpu.declare_gpu`` answers)
@@ -52,6 +54,9 @@ FEATURES: dict[str, tuple[Gate, ...]] = {
         Gate("torch._inductor.scheduler", "MixOrderReduction", "can_fuse", "cuda", "_widened"),
     ),
     "mm_padding": (Gate("torch._inductor.fx_passes.pad_mm", None, "check_device", "is_cuda", "_mm_padding"),),
+    "online_softmax": (
+        Gate("torch._inductor.fx_passes.post_grad", None, "prepare_softmax_extra_check", "cuda", "_online_softmax"),
+    ),
     "config_heuristics": (
         Gate("torch._inductor.choices", "InductorChoices", "get_config_heuristics", "cuda", "_config_heuristics"),
     ),
@@ -105,6 +110,8 @@ def _problem(gate: Gate) -> str | None:
         return f"{where} no longer tests {gate.asks!r} against a tuple of device names"
     if gate.hook == "_in_vendor_graph" and "get_current_device_or_throw" not in _names_in(fn.__code__):
         return f"{where} no longer reads the graph's current device"
+    if gate.hook == "_online_softmax" and "online_softmax" not in _names_in(fn.__code__):
+        return f"{where} no longer reads config.online_softmax"
     return None
 
 
@@ -172,6 +179,17 @@ def _reduction_fusion(original: Callable[..., Any], vendor_type: str) -> Callabl
 def _mm_padding(original: Callable[..., Any], vendor_type: str) -> Callable[..., Any]:
     def gate(a: Any, b: Any, *args: Any) -> bool:
         return _on_flagos(a.device, b.device) or original(a, b, *args)
+
+    return gate
+
+
+def _online_softmax(original: Callable[..., Any], vendor_type: str) -> Callable[..., Any]:
+    from torch._inductor import config
+
+    def gate(match: Any) -> bool:
+        if _on_flagos(match.kwargs["x"].meta["val"].device):  # torch's test, asked for the vendor's backend
+            return bool(config.online_softmax) and getattr(config, f"{vendor_type}_backend") == "triton"
+        return original(match)
 
     return gate
 
