@@ -23,10 +23,13 @@
 #           200 short backward-then-exit runs with and without torch_fl's exit settling); no bench
 #   compile: torch.compile on flagos against torch.compile on plain cuda (tests/node/compile_check.py): numbers,
 #           mode="reduce-overhead", and the step time of TIME_PAIRS lockstep sets (one process per arm, timed in
-#           turns) with an A/A control; COMPILE_SUITE=1 runs the compile suite (tests/compile) on flagos first
+#           turns) with an A/A control, then the Inductor features of each arm's graph under max-autotune
+#           (tests/node/compile_features_check.py); COMPILE_SUITE=1 runs the compile suite (tests/compile) on
+#           flagos first, COMPILE_SUITE="compile/test_x.py ..." those files of it
 #   llm:    a compiled HF Llama training step (155M parameters, seq 1024, bf16 autocast, fused AdamW) on flagos
-#           against plain cuda (tests/node/llm_compile_check.py): LLM_SETS (2) lockstep sets of one process per arm
-#           with an A/A control; ms/step, peak memory, the eager attention kernels of each arm
+#           against plain cuda (the bench harness's case, tests/bench/harness/llm.py): LLM_SETS (2) lockstep sets
+#           of one process per arm with an A/A control; ms/step, peak memory, the eager attention kernels of
+#           each arm, the Inductor features of the flagos graph
 #   stepops: where the eager training step's host time goes, op by op (tests/node/step_ops.py): one step's ATen
 #           calls recorded on flagos, then replayed in one process on flagos and on cuda copies; STEP_OPS_D d_models,
 #           STEP_OPS_ARGS more options (--counters N: the router's phase counters over N more replays)
@@ -197,16 +200,20 @@ fi
 if [ "$mode" = compile ]; then  # torch.compile: compiled flagos against compiled plain cuda
   status=0
   (rc=0
-   if [ "${COMPILE_SUITE:-0}" = 1 ]; then  # the compile suite too (a few minutes more)
-     cd "$tests_copy" && { "$PY" -m pytest -c pyproject.toml compile -q -p no:cacheprovider -rs || rc=1; }
+   suite=${COMPILE_SUITE:-0}
+   [ "$suite" = 1 ] && suite=compile  # the whole compile suite (a few minutes more)
+   if [ "$suite" != 0 ]; then
+     # shellcheck disable=SC2086  # COMPILE_SUITE is a list of test paths
+     cd "$tests_copy" && { "$PY" -m pytest -c pyproject.toml $suite -q -p no:cacheprovider -rs || rc=1; }
    fi
    cd /tmp && { "$PY" "$tests_copy/node/compile_check.py" all --pairs "${TIME_PAIRS:-5}" || rc=1; }
+   "$PY" "$tests_copy/node/compile_features_check.py" all || rc=1
    exit $rc) 2>&1 | grep --line-buffered -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/compile.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   exit "$status"
 fi
 if [ "$mode" = llm ]; then  # a compiled decoder LLM step: compiled flagos against compiled plain cuda
-  cd /tmp && "$PY" "$tests_copy/node/llm_compile_check.py" all --sets "${LLM_SETS:-2}" 2>&1 \
+  cd "$tests_copy/bench" && "$PY" -m harness.llm all --sets "${LLM_SETS:-2}" 2>&1 \
     | grep --line-buffered -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/llm.txt"
   exit "${PIPESTATUS[0]}"
 fi

@@ -1,7 +1,8 @@
 """The benchmark harness, ``python -m harness`` (tests/bench/harness), produces complete reports (what is in them,
 never how fast anything was).
 
-One ``--short`` run into a temporary directory (about 30-45 s on two cores), then checks of the files. The
+One ``--short`` run into a temporary directory (about 30-45 s on two cores, and about 20 s of CPU time more for the
+compiled LLM step's dry run), then checks of the files. The
 harness runs against the installed package, from a copy of tests/ outside any checkout (the test image,
 ``nox -s tests``, a node script), like every suite here.
 """
@@ -31,7 +32,7 @@ def short_run(harness_cli: Run, tmp_path_factory: pytest.TempPathFactory) -> tup
     # and runs no second one.
     named = os.environ.get("TORCH_FL_BENCH_OUT")
     out = Path(named) if named else tmp_path_factory.mktemp("bench")
-    return out, harness_cli("--short", "--step-profile", "--out", out)
+    return out, harness_cli("--short", "--step-profile", "--llm", "1", "--out", out)
 
 
 @pytest.fixture(scope="module")
@@ -120,11 +121,26 @@ def test_step_profile(bench: dict[str, Any]) -> None:
         assert o["delta_us"] == pytest.approx(o["flagos_us"] - o["plain_us"]), o["op"]
 
 
+def test_compiled_llm_step(bench: dict[str, Any], short_run: tuple[Path, Done]) -> None:
+    llm = bench["llm"]
+    plain = bench["environment"]["plain_device"]
+    assert llm["sets"] == 1 and llm["judged"] is False and llm["size"]["layers"] == 1  # --short: the dry run
+    assert list(llm["arms"]) == ["flagos", plain, f"{plain}-again"]
+    assert all(entry["ms_median"] > 0 for entry in llm["arms"].values())
+    assert llm["time_ratio"] > 0 and llm["aa_ratio"] > 0
+    # the dry run's timing is not judged (its ratio is the emulation's, on a loaded host); every other bar is
+    assert [f for f in llm["failures"] if not f.startswith("time ratio")] == [], llm["lines"]
+    text = "\n".join(llm["lines"])
+    # the traced flagos graph keeps the fused attention op (the hook), as the plain one keeps its flash op
+    assert "compiled graph on flagos: fused attention calls _scaled_dot_product_fused_attention_overrideable" in text
+    assert f"compiled LLM step: {llm['verdict']}" in short_run[1].stdout
+
+
 def test_markdown_tables(short_run: tuple[Path, Done]) -> None:
     md = (short_run[0] / "bench.md").read_text()
     for text in ("## Route A/B", "## Host overhead per op class", "## Training step", "| case |", *CASES,
                  "## Training step, host time per op (profiler)",
-                 "Ratio against flagos native"):
+                 "Ratio against flagos native", "## Compiled decoder LLM training step", "llm compile check:"):
         assert text in md, text
 
 

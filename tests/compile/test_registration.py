@@ -67,7 +67,7 @@ def test_a_failed_registration_warns_and_leaves_other_devices_alone(run_child):
 
 
 def test_this_torch_line_has_every_internal_the_registration_uses():
-    # the one list of torch internals torch_fl's compile support leans on (torch_fl/compile/_torch_compat.py)
+    # the one list of torch internals torch_fl's compile support leans on (torch_fl/compile/_torch_compat/)
     from torch_fl.compile import _torch_compat
 
     assert _torch_compat.problems(gpu=False) == []

@@ -29,6 +29,7 @@ __all__ = ["install", "register", "registered", "routes_changed"]
 
 _lock = threading.RLock()
 _done: set[str] = set()
+_running: set[str] = set()  # a part registering now: its own imports of torch's trigger modules must not rerun it
 
 
 def registered() -> bool:
@@ -37,12 +38,16 @@ def registered() -> bool:
 
 def _run(part: str) -> None:
     with _lock:
-        if part in _done:
+        if part in _done or part in _running:
             return
-        from . import _register
+        _running.add(part)
+        try:
+            from . import _register
 
-        getattr(_register, part)()
-        _done.add(part)
+            getattr(_register, part)()
+            _done.add(part)
+        finally:
+            _running.discard(part)
 
 
 def register() -> None:
@@ -93,7 +98,7 @@ def _run_from_import(part: str) -> None:
 
         warnings.warn(
             f"torch_fl: torch.compile cannot use flagos in this process: registering its {part} with torch "
-            f"{torch.__version__} failed ({type(exc).__name__}: {exc}). torch_fl/compile/_torch_compat.py lists "
+            f"{torch.__version__} failed ({type(exc).__name__}: {exc}). torch_fl/compile/_torch_compat/ lists "
             "the torch internals it relies on; compile other devices as usual, run flagos eagerly.",
             RuntimeWarning,
             stacklevel=2,

@@ -29,6 +29,7 @@ def inductor() -> None:
         _torch_compat.tune_triton_for_vendor("cuda")  # HIP builds of torch call their GPUs cuda too
         _torch_compat.profile_on_vendor("cuda")
         _torch_compat.share_template_heuristics("cuda")
+        _torch_compat.enable_vendor_features("cuda")
         _torch_compat.register_op_overrides(codegen.GpuOpOverrides())
         _torch_compat.register_backend(TritonScheduling, codegen.GpuWrapper, routes.RoutePass())
     else:

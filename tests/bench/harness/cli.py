@@ -69,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--step-profile", action="store_true",
                    help="also profile each --step d_model's plain and all-native arms in its first lockstep set "
                         "(torch's profiler): calls and self host µs per op and step, side by side")
+    p.add_argument("--llm", type=int, default=0, metavar="SETS",
+                   help="also the compiled decoder LLM training step (harness/llm.py: an HF Llama of 155M "
+                        "parameters, seq 1024, bf16; on the emulation and under --short a 1-layer one, traced "
+                        "only) in SETS lockstep sets of compiled flagos, compiled plain and plain again: time and "
+                        "peak memory (default 0: off)")
     p.add_argument("--compare", type=Path, metavar="OLD.json", help="print the change per case against OLD.json")
     p.add_argument("--max-ratio", type=float, metavar="R",
                    help="exit 3 when a case's mean flagos native / plain ratio exceeds R")
@@ -89,6 +94,7 @@ def options_from(args: argparse.Namespace) -> measure.Options:
         step_profile=args.step_profile,
         paired=args.paired,
         paired_arms=tuple(args.paired_arms),
+        llm=args.llm,
     )
 
 

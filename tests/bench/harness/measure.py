@@ -41,6 +41,7 @@ class Options(node.Options):
     step_profile: bool
     paired: int
     paired_arms: tuple[str, ...]
+    llm: int = 0
 
 
 def worker_env(accelerator: str | None, arm: str | None, overrides: dict[str, str] | None = None,
@@ -267,14 +268,14 @@ def measure(opts: Options, checkpoint: Callable[[dict[str, Any]], None] = lambda
                      "overhead_pairs": workloads.OVERHEAD_PAIRS, "paired": opts.paired,
                      "paired_arms": list(opts.paired_arms),
                      "step": list(opts.step), "step_procs": opts.step_procs, "step_steps": opts.step_steps,
-                     "step_profile": opts.step_profile,
+                     "step_profile": opts.step_profile, "llm": opts.llm,
                      "glibc_tunables": os.environ.get("GLIBC_TUNABLES",
                                                       node.STEADY_MALLOC if opts.steady_malloc else None)},
         "method": {"ab": AB_METHOD.format(batches=_batches_text(opts.batches)), "overhead": OVERHEAD_METHOD},
         "ab": ab,
         "acceptance": report.acceptance(ab, report.goal_for(accelerator)),
         "complete": False,
-        "paired": None, "overhead": None, "step": None, "step_profile": None,
+        "paired": None, "overhead": None, "step": None, "step_profile": None, "llm": None,
     }
     result["acceptance"]["paired"] = None
     checkpoint(result)
@@ -290,6 +291,11 @@ def measure(opts: Options, checkpoint: Callable[[dict[str, Any]], None] = lambda
         result["step"] = measure_step(opts, accelerator, lambda step: checkpoint({**result, "step": step}), profiles)
         if profiles is not None:
             result["step_profile"] = step_profile_part(accelerator, profiles)
+    if opts.llm:
+        checkpoint(result)
+        from . import llm  # the compiled decoder LLM step: its own arms and lockstep sets (llm.py)
+
+        result["llm"] = llm.case(opts.llm, tiny=opts.short)  # --short: its dry run, on any device
     result["complete"] = True
     return result
 

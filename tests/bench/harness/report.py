@@ -194,6 +194,10 @@ def short_table(report: dict[str, Any]) -> str:
     for size in (report.get("step") or {}).get("sizes", []):
         lines.append(f"training step d_model {size['d_model']}: " + ", ".join(
             f"{a['label']} {a['ms_median']:.2f} ms ({a['vs_plain']:.3f}x)" for a in size["arms"].values()))
+    llm = report.get("llm")
+    if llm:
+        ratios = f", time {llm['time_ratio']:.3f}x (A/A {llm['aa_ratio']:.3f})" if "time_ratio" in llm else ""
+        lines.append(f"compiled LLM step: {llm['verdict']}{ratios}" + ("" if llm["judged"] else " (tiny, not judged)"))
     acc = report.get("acceptance") or {}
     if acc.get("per_run"):
         lines.append(f"goal native/plain <= {acc['goal']}x: {acceptance_runs(acc)}")

@@ -7,24 +7,30 @@ built on the host from one seed, then moved. PyTorch allows one accelerator per 
 imported, so each arm has a process of its own and the plain arms (cuda; cpu beside the CPU emulation) never
 import torch_fl.
 
-  python llm_compile_check.py all [--sets 2] [--tiny]     the whole check
-  python llm_compile_check.py run --arm ARM ...           one arm's process (lockstep protocol)
+  python -m harness.llm all [--sets 2] [--tiny]     the whole check, from tests/bench (cuda_node.sh llm)
+  python -m harness.llm run --arm ARM ...           one arm's process (lockstep protocol)
+  python -m harness --llm SETS                      the same as a case of the bench, in bench.json and bench.md
+
+It is a module of the harness package, which imports nothing at import: a plain arm never loads torch_fl.
 
 `all` runs --sets lockstep sets (tests/bench/harness/lockstep.py) of three processes: compiled flagos, compiled
-plain and compiled plain again (the A/A control). Each builds the model, profiles one eager forward+backward for
-the attention kernels it takes, compiles (counting the fused attention ops the generated code calls) and warms up
-(3 steps, out of the timing), measures its peak memory over 2 more steps, and then serves turns of 5 synchronized
-steps, one arm at a time, the order rotated per round, 8 rounds per set. Ratios are taken within each round; the
-figures are medians over every round of every set. It prints ms/step (median and quartiles) per arm, compiled
-flagos / compiled plain, the A/A ratio, the peak memory ratio, the attention ops and kernels each arm took in eager
-mode and whether flagos takes the fused (flash) kernel where the plain device does, the fused attention calls of
-each compiled graph, then
+plain and compiled plain again (the A/A control). Each builds the model, profiles one eager forward+backward for the
+attention kernels it takes, compiles (counting the fused attention ops the generated code calls) and warms up (3
+steps, out of the timing), measures its peak memory over 2 more steps, and then serves turns of 5 synchronized
+steps, one arm at a time, the order rotated per round, 8 rounds per set (--tiny: 2 rounds of 2 steps). Ratios are
+taken within each round; the figures are medians over every round of every set. It prints ms/step (median and
+quartiles) per arm, compiled flagos / compiled plain, the A/A ratio, the peak memory ratio, the attention ops and
+kernels each arm took in eager mode and whether flagos takes the fused (flash) kernel where the plain device does,
+the fused attention calls of each compiled graph, then
 
   llm compile check: PASS     time ratio <= 1.10 and peak memory ratio <= 1.05
   llm compile check: FAIL (...numbers...)
 
---tiny: a 2-layer model of hidden 64 at sequence 64 on the CPU emulation, a dry run of the script in seconds
-(the verdict is printed, not judged: exit status 0 unless an arm failed).
+--tiny (the default where the plain device is the CPU): a 1-layer model of hidden 32 at sequence 32 on the CPU
+emulation, traced as torch.compile traces it (Dynamo and AOTAutograd; the graphs run as traced, Inductor's C++
+compile left to tests/compile): a dry run of the case in seconds (the verdict is printed, not judged: exit status 0
+unless an arm failed).
+The compiled flagos graph's Inductor features (torch_fl/compile/_torch_compat/features.py) are listed beside it.
 """
 
 from __future__ import annotations
@@ -35,10 +41,13 @@ import statistics
 import sys
 import time
 
+from . import lockstep
+
 FULL = {"layers": 8, "hidden": 1024, "heads": 16, "kv_heads": 4, "mlp": 2816, "vocab": 32000, "seq": 1024, "batch": 4}
-TINY = {"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "mlp": 128, "vocab": 256, "seq": 64, "batch": 2}
+TINY = {"layers": 1, "hidden": 32, "heads": 2, "kv_heads": 1, "mlp": 64, "vocab": 128, "seq": 32, "batch": 2}
 TIME_BAR, MEMORY_BAR = 1.10, 1.05
-WARM_STEPS, PEAK_STEPS, TURN_STEPS, ROUNDS = 3, 2, 5, 8
+WARM_STEPS, PEAK_STEPS = 3, 2
+TURNS = {"full": (8, 5), "tiny": (2, 2)}  # (rounds per set, synchronized steps per turn)
 CHILD_TIMEOUT_S = 480
 ATTENTION_WORDS = ("attention", "flash", "fmha", "cudnn", "sdp")
 COMPILED_ATTENTION = (  # the fused attention ops a compiled graph may call as extern kernels
@@ -55,13 +64,15 @@ COMPILED_ATTENTION = (  # the fused attention ops a compiled graph may call as e
 )
 
 
-def _lockstep():
-    """tests/bench/harness/lockstep.py, loaded as compile_check.py loads it (a plain arm never imports torch_fl;
-    compile_check imports only the standard library at import)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from compile_check import _lockstep as load
+def _import_torchvision() -> None:
+    """transformers imports torchvision where it is installed; the test images' needs tests/models/vision_import.py
+    first (it says why). A copy of the harness without the model suite beside it goes without."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "models")
+    if os.path.exists(os.path.join(path, "vision_import.py")):
+        sys.path.insert(0, path)
+        import vision_import
 
-    return load()
+        vision_import.load()
 
 
 def _attention_seen(step, device: str) -> dict:
@@ -87,6 +98,19 @@ def _attention_seen(step, device: str) -> dict:
     return {"ops": sorted(ops), "kernels": sorted(kernels)}
 
 
+def _traced_only(codes: list[str]):
+    """A torch.compile backend that traces the forward and the backward graphs (Dynamo and AOTAutograd), keeps
+    their code in ``codes`` and runs them as traced."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def keep(gm, example_inputs):
+        codes.append(gm.code)
+        return make_boxed_func(gm.forward)
+
+    return aot_autograd(fw_compiler=keep, bw_compiler=keep)
+
+
 def _gpu_vendor() -> bool:
     import torch_fl
 
@@ -95,6 +119,8 @@ def _gpu_vendor() -> bool:
 
 def run(arm: str, device: str, tiny: bool, serve_cpu: int | None) -> None:
     import torch
+
+    _import_torchvision()
     from transformers import LlamaConfig, LlamaForCausalLM
 
     if serve_cpu is not None and device == "cpu":
@@ -102,9 +128,12 @@ def run(arm: str, device: str, tiny: bool, serve_cpu: int | None) -> None:
     info: dict = {"arm": arm, "torch": torch.__version__}
     if arm == "flagos":
         import torch_fl
-
         device = "flagos"
         info["flagos_runtime"] = torch_fl.accelerator()
+        try:  # now, not on Inductor's import: the traced-only dry run never imports Inductor, and AOTAutograd needs
+            torch_fl.compile.register()  # the fused attention ops' Meta kernels the registration supplies
+        except RuntimeError as exc:
+            info["registration_failed"] = str(exc)
     elif device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("the plain arm asks for cuda, but torch.cuda.is_available() is False here")
     size = TINY if tiny else FULL
@@ -143,13 +172,22 @@ def run(arm: str, device: str, tiny: bool, serve_cpu: int | None) -> None:
         return step
 
     info["eager_attention"] = _attention_seen(make_step(model), device)
-    step = make_step(torch.compile(model))
-    from torch._inductor.utils import run_and_get_code
+    if tiny:  # the dry run traces as torch.compile does, without Inductor's C++ compile (tests/compile has that)
+        codes: list[str] = []
+        step = make_step(torch.compile(model, backend=_traced_only(codes)))
+        step()
+    else:
+        from torch._inductor.utils import run_and_get_code
 
-    _, codes = run_and_get_code(step)  # the first step compiles the forward and the backward graphs
+        step = make_step(torch.compile(model))
+        _, codes = run_and_get_code(step)  # the first step compiles the forward and the backward graphs
     code = "\n".join(codes)
     calls = {op: code.count(f"aten.{op}.default(") for op in COMPILED_ATTENTION}
     info["compiled_attention"] = {op: n for op, n in calls.items() if n}
+    if device == "flagos":
+        from torch_fl.compile import _torch_compat
+
+        info["inductor_features"] = _torch_compat.enabled_features()
     for _ in range(WARM_STEPS - 1):
         step()
     sync()
@@ -160,7 +198,6 @@ def run(arm: str, device: str, tiny: bool, serve_cpu: int | None) -> None:
         sync()
         peak = memory[1]()
         info["peak_gib"] = peak / 2**30 if peak else None  # the emulation keeps no peak statistics
-    lockstep = _lockstep()
     if serve_cpu is not None:
         lockstep.pin_all_threads(serve_cpu)
     lockstep.serve(step, sync, info)
@@ -171,7 +208,9 @@ def _command(arm: str, plain: str, tiny: bool, serve_cpu: int | None) -> tuple[l
     if arm != "flagos":
         env.pop("FLAGOS_AUTOLOAD", None)  # the plain arms never load torch_fl
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    cmd = [sys.executable, os.path.abspath(__file__), "run", "--arm", arm, "--device", plain]
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/bench: -m finds harness
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    cmd = [sys.executable, "-m", "harness.llm", "run", "--arm", arm, "--device", plain]
     cmd += ["--tiny"] * tiny + ["--serve-cpu", str(serve_cpu)] * (serve_cpu is not None)
     return cmd, env
 
@@ -195,17 +234,22 @@ def _takes_fused_where_plain_does(flagos: dict, plain: dict) -> tuple[bool, str]
     return True, "flash" if plain_flash else ", ".join(sorted(others)) or "math on both"
 
 
-def check(sets: int, tiny: bool) -> int:
+def case(sets: int, tiny: bool = False) -> dict:
+    """The case: its lines are printed as they come and kept, with the figures, for the harness's report."""
     runtime = os.environ.get("FLAGOS_ACCELERATOR", "cpu").strip() or "cpu"
     plain = "cuda" if runtime in ("cuda", "dcu") else "cpu"  # HIP builds of torch call their GPUs cuda too
+    tiny = tiny or plain == "cpu"  # the full model takes minutes per step on the emulation
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/torch-fl-llm-check-inductor")
     size = TINY if tiny else FULL
-    print(
-        f"llm compile check: HF Llama {size['layers']} layers, hidden {size['hidden']}, {size['heads']} heads / "
+    result: dict = {"size": size, "sets": sets, "judged": not tiny, "lines": []}
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        result["lines"].append(line)
+
+    say(f"llm compile check: HF Llama {size['layers']} layers, hidden {size['hidden']}, {size['heads']} heads / "
         f"{size['kv_heads']} kv heads, vocab {size['vocab']}, seq {size['seq']}, batch {size['batch']}, bf16 "
-        f"autocast, fused AdamW, torch.compile default; flagos on {runtime} against plain {plain}"
-    )
-    lockstep = _lockstep()
+        f"autocast, fused AdamW, torch.compile default; flagos on {runtime} against plain {plain}")
     arms = ("flagos", plain, plain + "-again")
     cpu = max(os.sched_getaffinity(0)) if plain == "cpu" else None
     ms: dict[str, list[float]] = {a: [] for a in arms}
@@ -217,41 +261,50 @@ def check(sets: int, tiny: bool) -> int:
         try:
             with lockstep.Group(children, CHILD_TIMEOUT_S) as group:
                 info = group.info
-                rounds = group.rounds(ROUNDS, TURN_STEPS)
+                rounds = group.rounds(*TURNS["tiny" if tiny else "full"])
         except lockstep.LockstepError as exc:
-            print(f"set {number + 1} failed: {exc}")
-            print("llm compile check: FAIL (an arm failed)")
-            return 1
+            say(f"set {number + 1} failed: {exc}")
+            result.update(failures=["an arm failed"], verdict="FAIL (an arm failed)")
+            say(f"llm compile check: {result['verdict']}")
+            return result
         med = [{k: statistics.median(t) for k, t in r.items()} for r in rounds]
         for a in arms:
             ms[a] += [m[a] for m in med]
         ratios["flagos"] += [m["flagos"] / m[plain] for m in med]
         ratios["again"] += [m[plain + "-again"] / m[plain] for m in med]
-        print(f"  set {number + 1} ({time.perf_counter() - start:.0f} s): "
-              + ", ".join(f"{a} {statistics.median(m[a] for m in med):.2f} ms" for a in arms))
-    print(f"  model: {info['flagos']['params_m']}M parameters; torch {info['flagos']['torch']}")
+        say(f"  set {number + 1} ({time.perf_counter() - start:.0f} s): "
+            + ", ".join(f"{a} {statistics.median(m[a] for m in med):.2f} ms" for a in arms))
+    say(f"  model: {info['flagos']['params_m']}M parameters; torch {info['flagos']['torch']}")
+    result["arms"] = {}
     for a in arms:
         q = statistics.quantiles(ms[a], n=4) if len(ms[a]) > 1 else [ms[a][0]] * 3
         peak = info[a].get("peak_gib")
-        print(f"  {a:12s} ms/step median {q[1]:.2f} (quartiles {q[0]:.2f} to {q[2]:.2f})"
-              + (f", peak memory {peak:.2f} GiB" if peak is not None else ""))
+        result["arms"][a] = {"ms_median": q[1], "ms_quartiles": [q[0], q[2]], "peak_gib": peak}
+        say(f"  {a:12s} ms/step median {q[1]:.2f} (quartiles {q[0]:.2f} to {q[2]:.2f})"
+            + (f", peak memory {peak:.2f} GiB" if peak is not None else ""))
     ratio, aa = statistics.median(ratios["flagos"]), statistics.median(ratios["again"])
-    print(f"  time: compiled flagos / compiled {plain} = {ratio:.3f} per round (bar {TIME_BAR:.2f}); "
-          f"A/A {plain}-again / {plain} = {aa:.3f}")
+    say(f"  time: compiled flagos / compiled {plain} = {ratio:.3f} per round (bar {TIME_BAR:.2f}); "
+        f"A/A {plain}-again / {plain} = {aa:.3f}")
     peaks = [info[a].get("peak_gib") for a in ("flagos", plain)]
     memory = peaks[0] / peaks[1] if None not in peaks else None
-    print(f"  memory: peak flagos / {plain} = " + (f"{memory:.3f} (bar {MEMORY_BAR:.2f})" if memory else
-                                                    "not measured (the host keeps no peak statistics)"))
+    result.update(time_ratio=ratio, aa_ratio=aa, memory_ratio=memory)
+    say(f"  memory: peak flagos / {plain} = " + (f"{memory:.3f} (bar {MEMORY_BAR:.2f})" if memory else
+                                                  "not measured (the host keeps no peak statistics)"))
+    if info["flagos"].get("registration_failed"):
+        say(f"  flagos compile registration failed: {info['flagos']['registration_failed']}")
+    result["inductor_features"] = info["flagos"].get("inductor_features", [])
+    say("  Inductor features of the flagos graph (those torch gates on the name cuda): "
+        + (", ".join(result["inductor_features"]) or f"none (the {runtime} runtime compiles C++ kernels)"))
     for a in ("flagos", plain):
         seen = info[a]["eager_attention"]
-        print(f"  eager attention on {a}: ops {', '.join(seen['ops']) or 'none'}"
-              + (f"; kernels {', '.join(seen['kernels'])}" if seen["kernels"] else ""))
+        say(f"  eager attention on {a}: ops {', '.join(seen['ops']) or 'none'}"
+            + (f"; kernels {', '.join(seen['kernels'])}" if seen["kernels"] else ""))
     for a in ("flagos", plain):
         calls = info[a]["compiled_attention"]
-        print(f"  compiled graph on {a}: fused attention extern calls "
-              + (", ".join(f"{op} x{n}" for op, n in calls.items()) or "none (attention was decomposed)"))
+        say(f"  compiled graph on {a}: fused attention calls "
+            + (", ".join(f"{op} x{n}" for op, n in calls.items()) or "none (attention was decomposed)"))
     same, what = _takes_fused_where_plain_does(info["flagos"]["eager_attention"], info[plain]["eager_attention"])
-    print(f"  eager attention: flagos takes the plain device's fused kernel: {'yes' if same else 'NO'} ({what})")
+    say(f"  eager attention: flagos takes the plain device's fused kernel: {'yes' if same else 'NO'} ({what})")
     failures = []
     if ratio > TIME_BAR:
         failures.append(f"time ratio {ratio:.3f} > {TIME_BAR:.2f} (A/A {aa:.3f})")
@@ -259,14 +312,21 @@ def check(sets: int, tiny: bool) -> int:
         failures.append(f"memory ratio {memory:.3f} > {MEMORY_BAR:.2f}")
     if not same:
         failures.append(f"eager attention: {what}")
+    if info["flagos"].get("registration_failed"):
+        failures.append("flagos compile registration failed")
     if info[plain]["compiled_attention"] and not info["flagos"]["compiled_attention"]:
         failures.append("the compiled flagos graph decomposes attention")
-    verdict = "PASS" if not failures else "FAIL (" + "; ".join(failures) + ")"
-    print(f"llm compile check: {verdict} ({time.perf_counter() - start:.0f} s)")
+    result.update(failures=failures, verdict="PASS" if not failures else "FAIL (" + "; ".join(failures) + ")")
+    say(f"llm compile check: {result['verdict']} ({time.perf_counter() - start:.0f} s)")
     if tiny:
-        print("(--tiny: a dry run of the script; the verdict is not judged)")
-        return 0
-    return int(bool(failures))
+        say("(tiny: a dry run of the case on the emulation; the verdict is not judged)")
+    return result
+
+
+def check(sets: int, tiny: bool) -> int:
+    """The node's entry: exit 1 on a judged failure or a failed arm."""
+    result = case(sets, tiny)
+    return int(bool(result["failures"]) and (result["judged"] or "an arm failed" in result["failures"]))
 
 
 def main() -> int:
