@@ -1,0 +1,83 @@
+"""Graphs under the CPU emulation: a capture records the flagos op stream, a replay reruns it into the same tensors.
+
+The semantics are a GPU graph's, so that CI tests what a CUDA node does:
+- the capture leaves memory that existed before it as it found it (a GPU capture runs nothing), and a replay does
+  the captured work: in-place updates of parameters happen once per replay;
+- a replay reads its inputs from the tensors the capture read (copy new data into those static inputs) and writes
+  its results into the tensors the capture returned;
+- what the capture allocated stays alive as long as the graph does (the graph's pool);
+- random ops draw fresh numbers on every replay, as CUDA graphs advance the generator's offset per replay.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from ._capture import CaptureError, CaptureMode, Recording
+
+_pool_ids = itertools.count(1)
+
+
+def new_pool() -> tuple[int, int]:
+    """A pool token shaped like CUDA's ``(0, id)``; the emulation allocates from the host either way, so a pool is
+    only a name that graphs capturing into it share."""
+    return (0, next(_pool_ids))
+
+
+class EmulatedGraph:
+    def __init__(self) -> None:
+        self._recording: Recording | None = None
+        self._mode: CaptureMode | None = None
+        self._pool: tuple[int, int] | None = None
+
+    def capture_begin(self, pool: tuple[int, int] | None, capture_error_mode: str) -> None:
+        if self._mode is not None or self._recording is not None:
+            raise CaptureError("torch_fl graphs: this graph already holds a capture; call reset() to capture again")
+        self._pool = tuple(pool) if pool is not None else new_pool()  # type: ignore[assignment]
+        recording = Recording()
+        self._mode = CaptureMode(recording)
+        self._mode.__enter__()
+        self._recording = recording
+
+    def capture_end(self) -> None:
+        mode, recording = self._mode, self._recording
+        if mode is None or recording is None:
+            raise CaptureError("torch_fl graphs: capture_end() without capture_begin()")
+        self._mode = None
+        mode.__exit__(None, None, None)
+        recording.restore()
+        if mode.error is not None:  # refused inside the region, even if the caller caught the error there
+            self._recording = None
+            raise mode.error
+
+    def abandon(self) -> None:
+        """Leave a capture that raised: nothing of it is kept and the memory it wrote is put back."""
+        if self._mode is not None:
+            self._mode.__exit__(None, None, None)
+            self._mode = None
+        if self._recording is not None:
+            self._recording.restore()
+            self._recording = None
+
+    def replay(self) -> None:
+        if self._recording is None or self._mode is not None:
+            raise CaptureError("torch_fl graphs: replay() needs a finished capture (capture_begin ... capture_end)")
+        for entry in self._recording.entries:
+            entry.replay()
+
+    def reset(self) -> None:
+        self.abandon()
+
+    def pool(self) -> tuple[int, int]:
+        if self._pool is None:
+            raise CaptureError("torch_fl graphs: pool() of a graph that has not captured; use graph_pool_handle()")
+        return self._pool
+
+    def capturing(self) -> bool:
+        return self._mode is not None
+
+    def recorded_ops(self) -> list[str]:
+        """The ops a replay reruns, in order (for tests and debugging)."""
+        from ._capture import _name
+
+        return [_name(e.func) for e in self._recording.entries] if self._recording else []
