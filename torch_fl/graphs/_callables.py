@@ -122,7 +122,10 @@ class _Graphed:
                     if static is not None and new is not None and static.data_ptr() != new.data_ptr():
                         static.copy_(new)
                 me.bwd.replay()
-                return tuple(g.detach() if g is not None else None for g in me.static_grad_inputs)
+                # Held here too, so AccumulateGrad sees a shared tensor and copies it instead of stealing it:
+                # a stolen .grad would be the graph's buffer, which the next replay overwrites.
+                me.returned_grads = tuple(g.detach() if g is not None else None for g in me.static_grad_inputs)
+                return me.returned_grads
 
         def graphed(*args: Any) -> Any:
             flat = [a for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor)]

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import itertools
 
+import torch
+
 from ._capture import CaptureError, CaptureMode, Recording
 
 _pool_ids = itertools.count(1)
@@ -45,7 +47,8 @@ class EmulatedGraph:
             raise CaptureError("torch_fl graphs: capture_end() without capture_begin()")
         self._mode = None
         mode.__exit__(None, None, None)
-        recording.restore()
+        with torch._C._AutoDispatchBelowADInplaceOrView():
+            recording.restore()
         if mode.error is not None:  # refused inside the region, even if the caller caught the error there
             self._recording = None
             raise mode.error
@@ -56,14 +59,17 @@ class EmulatedGraph:
             self._mode.__exit__(None, None, None)
             self._mode = None
         if self._recording is not None:
-            self._recording.restore()
+            with torch._C._AutoDispatchBelowADInplaceOrView():
+                self._recording.restore()
             self._recording = None
 
     def replay(self) -> None:
         if self._recording is None or self._mode is not None:
             raise CaptureError("torch_fl graphs: replay() needs a finished capture (capture_begin ... capture_end)")
-        for entry in self._recording.entries:
-            entry.replay()
+        # The calls were recorded below autograd (a dispatch mode sees them there): rerun them there too.
+        with torch._C._AutoDispatchBelowADInplaceOrView():
+            for entry in self._recording.entries:
+                entry.replay()
 
     def reset(self) -> None:
         self.abandon()
