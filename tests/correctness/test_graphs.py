@@ -156,8 +156,10 @@ def test_capture_state_and_misuse():
         assert torch.flagos.is_current_stream_capturing()
         x + 1
     assert not torch.flagos.is_current_stream_capturing()
-    with pytest.raises(CaptureError, match="reset"):
+    with pytest.raises(CaptureError, match="captured; call reset"):
         g.capture_begin()
+    with pytest.raises(CaptureError, match="capture_end.*needs capture_begin"):
+        g.capture_end()
     g.reset()
     with torch.flagos.graph(g):
         out = x * 4

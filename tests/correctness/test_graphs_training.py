@@ -30,12 +30,12 @@ def test_graphed_module_forward_and_backward_equal_eager():
     graphed = torch.flagos.make_graphed_callables(graphed, (sample,))
     for x_host, _ in _batches(3):
         xs = [x_host.to(DEV).requires_grad_() for _ in range(2)]
-        outs = [model(x) for model, x in zip((eager, graphed), xs)]
+        outs = [model(x) for model, x in zip((eager, graphed), xs, strict=True)]
         torch.testing.assert_close(outs[1].cpu(), outs[0].cpu())
         for out in outs:
             (out**2).sum().backward()
         torch.testing.assert_close(xs[1].grad.cpu(), xs[0].grad.cpu())
-        for p_eager, p_graphed in zip(eager.parameters(), graphed.parameters()):
+        for p_eager, p_graphed in zip(eager.parameters(), graphed.parameters(), strict=True):
             torch.testing.assert_close(p_graphed.grad.cpu(), p_eager.grad.cpu())
     graphed.eval()  # another training state than the capture's: the eager forward runs
     torch.testing.assert_close(graphed(sample).cpu(), eager(sample).cpu())
@@ -82,8 +82,11 @@ def _train(model, optimizer, batches, captured: bool) -> None:
             step(x.to(DEV), y.to(DEV))
         return
     static_x, static_y = batches[0][0].to(DEV), batches[0][1].to(DEV)
-    # A warm-up step creates the gradients and the optimizer's state outside the graph, as on CUDA.
-    step(static_x, static_y)
+    # A warm-up step on a side stream creates the gradients and the optimizer's state outside the graph, as the
+    # CUDA graph recipe does.
+    with torch.flagos.stream(torch.flagos.Stream()):
+        step(static_x, static_y)
+    torch.flagos.synchronize()
     g = torch.flagos.FlagosGraph()
     with torch.flagos.graph(g):
         step(static_x, static_y)
@@ -96,8 +99,8 @@ def _train(model, optimizer, batches, captured: bool) -> None:
 def test_captured_training_step_equals_eager():
     batches = _batches(6)
     models = [_mlp().to(DEV) for _ in range(2)]
-    for model, captured in zip(models, (False, True)):
+    for model, captured in zip(models, (False, True), strict=True):
         optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
         _train(model, optimizer, batches, captured)
-    for p_eager, p_captured in zip(*(m.parameters() for m in models)):
+    for p_eager, p_captured in zip(*(m.parameters() for m in models), strict=True):
         torch.testing.assert_close(p_captured.cpu(), p_eager.cpu())

@@ -56,30 +56,47 @@ class FlagosGraph:
             from ._emulation import EmulatedGraph
 
             self._impl = EmulatedGraph()
+        self._state = "empty"  # -> "capturing" -> "captured"; reset() or a failed capture -> "empty"
 
     def capture_begin(self, pool: tuple[int, int] | None = None, capture_error_mode: str = "global") -> None:
         if capture_error_mode not in _CAPTURE_ERROR_MODES:
             raise ValueError(f"capture_error_mode={capture_error_mode!r}: expected one of {_CAPTURE_ERROR_MODES}")
-        if capture_error_mode == "default":
-            capture_error_mode = "global"
-        self._impl.capture_begin(pool, capture_error_mode)
+        if self._state != "empty":
+            raise CaptureError(f"torch_fl graphs: this graph is {self._state}; call reset() to capture again")
+        self._impl.capture_begin(pool, "global" if capture_error_mode == "default" else capture_error_mode)
+        self._state = "capturing"
         _capturing.depth = getattr(_capturing, "depth", 0) + 1
 
     def capture_end(self) -> None:
-        _capturing.depth = getattr(_capturing, "depth", 1) - 1
+        self._expect("capturing", "capture_end() needs capture_begin() first")
+        self._end()
         self._impl.capture_end()
+        self._state = "captured"
+
+    def _end(self) -> None:
+        _capturing.depth -= 1
+        self._state = "empty"
 
     def _abandon(self) -> None:
-        _capturing.depth = getattr(_capturing, "depth", 1) - 1
+        self._end()
         self._impl.abandon()
 
+    def _expect(self, state: str, what: str) -> None:
+        if self._state != state:
+            raise CaptureError(f"torch_fl graphs: {what} (this graph is {self._state})")
+
     def replay(self) -> None:
+        self._expect("captured", "replay() needs a finished capture (capture_begin ... capture_end)")
         self._impl.replay()
 
     def reset(self) -> None:
+        if self._state == "capturing":
+            self._abandon()
         self._impl.reset()
+        self._state = "empty"
 
     def pool(self) -> tuple[int, int]:
+        self._expect("captured", "pool() needs a finished capture; graph_pool_handle() gives a pool to share")
         return self._impl.pool()
 
 

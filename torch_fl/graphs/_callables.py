@@ -36,7 +36,7 @@ def make_graphed_callables(
             "cache would hand the graphs casts made outside them"
         )
     pool = graph_pool_handle() if pool is None else pool
-    graphed = [_Graphed(fn, tuple(args), allow_unused_input) for fn, args in zip(callables, sample_args)]
+    graphed = [_Graphed(fn, tuple(args), allow_unused_input) for fn, args in zip(callables, sample_args, strict=True)]
     for g in graphed:
         g.warm_up(num_warmup_iters)
     for g in graphed:  # forwards in call order, backwards in reverse, as they run in a step
@@ -109,7 +109,7 @@ class _Graphed:
         class Function(torch.autograd.Function):
             @staticmethod
             def forward(ctx: Any, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-                for static, new in zip(me.static_inputs, inputs):
+                for static, new in zip(me.static_inputs, inputs, strict=True):
                     if static.data_ptr() != new.data_ptr():
                         static.copy_(new)
                 me.fwd.replay()
@@ -118,7 +118,7 @@ class _Graphed:
             @staticmethod
             @torch.autograd.function.once_differentiable
             def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-                for static, new in zip(me.static_grad_outputs, grads):
+                for static, new in zip(me.static_grad_outputs, grads, strict=True):
                     if static is not None and new is not None and static.data_ptr() != new.data_ptr():
                         static.copy_(new)
                 me.bwd.replay()
@@ -129,9 +129,10 @@ class _Graphed:
 
         def graphed(*args: Any) -> Any:
             flat = [a for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor)]
-            outs = iter(Function.apply(*flat, *me.static_inputs[len(flat):]))
-            return tree_unflatten([next(outs) if isinstance(o, torch.Tensor) else o for o in me.static_outputs],
-                                  me.spec)
+            outs = iter(Function.apply(*flat, *me.static_inputs[len(flat) :]))
+            return tree_unflatten(
+                [next(outs) if isinstance(o, torch.Tensor) else o for o in me.static_outputs], me.spec
+            )
 
         if me.module is None:
             return graphed

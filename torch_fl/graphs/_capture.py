@@ -143,15 +143,24 @@ class CaptureMode(TorchDispatchMode):
 
     def _check_device_op(self, func: Any, on_host: list[torch.Tensor]) -> None:
         if any(tag in func.tags for tag in _HOST_READ_TAGS):
-            raise self.refuse(func, "the host must read its data (or its output size) from the device",
-                              "move it before or after the captured region")
+            raise self.refuse(
+                func,
+                "the host must read its data (or its output size) from the device",
+                "move it before or after the captured region",
+            )
         if any(t.dim() > 0 for t in on_host):
-            raise self.refuse(func, "it mixes host and flagos tensors (a copy between host and device)",
-                              "copy host data into a static flagos input before replay()")
+            raise self.refuse(
+                func,
+                "it mixes host and flagos tensors (a copy between host and device)",
+                "copy host data into a static flagos input before replay()",
+            )
         if _route(func) == "cpu":
-            raise self.refuse(func, "its route is 'cpu', a host round trip a replay cannot repeat",
-                              f"route it natively (FLAGOS_OP_{_name(func).replace('.', '__')}=native) or keep it "
-                              "out of the captured region")
+            raise self.refuse(
+                func,
+                "its route is 'cpu', a host round trip a replay cannot repeat",
+                f"route it natively (FLAGOS_OP_{_name(func).replace('.', '__')}=native) or keep it "
+                "out of the captured region",
+            )
 
     def _check_transfer(self, func: Any, on_flagos: bool, on_host: bool, target: Any) -> None:
         """Refuse a copy to another device before it runs: on a GPU it would break the capture without a name."""
@@ -167,8 +176,11 @@ class CaptureMode(TorchDispatchMode):
         born = {_storage_key(t) for t in self.host_born}
         for t in written:
             if t.device.type == "cpu" and _storage_key(t) not in born:
-                raise self.refuse(func, "it writes a host tensor, which a replay would not write again",
-                                  "keep that state on the device (torch.optim: capturable=True)")
+                raise self.refuse(
+                    func,
+                    "it writes a host tensor, which a replay would not write again",
+                    "keep that state on the device (torch.optim: capturable=True)",
+                )
 
     def _save_before_write(self, written: list[torch.Tensor]) -> None:
         recording = self.recording

@@ -55,6 +55,3 @@ class CudaBackedGraph:
 
     def pool(self) -> tuple[int, int]:
         return tuple(self._graph.pool())  # type: ignore[return-value]
-
-    def capturing(self) -> bool:
-        return self._mode is not None

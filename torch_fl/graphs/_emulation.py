@@ -15,7 +15,7 @@ import itertools
 
 import torch
 
-from ._capture import CaptureError, CaptureMode, Recording
+from ._capture import CaptureMode, Recording
 
 _pool_ids = itertools.count(1)
 
@@ -33,18 +33,14 @@ class EmulatedGraph:
         self._pool: tuple[int, int] | None = None
 
     def capture_begin(self, pool: tuple[int, int] | None, capture_error_mode: str) -> None:
-        if self._mode is not None or self._recording is not None:
-            raise CaptureError("torch_fl graphs: this graph already holds a capture; call reset() to capture again")
         self._pool = tuple(pool) if pool is not None else new_pool()  # type: ignore[assignment]
-        recording = Recording()
-        self._mode = CaptureMode(recording)
+        self._recording = Recording()
+        self._mode = CaptureMode(self._recording)
         self._mode.__enter__()
-        self._recording = recording
 
     def capture_end(self) -> None:
         mode, recording = self._mode, self._recording
-        if mode is None or recording is None:
-            raise CaptureError("torch_fl graphs: capture_end() without capture_begin()")
+        assert mode is not None and recording is not None  # FlagosGraph keeps the order of calls
         self._mode = None
         mode.__exit__(None, None, None)
         with torch._C._AutoDispatchBelowADInplaceOrView():
@@ -64,8 +60,7 @@ class EmulatedGraph:
             self._recording = None
 
     def replay(self) -> None:
-        if self._recording is None or self._mode is not None:
-            raise CaptureError("torch_fl graphs: replay() needs a finished capture (capture_begin ... capture_end)")
+        assert self._recording is not None
         # The calls were recorded below autograd (a dispatch mode sees them there): rerun them there too.
         with torch._C._AutoDispatchBelowADInplaceOrView():
             for entry in self._recording.entries:
@@ -75,12 +70,8 @@ class EmulatedGraph:
         self.abandon()
 
     def pool(self) -> tuple[int, int]:
-        if self._pool is None:
-            raise CaptureError("torch_fl graphs: pool() of a graph that has not captured; use graph_pool_handle()")
+        assert self._pool is not None
         return self._pool
-
-    def capturing(self) -> bool:
-        return self._mode is not None
 
     def recorded_ops(self) -> list[str]:
         """The ops a replay reruns, in order (for tests and debugging)."""
