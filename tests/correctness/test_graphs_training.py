@@ -84,7 +84,9 @@ def _train(model, optimizer, batches, captured: bool) -> None:
     static_x, static_y = batches[0][0].to(DEV), batches[0][1].to(DEV)
     # A warm-up step on a side stream creates the gradients and the optimizer's state outside the graph, as the
     # CUDA graph recipe does.
-    with torch.flagos.stream(torch.flagos.Stream()):
+    side = torch.flagos.Stream()
+    side.wait_stream(torch.flagos.current_stream())
+    with torch.flagos.stream(side):
         step(static_x, static_y)
     torch.flagos.synchronize()
     g = torch.flagos.FlagosGraph()

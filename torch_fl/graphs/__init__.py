@@ -72,10 +72,13 @@ class FlagosGraph:
         self._end()
         self._impl.capture_end()
         self._state = "captured"
+        # A replay costs what the vendor's does: the instance answers replay() with the vendor's own call.
+        self.replay = self._impl.replayer()  # type: ignore[method-assign]
 
     def _end(self) -> None:
         _capturing.depth -= 1
         self._state = "empty"
+        self.__dict__.pop("replay", None)
 
     def _abandon(self) -> None:
         self._end()
@@ -94,6 +97,7 @@ class FlagosGraph:
             self._abandon()
         self._impl.reset()
         self._state = "empty"
+        self.__dict__.pop("replay", None)
 
     def pool(self) -> tuple[int, int]:
         self._expect("captured", "pool() needs a finished capture; graph_pool_handle() gives a pool to share")

@@ -79,7 +79,9 @@ class _Graphed:
     def warm_up(self, iters: int) -> None:
         from .. import flagos
 
-        with flagos.stream(flagos.Stream()):
+        side = flagos.Stream()
+        side.wait_stream(flagos.current_stream())  # the sample arguments were made on the current stream
+        with flagos.stream(side):
             for _ in range(iters):
                 outs = [o for o in tree_flatten(self.fn(*self.args))[0] if isinstance(o, torch.Tensor)]
                 self._grad_step(outs, [torch.ones_like(o) for o in outs if o.requires_grad])

@@ -10,6 +10,8 @@ reports a broken capture with no op in the message.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from ._capture import CaptureMode
@@ -47,8 +49,8 @@ class CudaBackedGraph:
         finally:
             self._graph.reset()
 
-    def replay(self) -> None:
-        self._graph.replay()
+    def replayer(self) -> Callable[[], None]:
+        return self._graph.replay
 
     def reset(self) -> None:
         self._graph.reset()

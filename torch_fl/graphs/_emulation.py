@@ -12,6 +12,7 @@ The semantics are a GPU graph's, so that CI tests what a CUDA node does:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import torch
 
@@ -58,6 +59,9 @@ class EmulatedGraph:
             with torch._C._AutoDispatchBelowADInplaceOrView():
                 self._recording.restore()
             self._recording = None
+
+    def replayer(self) -> Callable[[], None]:
+        return self.replay
 
     def replay(self) -> None:
         assert self._recording is not None
