@@ -165,3 +165,27 @@ def test_capture_state_and_misuse():
         out = x * 4
     g.replay()
     assert torch.equal(out.cpu(), torch.full((2,), 4.0))
+
+
+@pytest.mark.skipif(not torch_fl._C.register_graph_impl(), reason="this torch has no graph registry")
+def test_accelerator_graph_builds_a_flagos_graph():
+    x = torch.ones(3, device=DEV)
+    g = torch.accelerator.Graph()
+    side = torch.flagos.Stream()
+    # Explicit calls, not `with g:`: its __enter__ calls torch.accelerator.empty_host_cache(), which crashes on
+    # flagos once a flagos tensor exists (a host-allocator gap of the device, apart from graphs).
+    with torch.flagos.stream(side):
+        g.capture_begin()
+        out = x * 3
+        g.capture_end()
+    x.fill_(2.0)
+    g.replay()
+    assert torch.equal(out.cpu(), torch.full((3,), 6.0))
+    shared = torch.accelerator.Graph(pool=g.pool())
+    with torch.flagos.stream(side):
+        shared.capture_begin()
+        twice = out + out
+        shared.capture_end()
+    shared.replay()
+    assert shared.pool() == g.pool()
+    assert torch.equal(twice.cpu(), torch.full((3,), 12.0))
