@@ -2,6 +2,7 @@
 
     python tests/node/graphs_check.py add   --pairs 20 --repeat 200   # seed add cases: one graph replayed 200 times
     python tests/node/graphs_check.py rng                             # dropout captured: fresh numbers per replay
+    python tests/node/graphs_check.py provider                        # FlagGems' Python path refused by name
     python tests/node/graphs_check.py train --sets 3 --steps 20       # captured eager training step vs eager
 
 add: in one process, forward only (plain cuda tensors never meet autograd, so they may share it with torch_fl):
@@ -118,6 +119,35 @@ def rng(args: argparse.Namespace) -> bool:
     return valid and fresh
 
 
+def provider(args: argparse.Namespace) -> bool:
+    """A FlagGems call on its Python path (the replay off) is refused by name under capture."""
+    import os
+
+    import torch_fl
+
+    os.environ["FLAGOS_OP_add__Tensor"] = "flaggems"
+    try:
+        torch_fl.reload_routes()
+    except Exception as exc:  # noqa: BLE001  (no FlagGems on this node)
+        print(f"provider: skipped, the flaggems route is not available ({exc})")
+        os.environ.pop("FLAGOS_OP_add__Tensor")
+        return True
+    torch_fl.replay.configure(enabled=False)
+    x = torch.ones(8, device="flagos")
+    try:
+        with torch.flagos.graph(torch.flagos.FlagosGraph()):
+            x + x
+        print("provider: FAILED, FlagGems' Python path was captured without a word")
+        return False
+    except RuntimeError as exc:  # a CaptureError, perhaps re-raised by the router as a RuntimeError
+        print(f"provider: refused ({type(exc).__name__}): {exc}")
+        return "add" in str(exc) and "cannot be captured" in str(exc)
+    finally:
+        os.environ.pop("FLAGOS_OP_add__Tensor")
+        torch_fl.replay.configure(enabled=True)
+        torch_fl.reload_routes()
+
+
 def _model_and_data(device: str, steps: int):
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(D_MODEL, HEADS, FFN, dropout=0.0, batch_first=True)
@@ -228,7 +258,7 @@ def train(args: argparse.Namespace) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("part", choices=("add", "rng", "train", "train-arm", "all"))
+    parser.add_argument("part", choices=("add", "rng", "provider", "train", "train-arm", "all"))
     parser.add_argument("--pairs", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--sets", type=int, default=3)
@@ -240,7 +270,7 @@ def main() -> int:
         return 0 if train_arm(args) else 1
     if args.part == "train":
         return 0 if train(args) else 1
-    parts = {"add": add, "rng": rng}
+    parts = {"add": add, "rng": rng, "provider": provider}
     # train spawns its processes before this one imports torch_fl's CUDA state
     ok = train(args) if args.part == "all" else True
     for name, fn in parts.items():

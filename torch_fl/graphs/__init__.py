@@ -10,7 +10,6 @@ tensors (``_emulation.py``). Both refuse at capture time, naming the op, what a 
 from __future__ import annotations
 
 import gc
-import threading
 from typing import Any
 
 from .. import _C
@@ -27,7 +26,6 @@ __all__ = [
 ]
 
 _CAPTURE_ERROR_MODES = ("default", "global", "thread_local", "relaxed")
-_capturing = threading.local()
 
 
 def _on_gpu() -> bool:
@@ -65,7 +63,6 @@ class FlagosGraph:
             raise CaptureError(f"torch_fl graphs: this graph is {self._state}; call reset() to capture again")
         self._impl.capture_begin(pool, "global" if capture_error_mode == "default" else capture_error_mode)
         self._state = "capturing"
-        _capturing.depth = getattr(_capturing, "depth", 0) + 1
 
     def capture_end(self) -> None:
         self._expect("capturing", "capture_end() needs capture_begin() first")
@@ -76,7 +73,6 @@ class FlagosGraph:
         self.replay = self._impl.replayer()  # type: ignore[method-assign]
 
     def _end(self) -> None:
-        _capturing.depth -= 1
         self._state = "empty"
         self.__dict__.pop("replay", None)
 
@@ -105,8 +101,17 @@ class FlagosGraph:
 
 
 def is_current_stream_capturing() -> bool:
-    """Whether this thread is inside a flagos graph capture."""
-    return getattr(_capturing, "depth", 0) > 0
+    """Whether work queued now would be captured: on a GPU vendor, whether the current stream is capturing; under
+    emulation, whether a capture's recording mode is active here (the autograd engine's threads inherit it)."""
+    if _on_gpu():
+        import torch
+
+        return torch.cuda.is_current_stream_capturing()
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    from ._capture import CaptureMode
+
+    return any(isinstance(mode, CaptureMode) for mode in _get_current_dispatch_mode_stack())
 
 
 class graph:
