@@ -119,7 +119,7 @@ class graph:
     stream by default, as a capture may not use the default stream). The block's work is not run on a GPU vendor,
     only recorded; replay with ``g.replay()``. An error inside the block abandons the capture."""
 
-    _side_stream: Any = None
+    _side_streams: dict[int, Any] = {}  # one capture stream per device, made on first use
 
     def __init__(
         self,
@@ -131,9 +131,10 @@ class graph:
         from .. import flagos
 
         if stream is None:
-            if graph._side_stream is None:
-                graph._side_stream = flagos.Stream()
-            stream = graph._side_stream
+            index = flagos.current_device()
+            if index not in graph._side_streams:
+                graph._side_streams[index] = flagos.Stream(index)
+            stream = graph._side_streams[index]
         self.graph = flagos_graph
         self.pool = pool
         self.capture_error_mode = capture_error_mode
