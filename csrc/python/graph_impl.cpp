@@ -54,8 +54,9 @@ struct PythonGraph final : at::GraphImplInterface {
     auto token = graph_.attr("pool")().cast<std::pair<c10::CaptureId_t, c10::CaptureId_t>>();
     return {token.first, token.second};
   }
-  void enable_debug_mode() override {}
-  void debug_dump(const std::string& /*path*/) override {
+  // Not `override`: torch 2.13 declares these two, other snapshots of the interface do not.
+  void enable_debug_mode() {}
+  void debug_dump(const std::string& /*path*/) {
     TORCH_CHECK(false, "torch_fl: flagos graphs have no debug dump");
   }
 
