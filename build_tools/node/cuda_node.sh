@@ -206,8 +206,8 @@ if [ "$mode" = interop ]; then  # DLPack's CUDA capsule, the queue's refusal, th
 fi
 if [ "$mode" = graphs ]; then  # capture and replay on flagos over CUDA (issue 34)
   (cd "$tests_copy" && rc=0
-   "$PY" -m pytest -c pyproject.toml -q -p no:cacheprovider -rs correctness/test_graphs.py \
-     correctness/test_graphs_training.py || rc=1
+   "$PY" -m pytest -c pyproject.toml -q -p no:cacheprovider -rs correctness/test_capture_replay.py \
+     correctness/test_capture_replay_training.py || rc=1
    cd /tmp && { "$PY" "$tests_copy/node/graphs_check.py" all --pairs "${GRAPH_PAIRS:-20}" \
      --sets "${GRAPH_SETS:-3}" || rc=1; }
    exit $rc) 2>&1 | grep --line-buffered -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/graphs.txt"
