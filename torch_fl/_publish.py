@@ -6,6 +6,8 @@ provider, by its index in the published table; the provider's name is only for i
 
 from __future__ import annotations
 
+import torch
+
 from . import _C, providers, replay
 from ._names import CPU, NATIVE
 from ._routing import RouteTable
@@ -32,9 +34,23 @@ def publish(table: RouteTable) -> None:
     _C.set_routes(code(table.default.route), per_op, order, [p.replay for p in _PROVIDER_ORDER])
 
 
+def _capturing() -> bool:
+    """A GPU graph capture is under way on the current stream. The emulation needs no such check: its capture
+    records the flagos call itself, and a replay calls the provider again."""
+    return _C.accelerator() in ("cuda", "dcu") and torch.cuda.is_current_stream_capturing()
+
+
 def call_provider(index: int, op: str, args: tuple, kwargs: dict, record: bool) -> object:
     """The router's call into Python for a provider route (installed with ``_C.set_provider_dispatcher``)."""
     kernel = _PROVIDER_ORDER[index].kernel(op)
+    if _capturing():
+        from .graphs import CaptureError
+
+        raise CaptureError(
+            f"torch_fl graphs: {op} cannot be captured: its provider route runs Python (not a replayed plan), "
+            "whose host work a replay would skip; run the region once before capturing (the replay then records "
+            f"a plan) or route it natively (FLAGOS_OP_{op.replace('.', '__')}=native)"
+        )
     if record:  # the replay cache has no plan for this call yet (csrc/replay/plan.h)
         return replay.record_call(kernel, args, kwargs)
     return kernel(*args, **kwargs)

@@ -62,6 +62,7 @@ def start() -> None:
 
     _dlpack.install()  # DLPack in the vendor's device type
     _sharing.install()  # torch.multiprocessing: shared memory under emulation, a clear refusal on GPUs
+    _C.register_graph_impl()  # torch.accelerator.Graph builds flagos graphs (where this torch has the registry)
     atexit.register(settle_at_exit)
     atexit.register(_print_replay_stats)
     if torch.distributed.is_available():

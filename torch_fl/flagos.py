@@ -6,9 +6,11 @@ import torch
 
 from . import _C
 from ._dlpack import from_dlpack
+from .graphs import FlagosGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 
 __all__ = [
     "Event",
+    "FlagosGraph",
     "Stream",
     "StreamContext",
     "current_device",
@@ -20,10 +22,14 @@ __all__ = [
     "from_dlpack",
     "get_amp_supported_dtype",
     "get_rng_state",
+    "graph",
+    "graph_pool_handle",
     "initial_seed",
     "is_available",
     "is_bf16_supported",
+    "is_current_stream_capturing",
     "is_initialized",
+    "make_graphed_callables",
     "manual_seed",
     "manual_seed_all",
     "max_memory_allocated",

@@ -4,7 +4,7 @@
 # install it, run the routing and correctness suites with FlagGems present,
 # then the route A/B benchmark. Everything lands under $OUT (default reports/cuda-node).
 #   bash build_tools/node/cuda_node.sh [smoke|full|bench|train|models|dist|fsdp|checks|opinfo|mixed|compile|llm|
-#                                       replay|stepops|flaggems|interop]
+#                                       replay|stepops|flaggems|interop|graphs]
 #   full:   the routing and correctness suites (SUITE_WORKERS xdist workers, 8; 0: one process), then the bench;
 #           BENCH_ARGS="--runs 3 ..." adds bench options. bench: the bench alone
 #   train:  flagos training against plain cuda in separate processes (tests/node/train_check.py), and the step
@@ -35,6 +35,10 @@
 #           STEP_OPS_ARGS more options (--counters N: the router's phase counters over N more replays)
 #   interop: DLPack of a flagos tensor as a CUDA capsule (tests/node/dlpack_check.py), then the DLPack, queue-sharing
 #           and sparse tests of the correctness suite
+#   graphs: flagos graphs (issue 34): the graph tests of the correctness suite on CUDA, then tests/node/graphs_check.py:
+#           the seed adds captured once and replayed (GRAPH_PAIRS in-process pairs against plain cuda's captured add,
+#           with an A/A arm), dropout under capture, a captured AdamW training step against eager (parameters) and
+#           its step time against plain cuda captured (GRAPH_SETS lockstep sets of one process per arm, A/A arm)
 #   replay: the flaggems replay (tests/node/replay_check.py): the seed cases as in-process pairs of plain cuda,
 #           flagos native, FlagGems' Python path and the replay, then the op sweep (small shapes and 4096x4096),
 #           then the correctness suite with the swept ops on flaggems, once under FLAGOS_FLAGGEMS_VERIFY=1 and once
@@ -52,8 +56,8 @@
 # At most 8 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md,png};
 # train: train.txt; models: models.txt; dist: dist.txt; fsdp: fsdp.txt; checks: models.txt, pytest.txt,
 # junit.xml, exit.txt; opinfo: opinfo-{native,cpu}.{txt,json}; mixed: mixed.txt; compile: compile.txt; interop:
-# interop.txt; llm: llm.txt; stepops: step_ops.txt; flaggems: flaggems.txt, qualify-report.{json,md},
-# qualify-events.jsonl, flaggems-first.json): a lent machine hands back only a few.
+# interop.txt; graphs: graphs.txt; llm: llm.txt; stepops: step_ops.txt; flaggems: flaggems.txt,
+# qualify-report.{json,md}, qualify-events.jsonl, flaggems-first.json): a lent machine hands back only a few.
 set -euo pipefail
 mode=${1:-full}
 OUT=${OUT:-reports/cuda-node}
@@ -221,6 +225,15 @@ if [ "$mode" = interop ]; then  # DLPack's CUDA capsule, the queue's refusal, th
   (cd /tmp && "$PY" "$tests_copy/node/dlpack_check.py" \
    && cd "$tests_copy" && "$PY" -m pytest -c pyproject.toml -q -p no:cacheprovider -rs correctness/test_dlpack.py \
         correctness/test_multiprocessing.py correctness/test_layouts.py) 2>&1 | tee "$OUT/interop.txt"
+  exit "${PIPESTATUS[0]}"
+fi
+if [ "$mode" = graphs ]; then  # capture and replay on flagos over CUDA (issue 34)
+  (cd "$tests_copy" && rc=0
+   "$PY" -m pytest -c pyproject.toml -q -p no:cacheprovider -rs correctness/test_capture_replay.py \
+     correctness/test_capture_replay_training.py || rc=1
+   cd /tmp && { "$PY" "$tests_copy/node/graphs_check.py" all --pairs "${GRAPH_PAIRS:-20}" \
+     --sets "${GRAPH_SETS:-3}" || rc=1; }
+   exit $rc) 2>&1 | grep --line-buffered -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/graphs.txt"
   exit "${PIPESTATUS[0]}"
 fi
 if [ "$mode" = stepops ]; then  # the eager step's op stream replayed in one process: host µs per op, flagos - cuda

@@ -26,6 +26,7 @@ namespace py = pybind11;
 namespace torch_fl {
 void bind_host_access(py::module_& m); // host_access.cpp
 void bind_compile_alloc(py::module_& m); // compile_alloc.cpp
+void bind_graph_impl(py::module_& m);    // graph_impl.cpp
 void bind_replay(py::module_& m);      // replay.cpp
 void bind_sharing(py::module_& m);     // sharing.cpp
 void recording_from_python(py::handle wire, replay::Recording* out); // replay.cpp
@@ -165,6 +166,7 @@ PYBIND11_MODULE(_C, m) {
   bind_comm(m);
   bind_host_access(m);
   bind_compile_alloc(m);
+  bind_graph_impl(m);
   bind_replay(m);
   bind_sharing(m);
   m.def("init", &init_runtime, py::arg("accelerator"), py::arg("emulated_devices"),

@@ -110,3 +110,19 @@ def test_the_allocation_call_names_what_it_takes():
         torch_fl._C._empty_strided((2, "3"), (3, 1), torch.float32)
     with pytest.raises(RuntimeError, match="size has 2 dimensions and stride 1"):
         torch_fl._C._empty_strided((2, 3), (1,), torch.float32)
+
+
+def test_compiled_callable_captured_by_a_flagos_graph_replays_its_work():
+    # A flagos capture sees ATen calls through a dispatch mode; generated kernels are not ATen calls. Under the
+    # mode Dynamo runs the callable's ATen ops where the capture sees them, so the replay redoes all of its work:
+    # if compiled kernels ever ran unseen under a capture, this replay would leave `out` stale.
+    compiled = torch.compile(lambda x: (x.sin() * 2 + 1).relu())
+    x = torch.randn(64).to("flagos")
+    compiled(x)
+    g = torch.flagos.FlagosGraph()
+    with torch.flagos.graph(g):
+        out = compiled(x)
+    new = torch.randn(64)
+    x.copy_(new)
+    g.replay()
+    torch.testing.assert_close(out.cpu(), (new.sin() * 2 + 1).relu())
