@@ -21,7 +21,8 @@ The CPU emulation enables none of them: its kernels are Inductor's C++ ones.
                     the hardware only
   pdl               codegen.triton.TritonKernel._enable_pdl_codegen: programmatic dependent launch
                     (config.triton.enable_pdl)
-  random_4x         codegen.triton.TritonOverrides._can_use_4x_random: four random numbers per Philox round
+  random_4x         codegen.triton.TritonOverrides._can_use_4x_random: four random numbers per Philox round (a
+                    feature of torch 2.13 and later: older lines have neither it nor its gate)
 """
 
 from __future__ import annotations
@@ -64,6 +65,22 @@ FEATURES: dict[str, tuple[Gate, ...]] = {
     "pdl": (Gate(_CODEGEN, "TritonKernel", "_enable_pdl_codegen", "cuda", "_in_vendor_graph"),),
     "random_4x": (Gate(_CODEGEN, "TritonOverrides", "_can_use_4x_random", "cuda", "_in_vendor_graph"),),
 }
+
+
+# the torch line where a feature first exists: an older line lacks its gate because it lacks the feature, which is
+# no problem to report (features absent here exist on every line this package supports)
+INTRODUCED: dict[str, tuple[int, int]] = {"random_4x": (2, 13)}
+
+
+def _torch_line() -> tuple[int, int]:
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+def available() -> list[str]:
+    """The features that this torch line has (hooked or not)."""
+    line = _torch_line()
+    return [key for key in FEATURES if INTRODUCED.get(key, (0, 0)) <= line]
 
 
 def _holder(gate: Gate) -> Any:
@@ -135,9 +152,10 @@ def original(key: str) -> Callable[..., Any]:
 
 
 def feature_problems() -> dict[str, str]:
-    """Per feature, what this torch line lacks for its hook (absent: the hook applies)."""
+    """Per feature this torch line has, what it lacks for its hook (absent: the hook applies)."""
     found = {}
-    for key, gates in FEATURES.items():
+    for key in available():
+        gates = FEATURES[key]
         if gate_of(key) is None:
             found[key] = "; ".join(str(_problem(gate)) for gate in gates)
     return found
@@ -224,8 +242,9 @@ def _widened(original: Callable[..., Any], vendor_type: str) -> Callable[..., An
             consts.append(const)
         return code.replace(co_consts=tuple(consts))
 
-    copy = types.FunctionType(widen(original.__code__), original.__globals__, original.__name__,
-                              original.__defaults__, original.__closure__)
+    copy = types.FunctionType(
+        widen(original.__code__), original.__globals__, original.__name__, original.__defaults__, original.__closure__
+    )
     copy.__kwdefaults__ = original.__kwdefaults__
     return copy
 
@@ -244,7 +263,7 @@ def enable_vendor_features(vendor_type: str) -> list[str]:
     naming them (each call). Returns the features enabled."""
     missing = feature_problems()
     enabled = []
-    for key in FEATURES:
+    for key in available():
         gate = gate_of(key)
         if gate is None:
             continue
