@@ -66,9 +66,10 @@ def start() -> None:
     atexit.register(settle_at_exit)
     atexit.register(_print_replay_stats)
     if torch.distributed.is_available():
-        from . import distributed
+        from . import _checkpoint, distributed
 
         distributed.register()
+        _checkpoint.install()  # DCP's writer stages flagos tensors to the host on every vendor
     from . import integrations  # Lightning's accelerator="flagos", now or once Lightning is imported
 
     integrations.install()
