@@ -2,9 +2,10 @@
 never how fast anything was).
 
 One ``--short`` run into a temporary directory (about 30-45 s on two cores, and about 20 s of CPU time more for the
-compiled LLM step's dry run), then checks of the files. The
-harness runs against the installed package, from a copy of tests/ outside any checkout (the test image,
-``nox -s tests``, a node script), like every suite here.
+compiled LLM step's dry run), then checks of the files; one small paired run and one run stopped in its step part for
+what ``--short`` leaves out; what only renders or parses runs in this process (``harness.cli.main``). The harness runs
+against the installed package, from a copy of tests/ outside any checkout (the test image, ``nox -s tests``, a node
+script), like every suite here.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import report
+from harness import cli, report
 
 CASES = ("residual_101x3x320_noncontig", "attention_60x101x16_noncontig", "ffn_101x3x1280_scalar", "bias_3x101x33")
 Done = subprocess.CompletedProcess[str]
@@ -144,41 +145,56 @@ def test_markdown_tables(short_run: tuple[Path, Done]) -> None:
         assert text in md, text
 
 
-def test_a_partial_report_says_so(short_run: tuple[Path, Done], tmp_path: Path, harness_cli: Run) -> None:
+def test_a_partial_report_says_so(short_run: tuple[Path, Done], tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
     # reports are written after every part: a run stopped from outside leaves its last one, marked partial
     bench = json.loads((short_run[0] / "bench.json").read_text())
     assert bench["complete"] is True and "Partial report" not in (short_run[0] / "bench.md").read_text()
     (tmp_path / "partial.json").write_text(json.dumps({**bench, "complete": False, "step": None, "step_profile": None}))
-    harness_cli("--render", tmp_path / "partial.json", "--out", tmp_path)
+    assert cli.main(["--render", str(tmp_path / "partial.json"), "--out", str(tmp_path)]) == 0
     md = (tmp_path / "bench.md").read_text()
     assert "**Partial report**" in md and "## Host overhead per op class" in md and "## Training step" not in md
 
 
 def test_a_run_stopped_in_a_later_part_keeps_the_earlier_ones(tmp_path: Path, harness_cli: Run,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    # the step child cannot finish 100000 steps within the time allowed; the A/B part before it was written
+    # the step set cannot take 100000 steps (nor even start) within the second allowed; the A/B part before it
+    # was written
     monkeypatch.setenv("TORCH_FL_COMMIT", "0123abc")  # the caller's HEAD: the report names it
     proc = harness_cli("--short", "--routes", "native", "--cases", "bias_3x101x33", "--no-overhead", "--step", "64",
-               "--step-steps", "100000", "--timeout", "30", "--out", tmp_path, check=False)
-    assert proc.returncode == 1 and "no result within 30 s" in proc.stderr, proc.stderr
+                       "--step-steps", "100000", "--step-timeout", "1", "--out", tmp_path, check=False)
+    assert proc.returncode == 1 and "no result within 1 s for the set" in proc.stderr, proc.stderr
     saved = json.loads((tmp_path / "bench.json").read_text())
     assert saved["complete"] is False and [c["case"] for c in saved["ab"]] == ["bias_3x101x33"]
     assert saved["environment"]["commit"] == "0123abc"
     assert saved["step"] is None and "**Partial report**" in (tmp_path / "bench.md").read_text()
 
 
-def test_render_compare_and_gate(short_run: tuple[Path, Done], tmp_path: Path, harness_cli: Run) -> None:
-    old = short_run[0] / "bench.json"
-    proc = harness_cli("--render", old, "--out", tmp_path, "--compare", old, "--max-ratio", "1e9")
-    assert (tmp_path / "bench.md").is_file() and "+0.0%" in proc.stdout
-    failed = harness_cli("--render", old, "--out", tmp_path, "--max-ratio", "0.0001", check=False)
-    assert failed.returncode == 3 and "gate failed" in failed.stderr
+def test_render_compare_and_gate(short_run: tuple[Path, Done], tmp_path: Path,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    old = str(short_run[0] / "bench.json")
+    assert cli.main(["--render", old, "--out", str(tmp_path), "--compare", old, "--max-ratio", "1e9"]) == 0
+    assert (tmp_path / "bench.md").is_file() and "+0.0%" in capsys.readouterr().out
+    assert cli.main(["--render", old, "--out", str(tmp_path), "--max-ratio", "0.0001"]) == 3
+    assert "gate failed" in capsys.readouterr().err
 
 
-def test_paired_control_and_pinning(tmp_path: Path, harness_cli: Run) -> None:
-    proc = harness_cli("--short", "--cases", "bias_3x101x33", "--routes", "native", "--control", "--paired", "3",
-               "--no-overhead", "--cpu", "auto", "--out", tmp_path)
-    bench = json.loads((tmp_path / "bench.json").read_text())
+PAIRED_ARMS = ["native", "flaggems", "flaggems/replay"]
+
+
+@pytest.fixture(scope="module")
+def paired_run(harness_cli: Run, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str, Done]:
+    """One small run for the paired tests: one case, the A/A control, three pairs of every paired arm, pinned;
+    no overhead and no step part (the short run checks those)."""
+    out = tmp_path_factory.mktemp("paired")
+    proc = harness_cli("--short", "--accelerator", "cpu", "--cases", "bias_3x101x33", "--routes", "native",
+                       "--control", "--paired", "3", "--paired-arms", ",".join(PAIRED_ARMS), "--no-overhead",
+                       "--step", "none", "--cpu", "auto", "--out", out)
+    return json.loads((out / "bench.json").read_text()), (out / "bench.md").read_text(), proc
+
+
+def test_paired_control_and_pinning(paired_run: tuple[dict[str, Any], str, Done]) -> None:
+    bench, md, proc = paired_run
     assert bench["settings"]["cpu"] == max(os.sched_getaffinity(0)) and bench["settings"]["paired"] == 3
     assert bench["settings"]["glibc_tunables"]
     arms = bench["ab"][0]["arms"]
@@ -189,22 +205,18 @@ def test_paired_control_and_pinning(tmp_path: Path, harness_cli: Run) -> None:
     assert case["case"] == "bias_3x101x33" and case["pairs"] == 3 and len(case["runs"][0]["ratios"]) == 3
     assert case["ratio_min"] <= case["ratio_median"] <= case["ratio_max"]
     assert bench["acceptance"]["paired"]["worst_case"] == "bias_3x101x33"
-    md = (tmp_path / "bench.md").read_text()
     for text in ("## Paired in-process A/B", "Noise floor, plain again / plain", "pinned to CPU"):
         assert text in md, text
     assert "paired in-process medians" in proc.stdout
 
 
-def test_paired_arms_measure_native_and_report_flaggems_unavailable(tmp_path: Path, harness_cli: Run) -> None:
+def test_paired_arms_measure_native_and_report_flaggems_unavailable(
+        paired_run: tuple[dict[str, Any], str, Done]) -> None:
     """Several flagos arms in one paired process; under emulation both flaggems arms are reported, not measured."""
-    arms = ["native", "flaggems", "flaggems/replay"]
-    proc = harness_cli("--short", "--accelerator", "cpu", "--cases", "bias_3x101x33", "--routes", "native",
-                       "--paired", "3",
-               "--paired-arms", ",".join(arms), "--no-overhead", "--step", "none", "--out", tmp_path)
-    bench = json.loads((tmp_path / "bench.json").read_text())
-    assert bench["settings"]["paired_arms"] == arms and bench["paired"]["arms"] == arms
+    bench, md, proc = paired_run
+    assert bench["settings"]["paired_arms"] == PAIRED_ARMS and bench["paired"]["arms"] == PAIRED_ARMS
     (case,) = bench["paired"]["cases"]
-    assert list(case["arms"]) == arms
+    assert list(case["arms"]) == PAIRED_ARMS
     native = case["arms"]["native"]
     assert native["available"] and native["route"] == "native" and native["pairs"] == 3
     assert len(native["runs"][0]["us"]) == len(native["runs"][0]["ratios"]) == 3 and native["us_median"] > 0
@@ -217,19 +229,20 @@ def test_paired_arms_measure_native_and_report_flaggems_unavailable(tmp_path: Pa
         entry = case["arms"][name]
         assert not entry["available"] and entry["route"] is None and "ratio_median" not in entry, name
         assert "flaggems" in entry["reason"], entry["reason"]
-    md = (tmp_path / "bench.md").read_text()
     assert "| bias_3x101x33 | flagos flaggems/replay | unavailable |" in md and "Arms not measured here" in md
     assert "paired flagos flaggems/replay / plain medians: unavailable (" in proc.stdout
 
 
-def test_paired_arms_are_checked(harness_cli: Run) -> None:
-    proc = harness_cli("--paired", "3", "--paired-arms", "native,replay", "--short", check=False)
-    assert proc.returncode == 2 and "paired arms are comma separated names among" in proc.stderr
+def test_paired_arms_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["--paired", "3", "--paired-arms", "native,replay", "--short"])
+    assert stopped.value.code == 2 and "paired arms are comma separated names among" in capsys.readouterr().err
 
 
-def test_cpu_choice_is_checked(harness_cli: Run) -> None:
-    proc = harness_cli("--cpu", "100000", "--short", check=False)
-    assert proc.returncode == 2 and "is not a CPU this process may use" in proc.stderr
+def test_cpu_choice_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["--cpu", "100000", "--short"])
+    assert stopped.value.code == 2 and "is not a CPU this process may use" in capsys.readouterr().err
 
 
 def test_paired_report_from_before_the_arms_renders() -> None:

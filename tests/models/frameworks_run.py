@@ -1,13 +1,15 @@
-"""One framework training run, in a process of its own (tests/models/test_frameworks.py starts it).
+"""Framework training runs, one after the other in one process (tests/models/test_frameworks.py starts it).
 
-    python frameworks_run.py RUN OUT
+    python frameworks_run.py OUT RUN [RUN...]
 
-RUN is one of RUNS below. A tiny model, built on the CPU from a fixed seed (dropout off), trains STEPS steps; OUT
-(a .pt file) receives the per-step losses, the device type the parameters trained on, the dtype of a Linear's
-output during training (bfloat16 when autocast is on) and the trained parameters, moved to the CPU.
+Each RUN is one of RUNS below. A tiny model, built on the CPU from a fixed seed (dropout off), trains STEPS steps;
+OUT/RUN.pt receives the per-step losses, the device type the parameters trained on, the dtype of a Linear's output
+during training (bfloat16 when autocast is on) and the trained parameters, moved to the CPU; or, when the run
+raised, ``error``: its traceback.
 
-A process per run: accelerate keeps its process state in a singleton (PartialState), and the CPU reference must
-never share it with the flagos run.
+One process for several runs saves the framework imports (seconds each). accelerate keeps its process state in
+singletons (PartialState, AcceleratorState, GradientState), and the CPU reference must never share it with the
+flagos run: every run starts with the environment it names and those singletons reset.
 """
 
 from __future__ import annotations
@@ -15,22 +17,26 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import traceback
+from pathlib import Path
 
 import torch
 import vision_import  # before transformers and Lightning, which import torchvision
 
 STEPS = 4
 BATCH = 4
-RUNS = (
-    "hf-cpu",  # TrainingArguments(use_cpu=True): the reference
-    "hf-flagos",  # FlagosTrainingArguments
-    "hf-flagos-bf16",  # FlagosTrainingArguments(bf16=True)
-    "hf-env",  # plain TrainingArguments with ACCELERATE_TORCH_DEVICE=flagos (set by the caller)
-    "hf-env-bf16",  # the same with ACCELERATE_MIXED_PRECISION=bf16
-    "pl-cpu",  # Trainer(accelerator="cpu"): the reference
-    "pl-flagos",  # Trainer(accelerator="flagos", devices=1)
-    "pl-flagos-bf16",  # the same with precision="bf16-mixed"
-)
+# each run's ACCELERATE_* environment (the caller's is dropped)
+RUNS: dict[str, dict[str, str]] = {
+    "hf-cpu": {},  # TrainingArguments(use_cpu=True): the reference
+    "hf-flagos": {},  # FlagosTrainingArguments
+    "hf-flagos-bf16": {},  # FlagosTrainingArguments(bf16=True)
+    "hf-env": {"ACCELERATE_TORCH_DEVICE": "flagos"},  # plain TrainingArguments with accelerate's setting
+    "hf-env-bf16": {"ACCELERATE_TORCH_DEVICE": "flagos", "ACCELERATE_MIXED_PRECISION": "bf16"},
+    "hf-unset": {},  # plain TrainingArguments without the setting
+    "pl-cpu": {},  # Trainer(accelerator="cpu"): the reference
+    "pl-flagos": {},  # Trainer(accelerator="flagos", devices=1)
+    "pl-flagos-bf16": {},  # the same with precision="bf16-mixed"
+}
 
 
 def _record_linear_dtype(model: torch.nn.Module, seen: dict) -> None:
@@ -157,15 +163,33 @@ def pl(run: str) -> dict:
     }
 
 
-def main(run: str, out: str) -> None:
-    if run not in RUNS:
-        raise SystemExit(f"frameworks_run.py: unknown run {run!r}; runs: {', '.join(RUNS)}")
+def _fresh_state(run: str) -> None:
+    """The run's own ACCELERATE_* environment, and accelerate's singletons as in a new process."""
+    for key in [k for k in os.environ if k.startswith("ACCELERATE_")]:
+        del os.environ[key]
+    os.environ.update(RUNS[run])
+    if run.startswith("hf-"):
+        from accelerate.state import AcceleratorState, GradientState
+
+        AcceleratorState._reset_state(reset_partial_state=True)
+        GradientState._reset_state()
+
+
+def main(out: str, *runs: str) -> None:
+    unknown = [run for run in runs if run not in RUNS]
+    if unknown or not runs:
+        raise SystemExit(f"frameworks_run.py: unknown run(s) {unknown}; runs: {', '.join(RUNS)}")
     import torch_fl  # noqa: F401  (the flagos device, and Lightning's accelerator="flagos")
 
     vision_import.load()
 
-    result = hf(run) if run.startswith("hf-") else pl(run)
-    torch.save(result, out)
+    for run in runs:
+        _fresh_state(run)
+        try:
+            result = hf(run) if run.startswith("hf-") else pl(run)
+        except Exception as exc:  # the caller asserts on it: a run that must stop, or a failure to report
+            result = {"error": "".join(traceback.format_exception(exc))}
+        torch.save(result, Path(out, f"{run}.pt"))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import os
 import subprocess
 import sys
 import textwrap
@@ -33,7 +32,7 @@ PRELUDE = f"import sys; sys.path.insert(0, {str(RUNNER.parent)!r}); import visio
 EMULATION = torch_fl.accelerator() == "cpu"
 # what a Trainer without any setting does here differs on a torch that sees CUDA (docs/frameworks.md)
 CUDA_VISIBLE = torch.cuda.is_available()
-_results: dict[tuple[str, tuple[tuple[str, str], ...]], dict] = {}
+_results: dict[str, dict] = {}
 
 
 def _require(*names: str) -> None:
@@ -45,24 +44,29 @@ def _require(*names: str) -> None:
         )
 
 
-def _run(run: str, tmp_path_factory: pytest.TempPathFactory, **env: str) -> dict:
-    """The result of ``frameworks_run.py RUN`` with ``env`` added, run once per session."""
-    key = (run, tuple(sorted(env.items())))
-    if key not in _results:
-        out = tmp_path_factory.mktemp("run") / f"{run}.pt"
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("ACCELERATE_")}
-        proc = subprocess.run(
-            [sys.executable, str(RUNNER), run, str(out)],
-            env={**clean, **env},
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
+HF_RUNS = ("hf-cpu", "hf-flagos", "hf-flagos-bf16", "hf-env", "hf-env-bf16", "hf-unset")
+PL_RUNS = ("pl-cpu", "pl-flagos", "pl-flagos-bf16")
+
+
+def _outcome(run: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """What ``frameworks_run.py`` left for RUN: every run of its framework runs once per session, in one process."""
+    if run not in _results:
+        group = HF_RUNS if run in HF_RUNS else PL_RUNS
+        out = tmp_path_factory.mktemp("runs")
+        proc = subprocess.run([sys.executable, str(RUNNER), str(out), *group], capture_output=True, text=True,
+                              timeout=600, check=False)
         if proc.returncode != 0:
-            pytest.fail(f"{run} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
-        _results[key] = torch.load(out, weights_only=False)
-    return _results[key]
+            pytest.fail(f"{' '.join(group)} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+        _results.update({name: torch.load(out / f"{name}.pt", weights_only=False) for name in group})
+    return _results[run]
+
+
+def _run(run: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The result of a run that trained."""
+    result = _outcome(run, tmp_path_factory)
+    if "error" in result:
+        pytest.fail(f"{run} failed:\n{result['error'][-4000:]}")
+    return result
 
 
 def _assert_trains_like(got: dict, reference: dict) -> None:
@@ -112,31 +116,23 @@ def test_hf_trainer_with_flagos_arguments_trains_in_bf16(tmp_path_factory):
 def test_hf_trainer_with_the_accelerate_setting_trains_on_flagos(tmp_path_factory):
     _require("transformers", "accelerate")
     reference = _run("hf-cpu", tmp_path_factory)
-    got = _run("hf-env", tmp_path_factory, ACCELERATE_TORCH_DEVICE="flagos")
+    got = _run("hf-env", tmp_path_factory)  # ACCELERATE_TORCH_DEVICE=flagos
     _assert_on_flagos(got)
     _assert_trains_like(got, reference)
-    bf16 = _run("hf-env-bf16", tmp_path_factory, ACCELERATE_TORCH_DEVICE="flagos", ACCELERATE_MIXED_PRECISION="bf16")
+    bf16 = _run("hf-env-bf16", tmp_path_factory)  # and ACCELERATE_MIXED_PRECISION=bf16
     _assert_on_flagos(bf16)
     assert bf16["dtype"] == torch.bfloat16
 
 
-def test_a_plain_trainer_without_the_setting_stops_at_the_first_mixed_device_op(tmp_path):
+def test_a_plain_trainer_without_the_setting_stops_at_the_first_mixed_device_op(tmp_path_factory):
     # accelerate puts the model on flagos (torch.accelerator names it), TrainingArguments keeps the batch on its
     # own device: the router refuses the mix and names the host tensor, where a silent CPU run would mislead
     _require("transformers", "accelerate")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELERATE_")}
-    proc = subprocess.run(
-        [sys.executable, str(RUNNER), "hf-env", str(tmp_path / "out.pt")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode != 0
+    got = _outcome("hf-unset", tmp_path_factory)
+    assert "error" in got, "a plain Trainer without the setting trained"
     if not CUDA_VISIBLE:  # with CUDA the batch is on cuda:0, and which check stops it first is the GPU's to say
-        assert "Expected all tensors to be on the same device" in proc.stderr
-        assert "flagos" in proc.stderr.splitlines()[-1]
+        assert "Expected all tensors to be on the same device" in got["error"]
+        assert "flagos" in got["error"].splitlines()[-1]
 
 
 def test_the_hf_integration_without_transformers_names_the_extra(monkeypatch):
@@ -168,32 +164,46 @@ def test_lightning_bf16_mixed_autocasts_on_flagos(tmp_path_factory):
     assert all(math.isfinite(x) for x in got["losses"])
 
 
+_imports: dict[str, list[str]] = {}
+
+
+def _import_order(first: str) -> list[str]:
+    """A fresh process imports ``first``, then the other; its output lines (one process per order, per session).
+
+    After ``import torch_fl`` alone, it prints the Lightning modules loaded by then."""
+    if first not in _imports:
+        second = "lightning" if first == "torch_fl" else "torch_fl"
+        alone = "print(sorted(m for m in sys.modules if 'lightning' in m))" if first == "torch_fl" else ""
+        script = PRELUDE + textwrap.dedent(
+            f"""
+            import {first}
+            {alone}
+            import {second}
+            from lightning.pytorch.accelerators import AcceleratorRegistry
+            import pytorch_lightning.accelerators as legacy
+            import torch_fl.integrations.lightning as fl
+            assert AcceleratorRegistry["flagos"]["accelerator"] is fl.accelerator_class("lightning")
+            assert legacy.AcceleratorRegistry["flagos"]["accelerator"] is fl.accelerator_class("pytorch_lightning")
+            print("registered")
+            """
+        )
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                              check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        _imports[first] = proc.stdout.strip().splitlines()
+    return _imports[first]
+
+
 @pytest.mark.parametrize("first", ["torch_fl", "lightning"])
 def test_accelerator_flagos_is_registered_whichever_is_imported_first(first):
     _require("lightning", "pytorch_lightning")
-    second = "lightning" if first == "torch_fl" else "torch_fl"
-    script = PRELUDE + textwrap.dedent(
-        f"""
-        import {first}
-        import {second}
-        from lightning.pytorch.accelerators import AcceleratorRegistry
-        import pytorch_lightning.accelerators as legacy
-        import torch_fl.integrations.lightning as fl
-        assert AcceleratorRegistry["flagos"]["accelerator"] is fl.accelerator_class("lightning")
-        assert legacy.AcceleratorRegistry["flagos"]["accelerator"] is fl.accelerator_class("pytorch_lightning")
-        print("registered")
-        """
-    )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip().endswith("registered")
+    assert _import_order(first)[-1] == "registered"
 
 
 def test_import_torch_fl_does_not_import_lightning():
-    script = "import sys, torch_fl; print(sorted(m for m in sys.modules if 'lightning' in m))"
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip() == "[]"
+    _require("lightning", "pytorch_lightning")
+    # the torch_fl-first process's line from before its Lightning import (the vision prelude imports no Lightning)
+    assert _import_order("torch_fl")[-2] == "[]"
 
 
 @pytest.mark.parametrize(

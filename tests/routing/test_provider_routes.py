@@ -308,30 +308,42 @@ def test_a_provider_cannot_register_an_unknown_op(run_child):
     assert child.data["registered"] is False
 
 
-@pytest.mark.parametrize(
-    "kernel, words",
-    [
-        ("lambda a, b, alpha=1: torch.zeros(7)", ["result 0 has shape [7] where the op gives [8]"]),
-        ("lambda a, b, alpha=1: (a + b).double()", ["has dtype Double where the op gives Float"]),
-        ("lambda a, b, alpha=1: (a, a)", ["result 0 is not a Tensor (tuple)"]),
-    ],
-)
-def test_a_wrong_provider_result_is_an_error_naming_provider_and_op(run_child, kernel, words):
-    child = run_child(
+WRONG_RESULTS = {
+    "lambda a, b, alpha=1: torch.zeros(7)": ["result 0 has shape [7] where the op gives [8]"],
+    "lambda a, b, alpha=1: (a + b).double()": ["has dtype Double where the op gives Float"],
+    "lambda a, b, alpha=1: (a, a)": ["result 0 is not a Tensor (tuple)"],
+}
+
+
+@pytest.fixture(scope="module")
+def wrong_results(module_child):
+    """One child for every kernel below: each registered in turn as provider 'wrong' (a registration replaces the
+    one before), routed with reload_routes, and its first error line reported under its own key."""
+    trials = "".join(
         f"""
-        import os, torch, torch_fl
         torch_fl.register_provider("wrong", {{"add.Tensor": {kernel}}})
-        os.environ["FLAGOS_OP_add__Tensor"] = "wrong"
         torch_fl.reload_routes()
-        x = torch.ones(8).to("flagos")
         try:
             print((x + x).cpu())
         except Exception as exc:
-            report("error", str(exc).splitlines()[0])
+            report({kernel!r}, str(exc).splitlines()[0])
         """
+        for kernel in WRONG_RESULTS
     )
-    error = child.data.get("error", "")
-    assert "provider 'wrong' returned a wrong result for add.Tensor" in error, child.describe()
+    return module_child(
+        """
+        import os, torch, torch_fl
+        os.environ["FLAGOS_OP_add__Tensor"] = "wrong"
+        x = torch.ones(8).to("flagos")
+        """
+        + trials
+    )
+
+
+@pytest.mark.parametrize(("kernel", "words"), WRONG_RESULTS.items())
+def test_a_wrong_provider_result_is_an_error_naming_provider_and_op(wrong_results, kernel, words):
+    error = wrong_results.data.get(kernel, "")
+    assert "provider 'wrong' returned a wrong result for add.Tensor" in error, wrong_results.describe()
     assert "FLAGOS_OP_add__Tensor=native" in error
     for word in words:
         assert word in error, error

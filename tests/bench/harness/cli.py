@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="process sets (one process per arm, timed in turns) per d_model (default 5; --short 2)")
     p.add_argument("--step-steps", type=node._positive,
                    help=f"timed steps per arm and set, in turns of {measure.STEP_TURN} (default 200; --short 3)")
+    p.add_argument("--step-timeout", type=float, metavar="S",
+                   help="seconds allowed per lockstep set of the step part, start-up included (default --timeout)")
     p.add_argument("--step-profile", action="store_true",
                    help="also profile each --step d_model's plain and all-native arms in its first lockstep set "
                         "(torch's profiler): calls and self host µs per op and step, side by side")
@@ -91,6 +93,7 @@ def options_from(args: argparse.Namespace) -> measure.Options:
         step=tuple(defaults["step"] if args.step is None else args.step),
         step_procs=args.step_procs or defaults["step_procs"],
         step_steps=args.step_steps or defaults["step_steps"],
+        step_timeout=args.step_timeout or args.timeout,
         step_profile=args.step_profile,
         paired=args.paired,
         paired_arms=tuple(args.paired_arms),

@@ -38,6 +38,7 @@ class Options(node.Options):
     step: tuple[int, ...]
     step_procs: int
     step_steps: int
+    step_timeout: float
     step_profile: bool
     paired: int
     paired_arms: tuple[str, ...]
@@ -204,7 +205,7 @@ def measure_step(opts: Options, accelerator: str, done: Callable[[dict[str, Any]
                                      worker_env(accelerator, arm, overrides, opts.steady_malloc))
                 what = f"step d_model {d_model} set {number + 1}"
                 try:
-                    with lockstep.Group(children, opts.timeout) as group:
+                    with lockstep.Group(children, opts.step_timeout) as group:
                         node.confirm_route(f"{what} native", group.info["native"]["logged"], None, "native")
                         first = number % len(arms)  # each set starts its rotation one arm later
                         measured = group.rounds(rounds, turn, order=arms[first:] + arms[:first])
@@ -212,7 +213,7 @@ def measure_step(opts: Options, accelerator: str, done: Callable[[dict[str, Any]
                             profiles[d_model] = {arm: group.ask(arm, "profile", workloads.STEP_PROFILE_STEPS)["ops"]
                                                  for arm in (cases.PLAIN, "native")}
                 except lockstep.LockstepError as exc:
-                    raise BenchError(f"{what}: {exc} (no result within {opts.timeout:.0f} s for the set)") from exc
+                    raise BenchError(f"{what}: {exc} (no result within {opts.step_timeout:g} s for the set)") from exc
                 sets.append({"info": group.info, "rounds": measured})
                 entry = report.step_set_summary(measured)
                 _log(f"{what}: " + ", ".join(f"{arm} {entry[arm]['ms']:.2f} ms ({entry[arm]['vs_plain']:.3f}x)"
