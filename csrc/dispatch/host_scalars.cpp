@@ -3,6 +3,9 @@
 // take/put kernels, complex/polar and binary_cross_entropy build a TensorIterator without CPU scalars;
 // searchsorted/bucketize, equal and masked_fill's mask compare the devices themselves; the margin losses
 // read raw device pointers; normal(mean, std) allocates its result where `mean` is and then fills it on the device.
+// The H200's comparison over OpInfo samples (tests/node/mixed_device_check.py, torch 2.11) found the rest: the
+// generated CUDA wrappers of clamp_min/clamp_max(Tensor), igamma(c), logaddexp, nextafter, normal and _scaled_mm
+// check every tensor's device, and mse_loss and smooth_l1_loss refuse a host operand inside their kernels.
 #include "dispatch/host_scalars.h"
 
 #include <array>
@@ -13,7 +16,7 @@ namespace {
 
 // (op base name, argument name; empty: any argument). In-place and out= forms share the base name, in-place
 // ones listed with their underscore.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 31> kRefused = {{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 47> kRefused = {{
     {"index_select", ""}, {"index_add", ""}, {"index_add_", ""}, {"index_copy", ""}, {"index_copy_", ""},
     {"index_reduce", ""}, {"index_reduce_", ""}, {"gather", ""}, {"scatter", ""}, {"scatter_", ""},
     {"scatter_add", ""}, {"scatter_add_", ""}, {"scatter_reduce", ""}, {"scatter_reduce_", ""}, {"take", ""},
@@ -21,7 +24,9 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 31> kRefused
     {"polar", ""}, {"binary_cross_entropy", ""}, {"binary_cross_entropy_backward", ""},
     {"multi_margin_loss", ""}, {"multi_margin_loss_backward", ""}, {"multilabel_margin_loss_forward", ""},
     {"multilabel_margin_loss_backward", ""}, {"masked_fill", "mask"}, {"masked_fill_", "mask"},
-    {"normal", "mean"},
+    {"normal", "mean"}, {"normal", "std"}, {"clamp_min", ""}, {"clamp_min_", ""}, {"clamp_max", ""},
+    {"clamp_max_", ""}, {"igamma", ""}, {"igamma_", ""}, {"igammac", ""}, {"igammac_", ""}, {"logaddexp", ""},
+    {"nextafter", ""}, {"nextafter_", ""}, {"mse_loss", ""}, {"smooth_l1_loss", ""}, {"_scaled_mm", ""},
 }};
 
 } // namespace

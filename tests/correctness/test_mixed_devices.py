@@ -53,6 +53,15 @@ REFUSED: list[tuple[str, Callable[[], object], str, str]] = [
      "'index' of shape []"),
     ("masked_fill with a 0-dim host mask", lambda: flagos(4).masked_fill(torch.tensor(True), 0.0),
      "masked_fill_.Scalar", "'mask' of shape []"),
+    # found by the H200's comparison over OpInfo samples (tests/node/mixed_device_check.py)
+    ("clamp_max with a 0-dim host bound", lambda: torch.clamp_max(flagos(4), host()), "clamp_max.Tensor", "'max'"),
+    ("clamp_min of a 0-dim host input", lambda: torch.clamp_min(host(), flagos(4)), "clamp_min.Tensor", "'self'"),
+    ("igamma", lambda: torch.igamma(flagos(4), host()), "igamma", "'other'"),
+    ("logaddexp", lambda: torch.logaddexp(host(), flagos(4)), "logaddexp", "'self'"),
+    ("nextafter", lambda: torch.nextafter(flagos(4), host()), "nextafter", "'other'"),
+    ("mse_loss", lambda: torch.nn.functional.mse_loss(flagos(), host()), "mse_loss", "'target'"),
+    ("smooth_l1_loss", lambda: torch.nn.functional.smooth_l1_loss(host(), flagos()), "smooth_l1_loss", "'self'"),
+    ("normal with a 0-dim host std", lambda: torch.normal(flagos(4), host()), "normal.Tensor_Tensor", "'std'"),
 ]
 
 
