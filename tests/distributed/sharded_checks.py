@@ -102,4 +102,6 @@ def interrupted(rank: int, res: dict) -> None:
     assert res["save_error"] and "injected: the disk filled up" in res["save_error"], (rank, res["save_error"])
     assert res["metadata"] == {"step1": True, "step2": False}, (rank, res["metadata"])
     assert res["step1_loaded_equal"], f"rank {rank}: step 1 loaded other values than were saved"
-    assert res["step2_load_error"] and "step2/.metadata" in res["step2_load_error"], (rank, res["step2_load_error"])
+    # torch 2.13 names the missing file (step2/.metadata); torch 2.11 says "metadata is None"
+    error = res["step2_load_error"] or ""
+    assert "step2/.metadata" in error or "metadata is None" in error, (rank, error)
