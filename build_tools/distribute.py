@@ -21,13 +21,13 @@ from pathlib import Path
 
 from . import context, dockercli, flow, index, locks, matrix, plan
 from .dockercli import BUILDKIT_ENV
-from .matrix import Matrix, Toolchain
+from .matrix import INSTALL_WAYS, Matrix, Toolchain
 from .summary import ImageRef, Summary
 from .wheel_metadata import variants
 
 NODE_DOCKERFILE = Path("docker") / "install" / "Dockerfile"
 INDEX_IN_CONTAINER = "/index"
-HOWS = ("http", "file", "find-links", "extra-index")
+HOWS = INSTALL_WAYS
 
 
 def variant_dirs(matrix: Matrix) -> dict[str, str]:
@@ -195,7 +195,7 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
         node = plan_node_image(client.exe, toolchain, inp)
         built = f.runner.run(node.command)
     if built.planned:
-        for how in HOWS:
+        for how in toolchain.install_ways:
             f.runner.run(plan_install_run(client.exe, toolchain, node.tag, wheel_dir, how, "<pt line of its torch>"))
         summary.add("install checks", "planned")
         return
@@ -215,9 +215,9 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
     page = variants.line_page(variants.torch_line(torch_version))
     on_page = sorted(x.filename for x in dists if variants.line_page(x.line) == page)
     f.echo(f"node torch {torch_version}: wheels/{toolchain.wheel_dir}/{page}/ offers {', '.join(on_page)}")
-    f.echo(f"pip must choose +{expect} and leave torch {torch_version} as it is ({', '.join(HOWS)})")
+    f.echo(f"pip must choose +{expect} and leave torch {torch_version} as it is ({', '.join(toolchain.install_ways)})")
     failed = []
-    for how in HOWS:
+    for how in toolchain.install_ways:
         t1 = time.monotonic()
         res = f.runner.run(
             plan_install_run(client.exe, toolchain, node.tag, wheel_dir, how, expect), check=False, passthrough=True

@@ -74,6 +74,14 @@ def _mount(mount: str) -> str | None:
     return None
 
 
+# the ways a node installs torch-fl from an index, which `install-<toolchain>` checks (docker/scripts/install_smoke.py)
+INSTALL_WAYS = ("http", "file", "find-links", "extra-index")
+
+
+def _install_way(way: str) -> str | None:
+    return None if way in INSTALL_WAYS else f"expected one of {', '.join(INSTALL_WAYS)}, got {way!r}"
+
+
 def _tagged_image(name: str) -> bool:
     return ":" in name and bool(_IMAGE_RE.match(name))
 
@@ -172,6 +180,12 @@ class Toolchain:
         "(optional) the suites this row's test container runs, a subset of [build].test_suites (default: all of "
         "them); the test image installs the model suite's libraries only when it runs `models`",
         default=(),
+    )
+    install_ways: tuple[str, ...] = key(
+        "(optional) the ways `install-<toolchain>` installs the wheel as a node does, each in a container of its own "
+        "(http, file, find-links, extra-index: docker/scripts/install_smoke.py); default all of them",
+        check=_install_way,
+        default=INSTALL_WAYS,
     )
     collectives: str = key(
         "(optional) one line: how the flagos backend of torch.distributed reaches the vendor's collectives "
