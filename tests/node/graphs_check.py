@@ -26,17 +26,9 @@ import sys
 import time
 
 import torch
+from cuda_timing import batch_us  # beside this script; free of torch_fl, as the plain arm must be
 
 D_MODEL, HEADS, FFN, BATCH, SEQ = 256, 4, 1024, 8, 128
-
-
-def _batch_us(fn, repeat: int) -> float:
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(repeat):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t) / repeat * 1e6
 
 
 def _captured(device: str, args, kwargs):
@@ -87,10 +79,10 @@ def add(args: argparse.Namespace) -> bool:
         us: dict[str, list[float]] = {name: [] for name in arms}
         names = list(arms)
         for fn in arms.values():
-            _batch_us(fn, args.repeat)
+            batch_us(fn, args.repeat)
         for p in range(args.pairs):
             for name in names[p % len(names) :] + names[: p % len(names)]:
-                us[name].append(_batch_us(arms[name], args.repeat))
+                us[name].append(batch_us(arms[name], args.repeat))
         ratio = {n: statistics.median(v / b for v, b in zip(us[n], us["plain"], strict=True)) for n in names}
         med = {n: statistics.median(v) for n, v in us.items()}
         print(

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from cuda_timing import batch_us  # beside this script
 
 import torch_fl
 from torch_fl._env import op_variable
@@ -72,15 +73,6 @@ def dispatch_log(fn: Callable[[], object]) -> list[str]:
         tmp.seek(0)
         text = tmp.read().decode(errors="replace")
     return [line.split("] ", 1)[1] for line in text.splitlines() if line.startswith("[flagos dispatch]")]
-
-
-def batch_us(fn: Callable[[], object], repeat: int) -> float:
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(repeat):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t) / repeat * 1e6
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
