@@ -40,6 +40,17 @@ def launched_as_cli() -> bool:
     return sys.argv[:1] == ["-m"] and "-m" in argv and argv[argv.index("-m") + 1 :][:1] == ["torch_fl"]
 
 
+def _host_cache_through_flagos() -> None:
+    """torch.accelerator.empty_host_cache asks torch's host allocator of the accelerator, which flagos has none
+    of (torch 2.13 dereferences the missing one and the process dies): flagos answers it with the vendor's host
+    cache instead. torch.accelerator.Graph calls it on entry."""
+    from . import flagos
+
+    for module in (torch.accelerator, getattr(torch.accelerator, "memory", None)):
+        if module is not None and hasattr(module, "empty_host_cache"):
+            module.empty_host_cache = flagos.empty_host_cache
+
+
 def start() -> None:
     global deferred
     providers.set_known_ops(_dispatcher.known_ops)
@@ -63,6 +74,7 @@ def start() -> None:
     _dlpack.install()  # DLPack in the vendor's device type
     _sharing.install()  # torch.multiprocessing: shared memory under emulation, a clear refusal on GPUs
     _C.register_graph_impl()  # torch.accelerator.Graph builds flagos graphs (where this torch has the registry)
+    _host_cache_through_flagos()
     atexit.register(settle_at_exit)
     atexit.register(_print_replay_stats)
     if torch.distributed.is_available():

@@ -19,6 +19,7 @@ __all__ = [
     "device",
     "device_count",
     "empty_cache",
+    "empty_host_cache",
     "from_dlpack",
     "get_amp_supported_dtype",
     "get_rng_state",
@@ -145,6 +146,12 @@ def reset_accumulated_memory_stats(device: _Device = None) -> None:
 def empty_cache() -> None:
     """Give cached, unused flagos memory back to the vendor (a no-op under emulation, which caches nothing)."""
     torch.accelerator.empty_cache()
+
+
+def empty_host_cache() -> None:
+    """Give cached, unused pinned host memory back (the vendor's host cache; a no-op under emulation, which caches
+    none). ``torch.accelerator.empty_host_cache`` is this function once torch_fl is imported."""
+    _C.empty_host_cache()
 
 
 def manual_seed(seed: int, device: _Device = None) -> None:

@@ -177,6 +177,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("device_count", []() { return runtime_ready() ? int(runtime().device_count()) : 0; });
   m.def("current_device", []() { return int(runtime().current_device()); });
   m.def("set_device", [](int index) { runtime().set_device(static_cast<c10::DeviceIndex>(index)); });
+  m.def("empty_host_cache", []() { runtime().empty_host_cache(); });
   m.def("synchronize", [](int index) {
     py::gil_scoped_release no_gil;
     runtime().synchronize(index_or_current(index));

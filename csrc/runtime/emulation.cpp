@@ -172,6 +172,7 @@ class EmulationRuntime final : public Runtime {
   }
   void reset_accumulated_memory_stats(c10::DeviceIndex index) override { check_index(index); } // none kept
   void empty_cache() override {} // nothing cached: freed blocks go straight back to the host
+  void empty_host_cache() override {} // pinned blocks are not cached either (emulation_pinned.cpp)
   // Emulated device memory is ordinary host memory that records no device: answer the current one.
   c10::DeviceIndex device_of(const void*) const override { return tls_current_device; }
 

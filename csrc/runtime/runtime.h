@@ -88,6 +88,8 @@ class Runtime {
   // Pinned host memory for fast, asynchronous copies (pin_memory(), non_blocking=True).
   virtual c10::Allocator* pinned_allocator() = 0;
   virtual bool is_pinned(const void* ptr) const = 0;
+  // Hand the unused pinned host memory the vendor caches back to the system (torch.accelerator.empty_host_cache).
+  virtual void empty_host_cache() = 0;
 
   // Launch one function of a loaded module (a compiled Triton kernel the replay cache recorded) on the device's
   // current stream. Under emulation `launch.function` is a host function `void(const uint32_t grid[3], void**
