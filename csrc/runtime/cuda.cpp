@@ -111,7 +111,7 @@ class CudaRuntime final : public Runtime {
 
   c10::Allocator* pinned_allocator() override { return hooks().getPinnedMemoryAllocator(); }
   // flagos pinned memory is the vendor's (pinned_allocator above), so its cache is the vendor's host cache
-  void empty_host_cache() override { at::getHostAllocator(at::kCUDA)->empty_cache(); }
+  void empty_host_cache() override { at::getHostAllocator(c10::DeviceType::CUDA)->empty_cache(); }
   bool is_pinned(const void* ptr) const override { return hooks().isPinnedPtr(ptr); }
 
   const at::Generator& vendor_generator(c10::DeviceIndex index) const override {
