@@ -164,7 +164,8 @@ def _print_route(route: dict[str, Any]) -> None:
     else:
         print(
             f"  note: torch decomposes {route['op']} before the device, so its route is never used; run it with "
-            "FLAGOS_LOG=dispatch to see the ops the router gets, and route those"
+            "FLAGOS_LOG=dispatch to see the ops the router gets, and route those (this command lists them itself "
+            "from PyTorch's OpInfo samples where the op has some and numpy and expecttest are installed)"
         )
 
 
