@@ -51,3 +51,21 @@ def test_route_names_the_ops_a_composite_becomes(run_child):
     rc, out = data["kernel"]
     kernel = json.loads(out)
     assert kernel["device_kernel"] is True and kernel["becomes"] is None
+
+
+# torch's OpInfo database imports numpy and expecttest, which a plain torch install lacks; numpy is made absent here
+WITHOUT_TEST_DATABASE = r"""
+import contextlib, io, sys
+sys.modules["numpy"] = None  # import numpy now raises ImportError, as in a venv holding only torch
+import torch_fl.__main__ as cli
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    rc = cli.main(["route", "linear"])
+report("linear", [rc, out.getvalue()])
+"""
+
+
+def test_a_composite_without_torchs_test_database_gets_the_note(run_child):
+    rc, text = run_child(WITHOUT_TEST_DATABASE).data["linear"]
+    assert rc == 0 and "torch decomposes linear" in text and "FLAGOS_LOG=dispatch" in text, text
+    assert "numpy and expecttest" in text, text
