@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from . import _C, providers, replay
+from ._env import op_variable
 from ._names import CPU, NATIVE
 from ._routing import RouteTable
 from .providers import Provider
@@ -49,7 +50,7 @@ def call_provider(index: int, op: str, args: tuple, kwargs: dict, record: bool) 
         raise CaptureError(
             f"torch_fl graphs: {op} cannot be captured: its provider route runs Python (not a replayed plan), "
             "whose host work a replay would skip; run the region once before capturing (the replay then records "
-            f"a plan) or route it natively (FLAGOS_OP_{op.replace('.', '__')}=native)"
+            f"a plan) or route it natively ({op_variable(op)}=native)"
         )
     if record:  # the replay cache has no plan for this call yet (csrc/replay/plan.h)
         return replay.record_call(kernel, args, kwargs)

@@ -18,6 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from .. import _routes
+from .._env import op_variable
 
 # Allocation only: a replay has nothing to redo for them (CUDA replays no kernel for an empty tensor either).
 _ALLOCATIONS = frozenset({"empty.memory_format", "empty_strided", "empty_like", "new_empty", "new_empty_strided"})
@@ -158,8 +159,7 @@ class CaptureMode(TorchDispatchMode):
             raise self.refuse(
                 func,
                 "its route is 'cpu', a host round trip a replay cannot repeat",
-                f"route it natively (FLAGOS_OP_{_name(func).replace('.', '__')}=native) or keep it "
-                "out of the captured region",
+                f"route it natively ({op_variable(_name(func))}=native) or keep it out of the captured region",
             )
 
     def _check_transfer(self, func: Any, on_flagos: bool, on_host: bool, target: Any) -> None:
