@@ -1,5 +1,6 @@
 """DLPack on a GPU node: a flagos tensor's capsule is CUDA memory (kDLCUDA = 2; kDLROCM = 10 on DCU), read straight
-from the capsule's DLTensor, and a plain cuda tensor made from it in the same process is the same memory.
+from the capsule's DLTensor, and a plain cuda tensor made from it in the same process is the same memory, as is the
+CuPy array CuPy makes from it (the acceptance's other-library consumer).
 
     FLAGOS_ACCELERATOR=cuda python tests/node/dlpack_check.py     (build_tools/node/cuda_node.sh interop runs it)
 Prints one line per check and `dlpack check: ok`; exits 1 at the first failed check.
@@ -58,7 +59,24 @@ def main() -> None:
     check(f"torch.flagos.from_dlpack -> {back.device}, same pointer", back.device == x.device
           and back.data_ptr() == x.data_ptr())
     check("values equal", torch.equal(back.cpu(), y.cpu()))
+    cupy_reads(x)
     print("dlpack check: ok")
+
+
+def cupy_reads(x: torch.Tensor) -> None:
+    """Another library as the consumer: CuPy takes the capsule through the protocol, with its own stream handshake."""
+    try:
+        import cupy
+    except ImportError as exc:
+        check(f"CuPy reads the capsule: CuPy cannot be imported ({exc}); carry a cupy-cuda wheel in .whl/", False)
+    with cupy.cuda.Device(x.device.index):
+        c = cupy.from_dlpack(x)
+        check(f"cupy.from_dlpack -> device {c.device.id}, shape {c.shape}, same pointer",
+              c.device.id == x.device.index and c.shape == tuple(x.shape) and c.data.ptr == x.data_ptr())
+        check("CuPy reads the values", bool((cupy.asnumpy(c) == x.cpu().numpy()).all()))
+        c[1, 1] = 7.0  # one memory: a write through CuPy shows on flagos
+        cupy.cuda.Device(x.device.index).synchronize()
+    check("a write through CuPy shows on flagos", x[1, 1].item() == 7.0)
 
 
 if __name__ == "__main__":
