@@ -33,7 +33,7 @@ def enable(vendor_type: str) -> None:
     from . import graph_runner
     from ._torch_compat import cudagraphs
 
-    _missing = cudagraphs.install(vendor_type, graph_runner.make_runner)
+    _missing = cudagraphs.install(vendor_type, lambda *args, **kwargs: graph_runner.make_runner(*args, **kwargs))
     if _missing:
         warnings.warn(_gpu_message(), RuntimeWarning, stacklevel=2)
 
