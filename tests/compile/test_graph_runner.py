@@ -160,3 +160,13 @@ def test_an_output_that_views_a_static_input_stays_readable():
     outs = [runner([torch.ones(4).to("flagos"), w]) for _ in range(4)]
     assert outs[1][1].data_ptr() == w.data_ptr()
     torch.testing.assert_close(_host(outs[1][1]), torch.arange(2.0))  # the caller's memory: never overwritten
+
+
+def test_an_uncapturable_op_skips_graphs_naming_it(skip_log):
+    model = Counted(lambda x: x * float(x.sum().item()))  # a host read: a replay would keep the captured value
+    runner = GraphRunner(model)
+    for scale in (1.0, 2.0, 3.0):
+        x = torch.full((2,), scale)
+        torch.testing.assert_close(_host(runner([x.to("flagos")])), x * (2 * scale))
+    assert runner.skipped is not None and "_local_scalar_dense" in runner.skipped
+    assert any("uncapturable op" in line for line in skip_log) and model.calls == 4

@@ -15,7 +15,8 @@ StaticCache) are read in place; their addresses are checked on every call, and a
 (past torch's re-record limit the function runs uncaptured, logged as a skip). The others are copied into the
 recording's buffers before each replay. An input the graph mutates that is not static means no graph for this
 function (a replay would write the copy, not the caller's tensor): the skip is logged with Inductor's reason
-("mutated inputs") and the compiled code runs as is, as on cuda.
+("mutated inputs") and the compiled code runs as is, as on cuda. So does a function whose capture meets an op a
+graph cannot repeat (``torch_fl.graphs.CaptureError``: a host read, a provider's Python path), naming the op.
 
 Outputs. A replay writes the same memory every time. Each call returns new tensors over it, and the tensors the
 previous call returned become unreadable, with a message saying to clone them; outputs that alias a static input
@@ -186,7 +187,13 @@ class GraphRunner:
                 return self.model(inputs)
             recording = _WARMED
         if recording is _WARMED:
-            recording = self.recordings[key] = Recording(self, inputs)
+            from ..graphs import CaptureError
+
+            try:
+                recording = self.recordings[key] = Recording(self, inputs)
+            except CaptureError as exc:  # an op a graph cannot repeat (a host read, a provider's Python path)
+                self._skip(f"skipping cudagraphs due to an uncapturable op: {exc}")
+                return self.model(inputs)
         return recording.run(inputs)
 
     def _warm_up(self, inputs: list[Any]) -> Any:
