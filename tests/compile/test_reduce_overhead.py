@@ -199,7 +199,7 @@ def test_a_compiled_function_replays_its_graph(runners):
         x = torch.randn(8, 32).to("flagos")
         torch.testing.assert_close(compiled(x, w), f(x, w), rtol=1e-4, atol=1e-4)
     assert _skips() == before, "no cudagraph skip for a flagos graph"
-    assert len(runners) == 1 and any(isinstance(r, graph_runner.Recording) for r in runners[0].recordings.values())
+    assert any(isinstance(rec, graph_runner.Recording) for r in runners for rec in r.recordings.values())
 
 
 @gpu_only
@@ -241,12 +241,13 @@ def test_a_mutated_input_skips_as_on_cuda(runners):
 @gpu_only
 def test_the_previous_output_is_unreadable_after_the_next_call():
     compiled = torch.compile(lambda x: x * 2, mode="reduce-overhead")
-    outs = [compiled(torch.full((4,), float(i)).to("flagos")) for i in range(4)]
-    kept = outs[-2].clone()
+    outs = [compiled(torch.full((4,), float(i)).to("flagos")) for i in range(3)]  # warm-up, capture, replay
+    kept = outs[-1].clone()
+    latest = compiled(torch.full((4,), 3.0).to("flagos"))
     with pytest.raises(RuntimeError, match="Clone it"):
-        outs[-2].cpu()
+        outs[-1].cpu()
     torch.testing.assert_close(kept.cpu(), torch.full((4,), 4.0))
-    torch.testing.assert_close(outs[-1].cpu(), torch.full((4,), 6.0))
+    torch.testing.assert_close(latest.cpu(), torch.full((4,), 6.0))
 
 
 @gpu_only
