@@ -4,7 +4,7 @@
 # install it, run the routing and correctness suites with FlagGems present,
 # then the route A/B benchmark. Everything lands under $OUT (default reports/cuda-node).
 #   bash build_tools/node/cuda_node.sh [smoke|full|bench|train|models|dist|fsdp|checks|opinfo|mixed|compile|llm|
-#                                       replay|stepops|flaggems|interop|graphs]
+#                                       decode|replay|stepops|flaggems|interop|graphs]
 #   full:   the routing and correctness suites (SUITE_WORKERS xdist workers, 8; 0: one process), then the bench;
 #           BENCH_ARGS="--runs 3 ..." adds bench options. bench: the bench alone
 #   train:  flagos training against plain cuda in separate processes (tests/node/train_check.py), and the step
@@ -30,6 +30,11 @@
 #           against plain cuda (the bench harness's case, tests/bench/harness/llm.py): LLM_SETS (2) lockstep sets
 #           of one process per arm with an A/A control; ms/step, peak memory, the eager attention kernels of
 #           each arm, the Inductor features of the flagos graph
+#   decode: greedy decoding at batch 1 (issue 34; tests/bench/harness/decode.py): an HF Llama of 8 layers, hidden
+#           1024, bf16, StaticCache, plain cuda and flagos eager, compiled and reduce-overhead with an A/A arm, in
+#           DECODE_SETS (3) lockstep sets: tokens/s, identical tokens, flagos reduce-overhead >= 0.95x plain; first
+#           the reduce-overhead tests of the compile suite on flagos (compile/test_reduce_overhead.py,
+#           compile/test_graph_runner.py)
 #   stepops: where the eager training step's host time goes, op by op (tests/node/step_ops.py): one step's ATen
 #           calls recorded on flagos, then replayed in one process on flagos and on cuda copies; STEP_OPS_D d_models,
 #           STEP_OPS_ARGS more options (--counters N: the router's phase counters over N more replays)
@@ -56,7 +61,7 @@
 # At most 8 files land in $OUT (build.log, node.txt, pytest.txt, junit.xml, bench.txt, bench/bench.{json,md,png};
 # train: train.txt; models: models.txt; dist: dist.txt; fsdp: fsdp.txt; checks: models.txt, pytest.txt,
 # junit.xml, exit.txt; opinfo: opinfo-{native,cpu}.{txt,json}; mixed: mixed.txt; compile: compile.txt; interop:
-# interop.txt; graphs: graphs.txt; llm: llm.txt; stepops: step_ops.txt; flaggems: flaggems.txt,
+# interop.txt; graphs: graphs.txt; llm: llm.txt; decode: decode.txt; stepops: step_ops.txt; flaggems: flaggems.txt,
 # qualify-report.{json,md}, qualify-events.jsonl, flaggems-first.json): a lent machine hands back only a few.
 set -euo pipefail
 mode=${1:-full}
@@ -219,6 +224,14 @@ fi
 if [ "$mode" = llm ]; then  # a compiled decoder LLM step: compiled flagos against compiled plain cuda
   cd "$tests_copy/bench" && "$PY" -m harness.llm all --sets "${LLM_SETS:-2}" 2>&1 \
     | grep --line-buffered -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/llm.txt"
+  exit "${PIPESTATUS[0]}"
+fi
+if [ "$mode" = decode ]; then  # decoding: eager, compiled, reduce-overhead on flagos against plain cuda
+  (cd "$tests_copy" && rc=0
+   "$PY" -m pytest -c pyproject.toml -q -p no:cacheprovider -rs compile/test_reduce_overhead.py \
+     compile/test_graph_runner.py || rc=1
+   cd "$tests_copy/bench" && { "$PY" -m harness.decode all --sets "${DECODE_SETS:-3}" || rc=1; }
+   exit $rc) 2>&1 | grep --line-buffered -v -e "UserWarning" -e "warnings.warn" | tee "$OUT/decode.txt"
   exit "${PIPESTATUS[0]}"
 fi
 if [ "$mode" = interop ]; then  # DLPack's CUDA capsule, the queue's refusal, the sparse message (issue 32)

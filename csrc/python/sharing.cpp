@@ -15,7 +15,10 @@
 #include <c10/core/TensorImpl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 #include <unistd.h>
 
 namespace py = pybind11;
@@ -43,6 +46,36 @@ at::Tensor owning_view(const at::Tensor& src, c10::Device device) {
       c10::Storage(std::move(storage)), c10::DispatchKeySet(key_of(device)), src.dtype());
   out.unsafeGetTensorImpl()->set_sizes_and_strides(src.sizes(), src.strides(), src.storage_offset());
   return out;
+}
+
+// Fresh tensors over `tensors`' bytes on their own device, one new storage per distinct source storage (outputs
+// that view one buffer stay views of one storage), each keeping its source alive. A graph runner hands these out
+// per replay: flagging their storages unreadable later leaves the graph's own buffers and every other replay's
+// tensors alone.
+std::vector<at::Tensor> fresh_aliases(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> out;
+  out.reserve(tensors.size());
+  std::vector<std::pair<const c10::StorageImpl*, at::Tensor>> made; // a graph returns a handful of outputs
+  for (const at::Tensor& src : tensors) {
+    const c10::StorageImpl* key = src.storage().unsafeGetStorageImpl();
+    auto found = std::find_if(made.begin(), made.end(), [&](const auto& m) { return m.first == key; });
+    if (found == made.end()) {
+      made.emplace_back(key, owning_view(src, src.device()));
+      out.push_back(made.back().second);
+      continue;
+    }
+    at::Tensor view = at::detail::make_tensor<c10::TensorImpl>(
+        c10::Storage(found->second.storage()), c10::DispatchKeySet(key_of(src.device())), src.dtype());
+    view.unsafeGetTensorImpl()->set_sizes_and_strides(src.sizes(), src.strides(), src.storage_offset());
+    out.push_back(std::move(view));
+  }
+  return out;
+}
+
+// Every tensor over t's storage (views too) raises `message` on a read or write of its data from now on; the
+// memory stays owned as before. torch's CUDA builds bind the same call for their graph trees; CPU builds do not.
+void make_unreadable(const at::Tensor& t, const std::string& message) {
+  t.storage().unsafeGetStorageImpl()->release_data_and_set_meta_custom_data_ptr_error_msg_(message);
 }
 
 void check_flagos(const at::Tensor& t, const char* what) {
@@ -116,6 +149,10 @@ void bind_sharing(py::module_& m) {
     return sharing::owning_view(t, flagos_device(dev));
   }, py::arg("tensor"), py::arg("index") = 0,
       "A flagos tensor over a vendor tensor's bytes that keeps its storage alive (the DLPack consumer's view).");
+  m.def("fresh_aliases", &sharing::fresh_aliases, py::arg("tensors"),
+      "Tensors over the same bytes as `tensors`, on new storages that keep theirs alive (one per shared storage).");
+  m.def("make_unreadable", &sharing::make_unreadable, py::arg("tensor"), py::arg("message"),
+      "Reading or writing the data of any tensor over this tensor's storage raises `message` from now on.");
   m.def("share_fd", &sharing::share_fd, "(fd, nbytes) of a flagos storage moved into shared memory (emulation).");
   m.def("from_shared_fd", &sharing::from_shared_fd, py::arg("fd"), py::arg("nbytes"), py::arg("index"),
       "A flagos uint8 tensor over another process's shared flagos storage (emulation).");

@@ -12,7 +12,8 @@ Per vendor (``torch_fl.accelerator()``):
   cuda, dcu    Inductor's Triton codegen for the vendor GPU, launched on the current flagos stream, which is the
                vendor's current stream (``codegen.GpuWrapper``, Inductor's own wrapper with flagos' allocation
                call, and ``codegen.GpuOpOverrides``)
-Routes: ``routes``; CUDA graphs: ``graphs``. The torch-version-specific parts live in ``_torch_compat`` alone.
+Routes: ``routes``; CUDA graphs (mode="reduce-overhead"): ``graphs`` and ``graph_runner``. The
+torch-version-specific parts live in ``_torch_compat`` alone.
 """
 
 from __future__ import annotations

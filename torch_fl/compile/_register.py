@@ -15,7 +15,7 @@ def interface() -> None:
 
 def inductor() -> None:
     """Inductor's backend, device op overrides and route pass for flagos, for this process's vendor."""
-    from . import codegen, routes
+    from . import codegen, graphs, routes
 
     gpu = _C.accelerator() in ("cuda", "dcu")
     _torch_compat.supply_fused_attention_backward_meta()
@@ -30,6 +30,7 @@ def inductor() -> None:
         _torch_compat.profile_on_vendor("cuda")
         _torch_compat.share_template_heuristics("cuda")
         _torch_compat.enable_vendor_features("cuda")
+        graphs.enable("cuda")  # mode="reduce-overhead" through flagos graphs
         _torch_compat.register_op_overrides(codegen.GpuOpOverrides())
         _torch_compat.register_backend(TritonScheduling, codegen.GpuWrapper, routes.RoutePass())
     else:

@@ -79,7 +79,7 @@ class RoutePass(CustomGraphModulePass):
     def __call__(self, gm: torch.fx.GraphModule) -> None:
         from .graphs import refuse_cudagraphs
 
-        refuse_cudagraphs()  # Inductor runs this pass on flagos graphs only: the place to say it once
+        refuse_cudagraphs()  # Inductor runs this pass on flagos graphs only: the place to refuse them once
         for node in gm.graph.nodes:
             if node.op == "call_function" and kept_out(node.target) and _node_on_flagos(node):
                 _torch_compat.mark_fallback(node)

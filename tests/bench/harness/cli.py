@@ -76,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "parameters, seq 1024, bf16; on the emulation and under --short a 1-layer one, traced "
                         "only) in SETS lockstep sets of compiled flagos, compiled plain and plain again: time and "
                         "peak memory (default 0: off)")
+    p.add_argument("--decode", type=int, default=0, metavar="SETS",
+                   help="also greedy decoding of a small HF Llama with a StaticCache (harness/decode.py), plain and "
+                        "flagos eager, compiled and reduce-overhead with an A/A, in SETS lockstep sets: tokens/s "
+                        "and identical tokens (on the emulation and under --short a 1-layer dry run; default 0: off)")
     p.add_argument("--compare", type=Path, metavar="OLD.json", help="print the change per case against OLD.json")
     p.add_argument("--max-ratio", type=float, metavar="R",
                    help="exit 3 when a case's mean flagos native / plain ratio exceeds R")
@@ -98,6 +102,7 @@ def options_from(args: argparse.Namespace) -> measure.Options:
         paired=args.paired,
         paired_arms=tuple(args.paired_arms),
         llm=args.llm,
+        decode=args.decode,
     )
 
 

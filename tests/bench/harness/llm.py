@@ -41,7 +41,7 @@ import statistics
 import sys
 import time
 
-from . import lockstep
+from . import arms, lockstep
 
 FULL = {"layers": 8, "hidden": 1024, "heads": 16, "kv_heads": 4, "mlp": 2816, "vocab": 32000, "seq": 1024, "batch": 4}
 TINY = {"layers": 1, "hidden": 32, "heads": 2, "kv_heads": 1, "mlp": 64, "vocab": 128, "seq": 32, "batch": 2}
@@ -62,17 +62,6 @@ COMPILED_ATTENTION = (  # the fused attention ops a compiled graph may call as e
     "_scaled_dot_product_efficient_attention",
     "_scaled_dot_product_efficient_attention_backward",
 )
-
-
-def _import_torchvision() -> None:
-    """transformers imports torchvision where it is installed; the test images' needs tests/models/vision_import.py
-    first (it says why). A copy of the harness without the model suite beside it goes without."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "models")
-    if os.path.exists(os.path.join(path, "vision_import.py")):
-        sys.path.insert(0, path)
-        import vision_import
-
-        vision_import.load()
 
 
 def _attention_seen(step, device: str) -> dict:
@@ -120,7 +109,7 @@ def _gpu_vendor() -> bool:
 def run(arm: str, device: str, tiny: bool, serve_cpu: int | None) -> None:
     import torch
 
-    _import_torchvision()
+    arms.import_torchvision()
     from transformers import LlamaConfig, LlamaForCausalLM
 
     if serve_cpu is not None and device == "cpu":
@@ -204,15 +193,9 @@ def run(arm: str, device: str, tiny: bool, serve_cpu: int | None) -> None:
 
 
 def _command(arm: str, plain: str, tiny: bool, serve_cpu: int | None) -> tuple[list[str], dict]:
-    env = dict(os.environ)
-    if arm != "flagos":
-        env.pop("FLAGOS_AUTOLOAD", None)  # the plain arms never load torch_fl
-        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/bench: -m finds harness
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    cmd = [sys.executable, "-m", "harness.llm", "run", "--arm", arm, "--device", plain]
-    cmd += ["--tiny"] * tiny + ["--serve-cpu", str(serve_cpu)] * (serve_cpu is not None)
-    return cmd, env
+    args = ["run", "--arm", arm, "--device", plain]
+    args += ["--tiny"] * tiny + ["--serve-cpu", str(serve_cpu)] * (serve_cpu is not None)
+    return arms.command("llm", arm == "flagos", args)
 
 
 def _takes_fused_where_plain_does(flagos: dict, plain: dict) -> tuple[bool, str]:
@@ -236,8 +219,7 @@ def _takes_fused_where_plain_does(flagos: dict, plain: dict) -> tuple[bool, str]
 
 def case(sets: int, tiny: bool = False) -> dict:
     """The case: its lines are printed as they come and kept, with the figures, for the harness's report."""
-    runtime = os.environ.get("FLAGOS_ACCELERATOR", "cpu").strip() or "cpu"
-    plain = "cuda" if runtime in ("cuda", "dcu") else "cpu"  # HIP builds of torch call their GPUs cuda too
+    runtime, plain = arms.devices()
     tiny = tiny or plain == "cpu"  # the full model takes minutes per step on the emulation
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/torch-fl-llm-check-inductor")
     size = TINY if tiny else FULL
@@ -250,14 +232,14 @@ def case(sets: int, tiny: bool = False) -> dict:
     say(f"llm compile check: HF Llama {size['layers']} layers, hidden {size['hidden']}, {size['heads']} heads / "
         f"{size['kv_heads']} kv heads, vocab {size['vocab']}, seq {size['seq']}, batch {size['batch']}, bf16 "
         f"autocast, fused AdamW, torch.compile default; flagos on {runtime} against plain {plain}")
-    arms = ("flagos", plain, plain + "-again")
+    names = ("flagos", plain, plain + "-again")
     cpu = max(os.sched_getaffinity(0)) if plain == "cpu" else None
-    ms: dict[str, list[float]] = {a: [] for a in arms}
+    ms: dict[str, list[float]] = {a: [] for a in names}
     ratios: dict[str, list[float]] = {"flagos": [], "again": []}
     info: dict = {}
     start = time.perf_counter()
     for number in range(sets):
-        children = {a: _command("flagos" if a == "flagos" else "plain", plain, tiny, cpu) for a in arms}
+        children = {a: _command("flagos" if a == "flagos" else "plain", plain, tiny, cpu) for a in names}
         try:
             with lockstep.Group(children, CHILD_TIMEOUT_S) as group:
                 info = group.info
@@ -268,15 +250,15 @@ def case(sets: int, tiny: bool = False) -> dict:
             say(f"llm compile check: {result['verdict']}")
             return result
         med = [{k: statistics.median(t) for k, t in r.items()} for r in rounds]
-        for a in arms:
+        for a in names:
             ms[a] += [m[a] for m in med]
         ratios["flagos"] += [m["flagos"] / m[plain] for m in med]
         ratios["again"] += [m[plain + "-again"] / m[plain] for m in med]
         say(f"  set {number + 1} ({time.perf_counter() - start:.0f} s): "
-            + ", ".join(f"{a} {statistics.median(m[a] for m in med):.2f} ms" for a in arms))
+            + ", ".join(f"{a} {statistics.median(m[a] for m in med):.2f} ms" for a in names))
     say(f"  model: {info['flagos']['params_m']}M parameters; torch {info['flagos']['torch']}")
     result["arms"] = {}
-    for a in arms:
+    for a in names:
         q = statistics.quantiles(ms[a], n=4) if len(ms[a]) > 1 else [ms[a][0]] * 3
         peak = info[a].get("peak_gib")
         result["arms"][a] = {"ms_median": q[1], "ms_quartiles": [q[0], q[2]], "peak_gib": peak}

@@ -193,11 +193,19 @@ def _llm_md(report: dict[str, Any]) -> list[str]:
             "As harness/llm.py prints it (its docstring is the method):", "", "```", *llm["lines"], "```"]
 
 
+def _decode_md(report: dict[str, Any]) -> list[str]:
+    decode = report.get("decode")
+    if not decode:
+        return []
+    return ["", "## Greedy decoding: eager, compiled, reduce-overhead", "",
+            "As harness/decode.py prints it (its docstring is the method):", "", "```", *decode["lines"], "```"]
+
+
 def to_markdown(report: dict[str, Any]) -> str:
     env = report["environment"]
     partial = ([] if report.get("complete", True) else
                ["**Partial report**: the run stopped before its end; below is what it had measured.", ""])
     lines = [f"# torch_fl benchmark: {env['vendor']}", "", *partial, *_environment_md(report), "", *_ab_md(report),
              *_acceptance_md(report), *_paired_md(report), *_overhead_md(report), *_step_md(report),
-             *_step_profile_md(report), *_llm_md(report), ""]
+             *_step_profile_md(report), *_llm_md(report), *_decode_md(report), ""]
     return "\n".join(lines)

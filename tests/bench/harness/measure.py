@@ -43,6 +43,7 @@ class Options(node.Options):
     paired: int
     paired_arms: tuple[str, ...]
     llm: int = 0
+    decode: int = 0
 
 
 def worker_env(accelerator: str | None, arm: str | None, overrides: dict[str, str] | None = None,
@@ -269,7 +270,7 @@ def measure(opts: Options, checkpoint: Callable[[dict[str, Any]], None] = lambda
                      "overhead_pairs": workloads.OVERHEAD_PAIRS, "paired": opts.paired,
                      "paired_arms": list(opts.paired_arms),
                      "step": list(opts.step), "step_procs": opts.step_procs, "step_steps": opts.step_steps,
-                     "step_profile": opts.step_profile, "llm": opts.llm,
+                     "step_profile": opts.step_profile, "llm": opts.llm, "decode": opts.decode,
                      "glibc_tunables": os.environ.get("GLIBC_TUNABLES",
                                                       node.STEADY_MALLOC if opts.steady_malloc else None)},
         "method": {"ab": AB_METHOD.format(batches=_batches_text(opts.batches)), "overhead": OVERHEAD_METHOD},
@@ -277,6 +278,7 @@ def measure(opts: Options, checkpoint: Callable[[dict[str, Any]], None] = lambda
         "acceptance": report.acceptance(ab, report.goal_for(accelerator)),
         "complete": False,
         "paired": None, "overhead": None, "step": None, "step_profile": None, "llm": None,
+        "decode": None,
     }
     result["acceptance"]["paired"] = None
     checkpoint(result)
@@ -297,6 +299,11 @@ def measure(opts: Options, checkpoint: Callable[[dict[str, Any]], None] = lambda
         from . import llm  # the compiled decoder LLM step: its own arms and lockstep sets (llm.py)
 
         result["llm"] = llm.case(opts.llm, tiny=opts.short)  # --short: its dry run, on any device
+    if opts.decode:
+        checkpoint(result)
+        from . import decode  # greedy decoding, eager / compiled / reduce-overhead (decode.py)
+
+        result["decode"] = decode.case(opts.decode, tiny=opts.short)
     result["complete"] = True
     return result
 

@@ -7,6 +7,7 @@ One module per concern:
   attention   the fused attention hook's ops kept as extern calls
   gpu         flagos as Inductor's GPU on a GPU vendor (GPU type, Triton target, profiler, template tables)
   features    the Inductor features gated on the device name ``cuda``, opened to flagos on a GPU vendor
+  cudagraphs  mode="reduce-overhead": flagos graphs where Inductor decides about CUDA graphs (imported by name)
   backend     the registrations, and the emulation's C++ scheduling
   checks      ``problems``: what registration needs and this torch line lacks
 """

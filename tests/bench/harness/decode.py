@@ -1,0 +1,251 @@
+"""Greedy decoding of a small LLM at batch 1 on flagos against the plain vendor device: eager, compiled and
+compiled with mode="reduce-overhead" (graphs), in tokens/s (issue 34).
+
+The model: a Hugging Face Llama built from a config (8 layers, hidden 1024, 16 attention heads over 4 key/value
+heads, MLP 2816, vocab 32000), weights in bf16, built on the host from one seed and moved. A fixed random prompt of
+32 tokens is prefilled eagerly into transformers' StaticCache; a step then decodes 32 tokens greedily from there,
+each a call of the arm's callable (``model(input_ids=token, cache_position=position, past_key_values=cache,
+use_cache=True)``) with no host sync inside the step. Every step decodes from the same prefilled state, so every
+step yields the same tokens.
+
+Arms, one process each (PyTorch allows one accelerator per process once torch_fl is imported; the plain arms never
+import it): plain eager, compiled (default mode, fullgraph), reduce-overhead and reduce-overhead again (the A/A
+control); flagos eager, compiled and reduce-overhead. They are timed in --sets lockstep sets (lockstep.py): after
+a warm-up of 3 steps (compiles and recordings), turns of synchronized steps, one arm at a time, the order rotated
+per round. It prints tokens/s per arm (median over every round of every set), flagos / plain per mode and the A/A,
+the token ids of every arm against the plain eager arm's, then
+
+  decode check: PASS     identical tokens in every arm, flagos reduce-overhead >= 0.95x plain reduce-overhead
+  decode check: FAIL (...)
+
+and exits 1 on a FAIL.
+
+  python -m harness.decode all [--sets 3] [--tiny]     from tests/bench (cuda_node.sh decode)
+  python -m harness --decode SETS                       the same as a case of the bench, in bench.json and bench.md
+
+--tiny (the default beside the CPU emulation): a 1-layer model of hidden 32 against the host, eager and compiled
+(traced as torch.compile traces it, as llm.py's dry run), and reduce-overhead asserted refused on the emulation
+with its message: a dry run of the case in seconds (timings printed, not judged).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+from . import arms, lockstep
+
+FULL = {"layers": 8, "hidden": 1024, "heads": 16, "kv_heads": 4, "mlp": 2816, "vocab": 32000}
+TINY = {"layers": 1, "hidden": 32, "heads": 2, "kv_heads": 1, "mlp": 64, "vocab": 128}
+PROMPT, TOKENS = 32, 32
+WARM_STEPS = 3
+TURNS = {"full": (8, 3), "tiny": (1, 1)}  # (rounds per set, synchronized steps per turn)
+RO_BAR = 0.95
+CHILD_TIMEOUT_S = 540
+MODES = ("eager", "compiled", "reduce-overhead")
+
+
+def _model(size: dict, device: str):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=size["vocab"], hidden_size=size["hidden"], intermediate_size=size["mlp"],
+        num_hidden_layers=size["layers"], num_attention_heads=size["heads"], num_key_value_heads=size["kv_heads"],
+        max_position_embeddings=PROMPT + TOKENS, tie_word_embeddings=False,
+    )
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
+    return config, model.to(device)
+
+
+def _callable(model, mode: str, tiny: bool):
+    import torch
+
+    if mode == "eager":
+        return model
+    if tiny and mode == "compiled":  # the dry run: Dynamo and AOTAutograd, no Inductor C++ compile
+        from .llm import _traced_only
+
+        return torch.compile(model, backend=_traced_only([]), fullgraph=True)
+    return torch.compile(model, fullgraph=True, **({"mode": "reduce-overhead"} if mode == "reduce-overhead" else {}))
+
+
+def _refusal(model, step_args: dict) -> str | None:
+    """The message reduce-overhead is refused with on this process's flagos runtime, or None when it runs."""
+    import torch
+
+    try:
+        with torch.inference_mode():
+            torch.compile(model, mode="reduce-overhead", fullgraph=True)(**step_args)
+        return None
+    except Exception as exc:  # noqa: BLE001  (Dynamo wraps the backend's error: the message is what counts)
+        return str(exc)
+
+
+def _rewind(cache) -> None:
+    """Back to the prefilled state: transformers lines that count the cache's length themselves (a static device
+    tensor per layer) are set back to the prompt; the others write where ``cache_position`` says."""
+    import torch
+
+    for layer in getattr(cache, "layers", ()):
+        length = getattr(layer, "cumulative_length", None)
+        if isinstance(length, torch.Tensor):
+            length.fill_(PROMPT)
+
+
+def run(arm: str, mode: str, device: str, tiny: bool, serve_cpu: int | None) -> None:
+    import torch
+
+    arms.import_torchvision()
+    from transformers import StaticCache
+
+    if serve_cpu is not None and device == "cpu":
+        torch.set_num_threads(1)  # every thread is pinned to one CPU for the timing
+    info: dict = {"arm": f"{arm}-{mode}", "torch": torch.__version__}
+    if arm == "flagos":
+        import torch_fl
+
+        device = "flagos"
+        info["flagos_runtime"] = torch_fl.accelerator()
+    elif device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("the plain arm asks for cuda, but torch.cuda.is_available() is False here")
+    config, model = _model(TINY if tiny else FULL, device)
+    cache = StaticCache(config=config, max_cache_len=PROMPT + TOKENS)
+    prompt = torch.randint(0, config.vocab_size, (1, PROMPT), generator=torch.Generator().manual_seed(1)).to(device)
+    positions = [torch.tensor([PROMPT + i], device=device) for i in range(TOKENS)]
+    sync = {"flagos": lambda: torch.flagos.synchronize(), "cuda": torch.cuda.synchronize}.get(device, lambda: None)
+    with torch.inference_mode():
+        logits = model(input_ids=prompt, past_key_values=cache, use_cache=True,
+                       cache_position=torch.arange(PROMPT, device=device)).logits
+        first = logits[:, -1:].argmax(-1)
+    forward = _callable(model, mode, tiny)
+
+    def step() -> torch.Tensor:
+        token, out = first, []
+        with torch.inference_mode():
+            _rewind(cache)
+            for position in positions:
+                logits = forward(input_ids=token, cache_position=position, past_key_values=cache, use_cache=True).logits
+                token = logits[:, -1:].argmax(-1)
+                out.append(token)
+        return torch.cat(out, dim=1)
+
+    start = time.perf_counter()
+    info["tokens"] = step().reshape(-1).tolist()
+    info["first_step_s"] = round(time.perf_counter() - start, 2)
+    for _ in range(WARM_STEPS - 1):
+        step()
+    sync()
+    if arm == "flagos" and mode == "compiled" and info["flagos_runtime"] == "cpu":
+        info["refusal"] = _refusal(model, {"input_ids": first, "cache_position": positions[0],
+                                           "past_key_values": cache, "use_cache": True})
+    if serve_cpu is not None:
+        lockstep.pin_all_threads(serve_cpu)
+    lockstep.serve(step, sync, info)
+
+
+def _arms(plain: str, tiny: bool) -> dict[str, tuple[str, str]]:
+    """name -> (process kind, mode)."""
+    if tiny:
+        return {f"{plain}-eager": ("plain", "eager"), f"{plain}-compiled": ("plain", "compiled"),
+                f"{plain}-eager-again": ("plain", "eager"), "flagos-eager": ("flagos", "eager"),
+                "flagos-compiled": ("flagos", "compiled")}
+    named = {f"{plain}-{m}": ("plain", m) for m in MODES}
+    named[f"{plain}-reduce-overhead-again"] = ("plain", "reduce-overhead")
+    named.update({f"flagos-{m}": ("flagos", m) for m in MODES})
+    return named
+
+
+def case(sets: int, tiny: bool = False) -> dict:
+    """The case: its lines are printed as they come and kept, with the figures, for the harness's report."""
+    runtime, plain = arms.devices()
+    tiny = tiny or plain == "cpu"  # the emulation decodes the full model at seconds per token
+    size = TINY if tiny else FULL
+    result: dict = {"size": size, "sets": sets, "judged": not tiny, "lines": [], "failures": []}
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        result["lines"].append(line)
+
+    say(f"decode check: HF Llama {size['layers']} layers, hidden {size['hidden']}, {size['heads']} heads / "
+        f"{size['kv_heads']} kv heads, vocab {size['vocab']}, bf16, StaticCache, batch 1, prompt {PROMPT}, "
+        f"{TOKENS} greedy tokens per step; flagos on {runtime} against plain {plain}")
+    named = _arms(plain, tiny)
+    cpu = max(os.sched_getaffinity(0)) if plain == "cpu" else None
+    commands = {}
+    for name, (kind, mode) in named.items():
+        args = ["run", "--arm", kind, "--mode", mode, "--device", plain] + ["--tiny"] * tiny
+        commands[name] = arms.command("decode", kind == "flagos", args + ["--serve-cpu", str(cpu)] * (cpu is not None))
+    try:
+        rounds, info = arms.timed_sets(commands, sets, TURNS["tiny" if tiny else "full"], CHILD_TIMEOUT_S, say)
+    except lockstep.LockstepError as exc:
+        say(f"an arm failed: {exc}")
+        result.update(failures=["an arm failed"], verdict="FAIL (an arm failed)")
+        say(f"decode check: {result['verdict']}")
+        return result
+    result["arms"] = {}
+    for name in named:
+        per_s = [TOKENS * 1e3 / r[name] for r in rounds]
+        result["arms"][name] = {"tokens_per_s": statistics.median(per_s), "first_step_s": info[name]["first_step_s"]}
+        say(f"  {name:28s} {statistics.median(per_s):9.1f} tokens/s (first step, compile included: "
+            f"{info[name]['first_step_s']} s)")
+    base = f"{plain}-eager" if tiny else f"{plain}-reduce-overhead"
+    again = f"{base}-again"
+    aa = statistics.median(r[base] / r[again] for r in rounds)
+    say(f"  A/A {again} / {base} tokens/s = {aa:.3f}")
+    ratios = {}
+    for mode in (MODES if not tiny else ("eager", "compiled")):
+        ratios[mode] = statistics.median(r[f"{plain}-{mode}"] / r[f"flagos-{mode}"] for r in rounds)
+        say(f"  flagos / {plain} tokens/s, {mode}: {ratios[mode]:.3f}")
+    result.update(ratios=ratios, aa_ratio=aa)
+    reference = info[f"{plain}-eager"]["tokens"]
+    for name in named:
+        got = info[name]["tokens"]
+        same = got == reference
+        where = next((i for i, (a, b) in enumerate(zip(got, reference, strict=True)) if a != b), None)
+        say(f"  tokens {name:28s} {'identical' if same else f'DIFFER from position {where}'}")
+        if not same:
+            result["failures"].append(f"{name} tokens differ from {plain}-eager")
+    if not tiny and ratios["reduce-overhead"] < RO_BAR:
+        result["failures"].append(f"flagos reduce-overhead at {ratios['reduce-overhead']:.3f}x plain (bar {RO_BAR})")
+    if tiny and runtime == "cpu":
+        message = info["flagos-compiled"].get("refusal") or ""
+        refused = "reduce-overhead" in message and "CUDA or DCU" in message
+        say(f"  reduce-overhead on the emulation: {'refused with its message' if refused else 'NOT REFUSED'}")
+        if not refused:
+            result["failures"].append("reduce-overhead was not refused on the emulation")
+    result["verdict"] = "PASS" if not result["failures"] else "FAIL (" + "; ".join(result["failures"]) + ")"
+    say(f"decode check: {result['verdict']}")
+    if tiny:
+        say("(tiny: a dry run of the case; the timings are not judged)")
+    return result
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--arm", required=True, choices=["flagos", "plain"])
+    r.add_argument("--mode", required=True, choices=MODES)
+    r.add_argument("--device", default="cuda", help="the plain arm's device (cuda, or cpu beside the emulation)")
+    r.add_argument("--tiny", action="store_true")
+    r.add_argument("--serve-cpu", type=int, help="pin the timed steps to this CPU (the CPU emulation's arms)")
+    a = sub.add_parser("all")
+    a.add_argument("--sets", type=int, default=3, help="lockstep sets (seven processes in each)")
+    a.add_argument("--tiny", action="store_true", help="a small model: a CPU-emulation dry run of this case")
+    args = p.parse_args()
+    if args.cmd == "run":
+        run(args.arm, args.mode, args.device, args.tiny, args.serve_cpu)
+        return 0
+    if args.sets < 1:
+        p.error("--sets must be at least 1")
+    return int(bool(case(args.sets, args.tiny)["failures"]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""The decoding case of the harness (tests/bench/harness/decode.py) in its dry run: on the CPU emulation a 1-layer
+Llama decodes in five processes (host and flagos, eager and compiled, the host's A/A), every arm gives the same
+tokens, and reduce-overhead is refused there with its message (about 25 s on two cores: seven interpreters of
+transformers). What it says about speed is printed, never judged here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def test_the_decoding_dry_run_passes_and_asserts_the_refusal():
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("FLAGOS")}
+    env["FLAGOS_ACCELERATOR"] = "cpu"
+    proc = subprocess.run([sys.executable, "-m", "harness.decode", "all", "--sets", "1", "--tiny"], cwd=HERE,
+                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    out = proc.stdout
+    assert proc.returncode == 0, f"{out}\n{proc.stderr[-4000:]}"
+    arms = ("cpu-eager", "cpu-compiled", "cpu-eager-again", "flagos-eager", "flagos-compiled")
+    for arm in arms:
+        assert f"tokens {arm:28s} identical" in out, out
+        assert any(line.strip().startswith(arm) and "tokens/s" in line for line in out.splitlines()), out
+    assert "reduce-overhead on the emulation: refused with its message" in out
+    assert "decode check: PASS" in out

@@ -1,0 +1,172 @@
+"""The graph runner of mode="reduce-overhead" (torch_fl/compile/graph_runner.py), driven with plain callables of
+flagos ops in Inductor's boxed convention, on every vendor (the emulation's FlagosGraph records the op stream; on
+CUDA it is a CUDA graph): replays equal eager work, inputs are copied or read in place as Inductor declares them,
+keys record again, mutated inputs skip, and an overwritten output cannot be read silently."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+import torch_fl  # noqa: F401  (registers the flagos device)
+from torch_fl.compile.graph_runner import GraphRunner, Recording
+
+
+class Counted:
+    """A boxed model that counts how often its Python body runs (a replay does not run it)."""
+
+    def __init__(self, body):
+        self.body = body
+        self.calls = 0
+
+    def __call__(self, args: list):
+        self.calls += 1
+        values = list(args)
+        args.clear()  # Inductor's convention: the callee frees its inputs
+        return self.body(*values)
+
+
+def _host(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().cpu()
+
+
+def test_replays_equal_eager_and_run_no_python():
+    model = Counted(lambda x, w, n: ((x * w + n).relu(), (x - w).sum()))
+    runner = GraphRunner(model, static_input_idxs=[1])
+    w = torch.randn(16).to("flagos")
+    for _ in range(5):
+        x = torch.randn(16)
+        relu, total = runner([x.to("flagos"), w, 2])
+        torch.testing.assert_close(_host(relu), (x * w.cpu() + 2).relu())
+        torch.testing.assert_close(_host(total), (x - w.cpu()).sum())
+    assert model.calls == 2, "a warm-up and a capture; the three later calls must be replays"
+    assert isinstance(runner.recordings[(2, torch.Size([16]))], Recording)
+
+
+def test_other_inputs_are_copied_static_ones_read_in_place():
+    model = Counted(lambda x, w: x * w)
+    runner = GraphRunner(model, static_input_idxs=[1])
+    w = torch.ones(8).to("flagos")
+    x = torch.arange(8.0).to("flagos")
+    runner([x, w])
+    runner([x, w])
+    recording = runner.recordings[(torch.Size([8]),)]
+    assert recording.buffers[1] is w, "a static input is the recording's own input"
+    assert recording.buffers[0].data_ptr() != x.data_ptr(), "another input is copied into a buffer of its own"
+    w.fill_(3.0)  # in place: the next replay reads it
+    y = torch.full((8,), 2.0)
+    torch.testing.assert_close(_host(runner([y.to("flagos"), w])), y * 3)
+    assert model.calls == 2
+
+
+def test_a_moved_static_input_records_again():
+    model = Counted(lambda x, w: x + w)
+    runner = GraphRunner(model, static_input_idxs=[1])
+    x = torch.ones(4).to("flagos")
+    runner([x, torch.zeros(4).to("flagos")])
+    runner([x, torch.zeros(4).to("flagos")])  # another address: recorded for the new one
+    moved = torch.full((4,), 5.0).to("flagos")
+    torch.testing.assert_close(_host(runner([x, moved])), torch.full((4,), 6.0))
+    assert runner.rerecords >= 1 and model.calls >= 3
+
+
+def test_a_new_int_key_records_again():
+    model = Counted(lambda x, n: x * n)
+    runner = GraphRunner(model)
+    x = torch.arange(6.0)
+    for n in (2, 2, 2, 3, 3, 3, 2):
+        torch.testing.assert_close(_host(runner([x.to("flagos"), n])), x * n)
+    assert set(runner.recordings) == {(2, torch.Size([6])), (3, torch.Size([6]))}
+    assert model.calls == 4, "a warm-up and a capture per key; every other call replays"
+
+
+def test_a_new_shape_of_a_copied_input_records_again():
+    runner = GraphRunner(Counted(lambda x: x.exp()))
+    for size in (3, 3, 5, 5, 3):
+        x = torch.randn(size)
+        torch.testing.assert_close(_host(runner([x.to("flagos")])), x.exp())
+    assert len(runner.recordings) == 2
+
+
+@pytest.fixture
+def skip_log():
+    """The lines of Inductor's cudagraphs log (torch's handler writes to the stream it found at set-up)."""
+    from torch._inductor import cudagraph_utils
+
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
+    cudagraph_utils.cudagraphs_log.addHandler(handler)
+    yield lines
+    cudagraph_utils.cudagraphs_log.removeHandler(handler)
+
+
+def test_a_mutated_input_that_is_not_static_skips_graphs(skip_log):
+    model = Counted(lambda x: x.add_(1))
+    runner = GraphRunner(model, mutated_input_idxs=[0])
+    before = counters["inductor"]["cudagraph_skips"]
+    x = torch.zeros(3).to("flagos")
+    for _ in range(3):
+        runner([x])
+    assert counters["inductor"]["cudagraph_skips"] == before + 1
+    assert "mutated inputs" in runner.skipped
+    assert any("skipping cudagraphs due to mutated inputs" in line for line in skip_log), "logged as Inductor does"
+    assert model.calls == 3 and not runner.recordings, "skipped: the compiled code runs as is, every call"
+    torch.testing.assert_close(_host(x), torch.full((3,), 3.0))
+
+
+def test_a_mutated_static_input_is_updated_once_per_call():
+    # A KV cache marked static and written by the graph: the warm-up, the capture and each replay add one step
+    model = Counted(lambda x, cache: (cache.add_(x), cache.sum())[1])
+    runner = GraphRunner(model, static_input_idxs=[1], mutated_input_idxs=[1])
+    cache = torch.zeros(4).to("flagos")
+    for step in range(1, 6):
+        total = runner([torch.ones(4).to("flagos"), cache])
+        torch.testing.assert_close(_host(cache), torch.full((4,), float(step)))
+        assert float(_host(total)) == 4.0 * step
+    assert runner.skipped is None and model.calls == 2
+
+
+def test_the_previous_output_is_unreadable_after_the_next_call():
+    runner = GraphRunner(Counted(lambda x: (x * 2, x + 1)), stack_traces=['  File "model.py", line 7, in forward'])
+    x = torch.arange(4.0)
+    runner([x.to("flagos")])  # warm-up: its results are fresh tensors of their own
+    first = runner([x.to("flagos")])
+    kept, view = first[0].clone(), first[0][1:]
+    second = runner([(x + 10).to("flagos")])
+    for stale in (first[0], view):
+        with pytest.raises(RuntimeError, match=r"overwritten its memory.*Clone it") as info:
+            _host(stale)
+        assert "model.py" in str(info.value), "the message says where the output was made"
+    torch.testing.assert_close(_host(kept), x * 2)
+    torch.testing.assert_close(_host(second[0]), (x + 10) * 2)
+    torch.testing.assert_close(_host(second[1]), x + 11)
+
+
+def test_an_output_fed_back_as_the_next_input_is_read_before_it_expires():
+    runner = GraphRunner(Counted(lambda x: (x * 2,)))
+    x = torch.ones(4).to("flagos")
+    for _ in range(5):
+        (x,) = runner([x])
+    torch.testing.assert_close(_host(x), torch.full((4,), 32.0))
+
+
+def test_an_output_that_views_a_static_input_stays_readable():
+    runner = GraphRunner(Counted(lambda x, w: (x * w, w[:2])), static_input_idxs=[1])
+    w = torch.arange(4.0).to("flagos")
+    outs = [runner([torch.ones(4).to("flagos"), w]) for _ in range(4)]
+    assert outs[1][1].data_ptr() == w.data_ptr()
+    torch.testing.assert_close(_host(outs[1][1]), torch.arange(2.0))  # the caller's memory: never overwritten
+
+
+def test_an_uncapturable_op_skips_graphs_naming_it(skip_log):
+    model = Counted(lambda x: x * float(x.sum().item()))  # a host read: a replay would keep the captured value
+    runner = GraphRunner(model)
+    for scale in (1.0, 2.0, 3.0):
+        x = torch.full((2,), scale)
+        torch.testing.assert_close(_host(runner([x.to("flagos")])), x * (2 * scale))
+    assert runner.skipped is not None and "_local_scalar_dense" in runner.skipped
+    assert any("uncapturable op" in line for line in skip_log) and model.calls == 4
