@@ -170,3 +170,24 @@ def test_an_uncapturable_op_skips_graphs_naming_it(skip_log):
         torch.testing.assert_close(_host(runner([x.to("flagos")])), x * (2 * scale))
     assert runner.skipped is not None and "_local_scalar_dense" in runner.skipped
     assert any("uncapturable op" in line for line in skip_log) and model.calls == 4
+
+
+def _address_checks():
+    from torch_fl.compile._torch_compat import cudagraphs
+
+    checks = [cudagraphs.addresses_stayed]
+    native = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
+    if callable(native):  # CUDA builds of torch: the runner uses torch's own check, which must read the same way
+        checks.append(native)
+    return checks
+
+
+@pytest.mark.parametrize("check", _address_checks(), ids=lambda c: c.__name__)
+def test_static_addresses_are_read_indexed_like_the_inputs(check):
+    # pointers has one entry per input (None where nothing is checked), as torch's check reads it: a list of only
+    # the checked pointers would be read out of range
+    x, w, v = (torch.zeros(4).to("flagos") for _ in range(3))
+    pointers = [None, w.data_ptr(), None, v.data_ptr()]
+    assert check([x, w, 3, v], pointers, [1, 3])
+    assert not check([x, x, 3, v], pointers, [1, 3]), "a moved static input must be noticed"
+    assert not check([x, w, 3, x], pointers, [1, 3])

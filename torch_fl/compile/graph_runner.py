@@ -68,7 +68,8 @@ class Recording:
         from ..graphs import FlagosGraph, graph, graph_pool_handle
 
         self.static_idxs = runner.static_idxs
-        self.static_ptrs = [inputs[i].data_ptr() for i in self.static_idxs]
+        static = frozenset(self.static_idxs)
+        self.static_ptrs = [x.data_ptr() if i in static else None for i, x in enumerate(inputs)]
         self.copies = [(i, _expanded(inputs[i])) for i in runner.copy_idxs]
         self.buffers = list(inputs)
         for i, expanded in self.copies:

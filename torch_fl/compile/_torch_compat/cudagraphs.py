@@ -49,17 +49,17 @@ def _calls(module: Any, caller: str, callee: str) -> bool:
     return inspect.isfunction(fn) and callee in _names_in(fn.__code__)
 
 
-def same_addresses() -> Callable[[list[Any], list[int], list[int]], bool]:
-    """``check(inputs, pointers, indices)``: whether ``inputs[indices[k]].data_ptr() == pointers[k]`` for all k,
-    in one C++ call where torch has it (the trees' own check of their static inputs)."""
+def addresses_stayed(inputs: list[Any], pointers: list[int | None], indices: list[int]) -> bool:
+    """Whether ``inputs[i].data_ptr() == pointers[i]`` for every i in indices: ``pointers`` is indexed like
+    ``inputs`` (None where nothing is checked), as torch's own check reads it."""
+    return all(inputs[i].data_ptr() == pointers[i] for i in indices)
+
+
+def same_addresses() -> Callable[[list[Any], list[int | None], list[int]], bool]:
+    """``addresses_stayed`` in one C++ call where torch has it (the trees' check of their static inputs, in CUDA
+    builds of torch only)."""
     native = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
-    if callable(native):
-        return native
-
-    def check(inputs: list[Any], pointers: list[int], indices: list[int]) -> bool:
-        return all(inputs[i].data_ptr() == p for i, p in zip(indices, pointers, strict=True))
-
-    return check
+    return native if callable(native) else addresses_stayed
 
 
 def problems() -> list[str]:
