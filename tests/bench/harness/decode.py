@@ -13,9 +13,10 @@ import it): plain eager, compiled (default mode, fullgraph), reduce-overhead and
 control); flagos eager, compiled and reduce-overhead. They are timed in --sets lockstep sets (lockstep.py): after
 a warm-up of 3 steps (compiles and recordings), turns of synchronized steps, one arm at a time, the order rotated
 per round. It prints tokens/s per arm (median over every round of every set), flagos / plain per mode and the A/A,
-the token ids of every arm against the plain eager arm's, then
+the token ids of each flagos arm against the plain arm of its mode (plain arms against plain eager), then
 
-  decode check: PASS     identical tokens in every arm, flagos reduce-overhead >= 0.95x plain reduce-overhead
+  decode check: PASS     every flagos arm decodes the tokens of plain in the same mode, flagos reduce-overhead >=
+                         0.95x plain reduce-overhead (plain across modes is printed, not judged: bf16 rounding)
   decode check: FAIL (...)
 
 and exits 1 on a FAIL.
@@ -203,14 +204,18 @@ def case(sets: int, tiny: bool = False) -> dict:
         ratios[mode] = statistics.median(r[f"{plain}-{mode}"] / r[f"flagos-{mode}"] for r in rounds)
         say(f"  flagos / {plain} tokens/s, {mode}: {ratios[mode]:.3f}")
     result.update(ratios=ratios, aa_ratio=aa)
-    reference = info[f"{plain}-eager"]["tokens"]
+    # flagos is judged against plain in the same mode. Across modes plain itself may differ: compiled bf16 code
+    # rounds otherwise than eager code, and a near-tie of two logits then picks another greedy token
     for name in named:
-        got = info[name]["tokens"]
-        same = got == reference
+        kind, mode = named[name]
+        against = f"{plain}-{mode}" if kind == "flagos" else f"{plain}-eager"
+        got, reference = info[name]["tokens"], info[against]["tokens"]
         where = next((i for i, (a, b) in enumerate(zip(got, reference, strict=True)) if a != b), None)
-        say(f"  tokens {name:28s} {'identical' if same else f'DIFFER from position {where}'}")
-        if not same:
-            result["failures"].append(f"{name} tokens differ from {plain}-eager")
+        verdict = "identical" if where is None else f"DIFFER from position {where}"
+        judged = kind == "flagos"
+        say(f"  tokens {name:28s} {verdict} to {against}{'' if judged else ' (plain across modes: not judged)'}")
+        if judged and where is not None:
+            result["failures"].append(f"{name} tokens differ from {against}")
     if not tiny and ratios["reduce-overhead"] < RO_BAR:
         result["failures"].append(f"flagos reduce-overhead at {ratios['reduce-overhead']:.3f}x plain (bar {RO_BAR})")
     if tiny and runtime == "cpu":
