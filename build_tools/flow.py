@@ -162,7 +162,8 @@ def _stage(flow: Flow, toolchain: Toolchain) -> Built:
         flow.echo(line)
     builder_base = flow.images.resolve_base(toolchain.builder_image, toolchain.image_hint)
     test_base = flow.images.resolve_base(toolchain.test_image, toolchain.image_hint)
-    staged = context.stage_build(flow.repo, toolchain, flow.matrix.build, host.find_links_dirs)
+    shared = locks.shared_install(flow.matrix, toolchain, flow.repo)
+    staged = context.stage_build(flow.repo, toolchain, flow.matrix.build, host.find_links_dirs, shared)
     torch_args, torch_note = plan.torch_source(toolchain, staged_wheel_names(staged))
     flow.echo(torch_note)
     if toolchain.collectives:
