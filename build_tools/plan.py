@@ -9,8 +9,9 @@ Every Python package, torch included, comes from the row's lock files (build_too
 from (a staged wheelhouse, the row's index) reaches pip through the pip.conf secret.
 
 and has the targets ``build`` (compiled + repaired wheel inside), ``wheel`` (scratch stage holding only the
-repaired wheel and its build report, exported with ``--output``) and ``test`` (compiler-free, wheel installed,
-suites copied to /opt/torch-fl-tests).
+repaired wheel and its build report, exported with ``--output``), ``test-deps`` (the test image's packages, built
+alongside the wheel) and ``test`` (from test-deps: compiler-free, wheel installed, suites copied to
+/opt/torch-fl-tests).
 """
 
 from __future__ import annotations
@@ -202,6 +203,26 @@ def plan_test_image(docker: str, toolchain: Toolchain, inp: BuildInputs) -> Comm
         ),
         env=BUILDKIT_ENV,
         log_name=f"{toolchain.name}/docker-build-test.log",
+        kind="build",
+    )
+
+
+def plan_test_deps(docker: str, toolchain: Toolchain, inp: BuildInputs) -> Command:
+    """``docker build`` of the test stage's dependency layers (target ``test-deps``: everything before the wheel),
+    which test-<toolchain> runs while the wheel compiles; the test image then takes them from the build cache. The
+    test image's pruning removes the tag, and ``nox -s clean`` the image (its role label)."""
+    tag = f"{image_repo(toolchain.name, 'test')}:deps"
+    return Command(
+        title=f"test {toolchain.name}: build the test image's dependency layers",
+        argv=(
+            *_docker_build(docker, toolchain, inp, "test-deps"),
+            *labels(toolchain, "test-deps", inp.key),
+            "-t",
+            tag,
+            str(inp.context),
+        ),
+        env=BUILDKIT_ENV,
+        log_name=f"{toolchain.name}/docker-build-test-deps.log",
         kind="build",
     )
 

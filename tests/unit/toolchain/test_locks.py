@@ -128,7 +128,7 @@ def test_test_images_start_like_the_bare_node_image_so_they_share_its_torch_laye
     node = node[node.index(next(i for i in node if i.startswith("FROM"))) + 1 : node.index(
         next(i for i in node if "install-lock.txt" in i and i.startswith("RUN"))) + 1]
     for dockerfile in ("docker/cpu/Dockerfile", "docker/cuda/Dockerfile"):
-        stage = _instructions((REPO / dockerfile).read_text().split("AS test\n", 1)[1])
+        stage = _instructions((REPO / dockerfile).read_text().split("AS test-deps\n", 1)[1])
         assert stage[: len(node)] == node, dockerfile
     # and the test lock keeps every pin of the install lock, so its install leaves that torch as it is
     for lock in locks.all_locks(MATRIX, REPO):
