@@ -133,7 +133,8 @@ def build(flow: Flow, name: str, summary: Summary, *, test_deps: bool = False) -
     # Downloading and unpacking torch's dependencies keeps about one core busy, the compile both: together
     # they take less time than one after the other.
     with flow.pipconf(built.host, built.extra_index) as pipconf:
-        deps = plan.plan_test_deps(flow.images.client().exe, toolchain, built.inputs(flow, pipconf, built.key))
+        inputs = built.inputs(flow, pipconf, built.key)
+        deps = plan.plan_test_image(flow.images.client().exe, toolchain, inputs, deps=True)
         with flow.runner.alongside(deps):
             return _build(flow, built, summary)
 

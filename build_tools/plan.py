@@ -190,39 +190,24 @@ def plan_build(docker: str, toolchain: Toolchain, inp: BuildInputs, export_dir: 
     ]
 
 
-def plan_test_image(docker: str, toolchain: Toolchain, inp: BuildInputs) -> Command:
-    tag = image_tag(toolchain.name, "test", inp.key)
+def plan_test_image(docker: str, toolchain: Toolchain, inp: BuildInputs, *, deps: bool = False) -> Command:
+    """``docker build`` of the test image; with ``deps``, of its dependency layers alone (target ``test-deps``:
+    everything before the wheel), which test-<toolchain> builds while the wheel compiles, so that the test image
+    takes them from the build cache. The test image's pruning removes their tag, ``nox -s clean`` their image."""
+    target = "test-deps" if deps else "test"
+    tag = f"{image_repo(toolchain.name, 'test')}:deps" if deps else image_tag(toolchain.name, "test", inp.key)
+    what = "the test image's dependency layers" if deps else f"the test image {tag}"
     return Command(
-        title=f"test {toolchain.name}: build the test image {tag}",
+        title=f"test {toolchain.name}: build {what}",
         argv=(
-            *_docker_build(docker, toolchain, inp, "test"),
-            *labels(toolchain, "test", inp.key),
+            *_docker_build(docker, toolchain, inp, target),
+            *labels(toolchain, target, inp.key),
             "-t",
             tag,
             str(inp.context),
         ),
         env=BUILDKIT_ENV,
-        log_name=f"{toolchain.name}/docker-build-test.log",
-        kind="build",
-    )
-
-
-def plan_test_deps(docker: str, toolchain: Toolchain, inp: BuildInputs) -> Command:
-    """``docker build`` of the test stage's dependency layers (target ``test-deps``: everything before the wheel),
-    which test-<toolchain> runs while the wheel compiles; the test image then takes them from the build cache. The
-    test image's pruning removes the tag, and ``nox -s clean`` the image (its role label)."""
-    tag = f"{image_repo(toolchain.name, 'test')}:deps"
-    return Command(
-        title=f"test {toolchain.name}: build the test image's dependency layers",
-        argv=(
-            *_docker_build(docker, toolchain, inp, "test-deps"),
-            *labels(toolchain, "test-deps", inp.key),
-            "-t",
-            tag,
-            str(inp.context),
-        ),
-        env=BUILDKIT_ENV,
-        log_name=f"{toolchain.name}/docker-build-test-deps.log",
+        log_name=f"{toolchain.name}/docker-build-{target}.log",
         kind="build",
     )
 
