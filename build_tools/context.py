@@ -6,6 +6,7 @@ may see, so ``docker build`` never uploads the repository's build outputs and th
     src/          the build inputs listed in [build] of the matrix (pyproject.toml, CMakeLists.txt, csrc/, ...)
     scripts/      docker/scripts/ (shared by every toolchain: build, repair, run-tests)
     vendor/       the Dockerfile's folder minus the Dockerfile (requirement files)
+    shared-lock.txt  what the row's install lock shares with the other rows of its torch.shared_deps group
     wheelhouse/N/ the N-th local PIP_FIND_LINKS directory (distribution files only; hard links where possible)
     dist/         the repaired wheel (test image only)
     tests/        a copy of tests/ minus host-only suites, with a pytest.ini taken from pyproject.toml
@@ -177,9 +178,16 @@ def sources_digest(repo: Path, toolchain: Toolchain, spec: BuildSpec) -> str:
     return h.hexdigest()
 
 
-def stage_build(repo: Path, toolchain: Toolchain, spec: BuildSpec, wheelhouses: Iterable[Path]) -> Staged:
-    """Stage src/, scripts/, vendor/ and wheelhouse/ for ``toolchain``."""
+SHARED_LOCK = "shared-lock.txt"
+
+
+def stage_build(
+    repo: Path, toolchain: Toolchain, spec: BuildSpec, wheelhouses: Iterable[Path], shared_lock: str = ""
+) -> Staged:
+    """Stage src/, scripts/, vendor/, wheelhouse/ and ``shared_lock`` (locks.shared_install) for ``toolchain``."""
     root = context_dir(repo, toolchain.name)
+    if not (root / SHARED_LOCK).is_file() or (root / SHARED_LOCK).read_text(encoding="utf-8") != shared_lock:
+        outputs.atomic_write_text(root / SHARED_LOCK, shared_lock)
     sync(((f, root / "src" / rel) for f, rel in input_files(repo, spec)), root / "src")
     scripts = repo / "docker" / "scripts"
     sync(((f, root / "scripts" / f.relative_to(scripts)) for f in walk_files(scripts)), root / "scripts")
@@ -196,7 +204,7 @@ def stage_build(repo: Path, toolchain: Toolchain, spec: BuildSpec, wheelhouses: 
     return Staged(
         root=root,
         src_digest=tree_digest(root / "src"),
-        scripts_digest=combine(tree_digest(root / "scripts"), tree_digest(root / "vendor")),
+        scripts_digest=combine(tree_digest(root / "scripts"), tree_digest(root / "vendor"), shared_lock),
         wheelhouse_digest=tree_digest(root / "wheelhouse", content=False),
         dockerfile_digest=file_sha256(dockerfile) if dockerfile.is_file() else "missing",
     )

@@ -120,13 +120,27 @@ def staged_wheel_names(staged: context.Staged) -> list[str]:
     return sorted(p.name for p in (staged.root / "wheelhouse").glob("*/*") if p.is_file())
 
 
-def build(flow: Flow, name: str, summary: Summary) -> Built:
-    """Build and repair the wheel of toolchain ``name`` into wheels/<variant>/ unless it is up to date."""
+def build(flow: Flow, name: str, summary: Summary, *, test_deps: bool = False) -> Built:
+    """Build and repair the wheel of toolchain ``name`` into wheels/<variant>/ unless it is up to date; with
+    ``test_deps``, the test image's dependency layers build alongside."""
     toolchain = flow.toolchain(name)
     _check_locks(flow, toolchain)
     with summary.stage("stage build context") as stage:
         built = _stage(flow, toolchain)
         stage.note = str(built.staged.root.relative_to(flow.repo))
+    if not test_deps:
+        return _build(flow, built, summary)
+    # Downloading and unpacking torch's dependencies keeps about one core busy, the compile both: together
+    # they take less time than one after the other.
+    with flow.pipconf(built.host, built.extra_index) as pipconf:
+        inputs = built.inputs(flow, pipconf, built.key)
+        deps = plan.plan_test_image(flow.images.client().exe, toolchain, inputs, deps=True)
+        with flow.runner.alongside(deps):
+            return _build(flow, built, summary)
+
+
+def _build(flow: Flow, built: Built, summary: Summary) -> Built:
+    name = built.toolchain.name
     last = flow.runner.ask(lambda: _up_to_date(flow, built))
     if last:
         _take(flow, built, last)
@@ -162,7 +176,8 @@ def _stage(flow: Flow, toolchain: Toolchain) -> Built:
         flow.echo(line)
     builder_base = flow.images.resolve_base(toolchain.builder_image, toolchain.image_hint)
     test_base = flow.images.resolve_base(toolchain.test_image, toolchain.image_hint)
-    staged = context.stage_build(flow.repo, toolchain, flow.matrix.build, host.find_links_dirs)
+    shared = locks.shared_install(flow.matrix, toolchain, flow.repo)
+    staged = context.stage_build(flow.repo, toolchain, flow.matrix.build, host.find_links_dirs, shared)
     torch_args, torch_note = plan.torch_source(toolchain, staged_wheel_names(staged))
     flow.echo(torch_note)
     if toolchain.collectives:
@@ -250,7 +265,7 @@ def built_wheel(repo: Path, toolchain: Toolchain, spec: BuildSpec) -> Path:
 # ------------------------------------------------------------------------------------------------- test image
 def test_image(flow: Flow, name: str, summary: Summary) -> tuple[Built, str]:
     """Build (if needed) and make the test image (if needed); returns the build and the test image's tag."""
-    built = build(flow, name, summary)
+    built = build(flow, name, summary, test_deps=True)
     client = flow.images.client()
     with summary.stage("test image") as stage:
         tests_digest, dist_digest = "dry-run", "dry-run"  # a planned build has no wheel to stage yet

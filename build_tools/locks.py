@@ -138,6 +138,34 @@ def all_locks(matrix: Matrix, repo: Path) -> list[Lock]:
     ]
 
 
+def _entries(text: str) -> dict[str, str]:
+    """{canonical name: its pin line and hash lines} of a lock's text, in the lock's order."""
+    entries: dict[str, str] = {}
+    current = ""
+    for line in text.splitlines():
+        if m := _PIN_RE.match(line):
+            current = canonicalize_name(m.group("name"))
+            entries[current] = line
+        elif current and line.strip().startswith("--hash="):
+            entries[current] += "\n" + line
+    return entries
+
+
+def shared_install(matrix: Matrix, toolchain: Toolchain, repo: Path) -> str:
+    """The text of the context's shared-lock.txt: the entries, pin and hashes alike, of the install locks of every
+    row in ``toolchain``'s ``torch.shared_deps`` group; the header alone for a row outside a group. The text is
+    the same for every row of a group, so their images share the layer that installs it."""
+    group = toolchain.torch.shared_deps
+    rows = [t for t in matrix.toolchains.values() if group and t.torch.shared_deps == group]
+    shared: dict[str, str] = {}
+    for i, row in enumerate(rows):
+        entries = _entries((repo / lock_path(row, "install")).read_text(encoding="utf-8"))
+        shared = entries if i == 0 else {n: e for n, e in shared.items() if entries.get(n) == e}
+    what = f"what the install locks of {', '.join(t.name for t in rows)} pin alike" if rows else "nothing"
+    lines = [f"# torch.shared_deps = {group!r}: {what} (build_tools/locks.py shared_install)", *shared.values()]
+    return "\n".join(lines) + "\n"
+
+
 def read_pins(text: str) -> dict[str, tuple[str, int]]:
     """{canonical name: (version, number of hashes)} of a lock's text."""
     pins: dict[str, tuple[str, int]] = {}

@@ -112,6 +112,11 @@ class TorchSpec:
         "torch needs none of its nvidia-* libraries); the test image installs them",
         default=False,
     )
+    shared_deps: str = key(
+        "(optional) a group name: the images of the rows naming it first install, as one layer they share, the "
+        "packages that all their install locks pin alike (the CUDA libraries of two torch lines)",
+        default="",
+    )
 
     @property
     def name(self) -> str:

@@ -9,8 +9,9 @@ Every Python package, torch included, comes from the row's lock files (build_too
 from (a staged wheelhouse, the row's index) reaches pip through the pip.conf secret.
 
 and has the targets ``build`` (compiled + repaired wheel inside), ``wheel`` (scratch stage holding only the
-repaired wheel and its build report, exported with ``--output``) and ``test`` (compiler-free, wheel installed,
-suites copied to /opt/torch-fl-tests).
+repaired wheel and its build report, exported with ``--output``), ``test-deps`` (the test image's packages, built
+alongside the wheel) and ``test`` (from test-deps: compiler-free, wheel installed, suites copied to
+/opt/torch-fl-tests).
 """
 
 from __future__ import annotations
@@ -189,19 +190,24 @@ def plan_build(docker: str, toolchain: Toolchain, inp: BuildInputs, export_dir: 
     ]
 
 
-def plan_test_image(docker: str, toolchain: Toolchain, inp: BuildInputs) -> Command:
-    tag = image_tag(toolchain.name, "test", inp.key)
+def plan_test_image(docker: str, toolchain: Toolchain, inp: BuildInputs, *, deps: bool = False) -> Command:
+    """``docker build`` of the test image; with ``deps``, of its dependency layers alone (target ``test-deps``:
+    everything before the wheel), which test-<toolchain> builds while the wheel compiles, so that the test image
+    takes them from the build cache. The test image's pruning removes their tag, ``nox -s clean`` their image."""
+    target = "test-deps" if deps else "test"
+    tag = f"{image_repo(toolchain.name, 'test')}:deps" if deps else image_tag(toolchain.name, "test", inp.key)
+    what = "the test image's dependency layers" if deps else f"the test image {tag}"
     return Command(
-        title=f"test {toolchain.name}: build the test image {tag}",
+        title=f"test {toolchain.name}: build {what}",
         argv=(
-            *_docker_build(docker, toolchain, inp, "test"),
-            *labels(toolchain, "test", inp.key),
+            *_docker_build(docker, toolchain, inp, target),
+            *labels(toolchain, target, inp.key),
             "-t",
             tag,
             str(inp.context),
         ),
         env=BUILDKIT_ENV,
-        log_name=f"{toolchain.name}/docker-build-test.log",
+        log_name=f"{toolchain.name}/docker-build-{target}.log",
         kind="build",
     )
 

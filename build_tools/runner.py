@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -132,6 +133,36 @@ class Runner:
             where = f" at step {_short(step, 140)}" if step else ""
             raise StepFailed(f"{cmd.title} failed{where} (exit {rc}); full log: {log}", log)
         return Result(rc, seconds, log)
+
+    @contextmanager
+    def alongside(self, cmd: Command) -> Iterator[None]:
+        """Run ``cmd`` in the background while the block runs, its output to its log alone. Its failure is raised
+        when the block ends; where the block fails too, the block's error is raised and this one is shown."""
+        if self.dry_run:
+            self.run(cmd)
+            yield
+            return
+        quiet = Command(cmd.title + " (alongside)", cmd.argv, cmd.env, cmd.log_name)  # no progress lines
+        failed: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                Runner(self.log_dir, echo=self.echo).run(quiet)
+            except BaseException as exc:  # handed to the caller's thread below
+                failed.append(exc)
+
+        thread = threading.Thread(target=work, name=cmd.log_name or cmd.title, daemon=True)
+        thread.start()
+        try:
+            yield
+        except BaseException:
+            thread.join()
+            if failed:
+                self.echo(f"also failed: {failed[0]}")
+            raise
+        thread.join()
+        if failed:
+            raise failed[0]
 
     def ask(self, question: Callable[[], T], *, unasked: str = "") -> T | Planned:
         """The answer to ``question`` (what the last run left, what docker holds); a dry run answers ``PLANNED``

@@ -31,9 +31,13 @@ sys.exit(None if have == want else f"image python {have} != matrix python {want}
 
 step_lock() {
   [ "$#" -eq 1 ] || usage
+  # a lock that pins nothing (the shared lock of a row outside a torch.shared_deps group) installs nothing
+  grep -q '^[A-Za-z0-9]' "$1" || return 0
   # No bytecode at install time: a torch with its CUDA libraries holds tens of thousands of modules that no test
-  # imports, and compiling them was a large part of a test image's build. Python compiles what a process
-  # imports, once, at first import.
+  # imports, and compiling them is a large part of a test image's build. Python compiles what a process imports
+  # at its first import and writes it beside the source, so the images leave PYTHONDONTWRITEBYTECODE unset: in a
+  # test container whose user may write the venv (root, as CI runs), every later process loads that bytecode
+  # (about a second less per process that imports torch).
   PIP_CONFIG_FILE=/run/secrets/pipconf python3 -m pip install --require-hashes --no-deps --no-compile -r "$1"
 }
 

@@ -75,12 +75,15 @@ def wheelhouse(tmp_path: Path) -> Path:
 
 
 def test_stage_build_copies_exactly_the_inputs(fake_repo, tmp_path):
-    staged = context.stage_build(fake_repo, toolchain(fake_repo), SPEC, [wheelhouse(tmp_path)])
+    shared = "# shared\nsympy==1.14.0 \\\n    --hash=sha256:aa\n"
+    staged = context.stage_build(fake_repo, toolchain(fake_repo), SPEC, [wheelhouse(tmp_path)], shared)
     root = staged.root
     assert root == fake_repo / "build" / "docker" / "cpu" / "context"
     files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    assert (root / "shared-lock.txt").read_text() == shared
     assert files == [
         "scripts/run_tests.py",
+        "shared-lock.txt",
         "src/csrc/a.cpp",
         "src/csrc/sub/b.h",
         "src/pyproject.toml",

@@ -182,6 +182,26 @@ def test_runner_failure_is_one_line_naming_the_log(tmp_path):
     assert "#5 ERROR" in (tmp_path / "logs" / "cpu" / "x.log").read_text()
 
 
+def test_a_command_alongside_fails_the_block_once_the_block_ends(tmp_path):
+    said: list[str] = []
+    r = runner.Runner(tmp_path / "logs", echo=said.append)
+    fail = plan.Command("deps", (sys.executable, "-c", "raise SystemExit(3)"), log_name="cpu/deps.log")
+    ran = []
+    with pytest.raises(runner.StepFailed, match=r"^deps \(alongside\) failed \(exit 3\); full log: "):
+        with r.alongside(fail):
+            ran.append("block")
+    assert ran == ["block"]
+    # a block that fails keeps its own error; the failure alongside is still shown
+    with pytest.raises(ValueError, match="block"):
+        with r.alongside(fail):
+            raise ValueError("block")
+    assert any(line.startswith("also failed: deps (alongside) failed (exit 3)") for line in said)
+    ok = plan.Command("ok", (sys.executable, "-c", "print('fine')"), log_name="cpu/ok.log")
+    with r.alongside(ok):
+        pass
+    assert "fine" in (tmp_path / "logs" / "cpu" / "ok.log").read_text()
+
+
 def test_nox_lists_one_session_per_action_and_vendor():
     m = matrix.load(REPO / "configs" / "toolchains.toml")
     listed = nox_sessions()

@@ -84,7 +84,8 @@ def test_dockerfile_has_the_contract_targets_and_bases(cuda):
         "builder": "${BUILDER_IMAGE}",
         "build": "builder",
         "wheel": "scratch",
-        "test": "${TEST_IMAGE}",
+        "test-deps": "${TEST_IMAGE}",
+        "test": "test-deps",
     }
     inputs = plan.BuildInputs(Path("ctx"), DOCKERFILE, "b", "t", [], Path("pip.conf"), env.from_environ({}), "k")
     passed = [a.split("=", 1)[0] for a in plan.build_args(cuda, inputs) if "=" in a]

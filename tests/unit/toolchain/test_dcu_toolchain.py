@@ -125,7 +125,8 @@ def test_dockerfile_contract(dcu):
         "builder": "${BUILDER_IMAGE}",
         "build": "builder",
         "wheel": "scratch",
-        "test": "${TEST_IMAGE}",
+        "test-deps": "${TEST_IMAGE}",
+        "test": "test-deps",
     }
     assert not re.search(r"^#\s*syntax=", text, re.M)
     for arg in (

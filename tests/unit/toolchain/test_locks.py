@@ -128,7 +128,7 @@ def test_test_images_start_like_the_bare_node_image_so_they_share_its_torch_laye
     node = node[node.index(next(i for i in node if i.startswith("FROM"))) + 1 : node.index(
         next(i for i in node if "install-lock.txt" in i and i.startswith("RUN"))) + 1]
     for dockerfile in ("docker/cpu/Dockerfile", "docker/cuda/Dockerfile"):
-        stage = _instructions((REPO / dockerfile).read_text().split("AS test\n", 1)[1])
+        stage = _instructions((REPO / dockerfile).read_text().split("AS test-deps\n", 1)[1])
         assert stage[: len(node)] == node, dockerfile
     # and the test lock keeps every pin of the install lock, so its install leaves that torch as it is
     for lock in locks.all_locks(MATRIX, REPO):
@@ -137,6 +137,19 @@ def test_test_images_start_like_the_bare_node_image_so_they_share_its_torch_laye
             installed = {n: v for n, (v, _) in locks.read_pins((REPO / lock.path).read_text()).items()}
             tested = {n: v for n, (v, _) in locks.read_pins(test.read_text()).items()}
             assert {n: tested.get(n) for n in installed} == installed, lock.path
+
+
+def test_a_shared_deps_group_shares_what_its_install_locks_pin_alike():
+    das = [t for t in MATRIX.toolchains.values() if t.torch.shared_deps == "das"]
+    assert len(das) == 2
+    texts = {locks.shared_install(MATRIX, t, REPO) for t in das}
+    assert len(texts) == 1, "every row of a group stages the same text, so their images share its layer"
+    shared = locks.read_pins(texts.pop())
+    pins = [locks.read_pins((REPO / locks.lock_path(t, "install")).read_text()) for t in das]
+    assert shared == {n: p for n, p in pins[0].items() if all(other.get(n) == p for other in pins[1:])}
+    assert "torch" not in shared and "nvidia-cudnn-cu12" in shared  # the lines' torches differ, their CUDA not
+    outside = locks.shared_install(MATRIX, MATRIX.toolchain("cpu"), REPO)
+    assert locks.read_pins(outside) == {}  # a row outside a group pins nothing there (steps lock skips it)
 
 
 def test_a_relock_hands_uv_the_current_lock_as_its_preferences(tiny, tmp_path_factory):
