@@ -247,3 +247,21 @@ def test_a_registration_that_fails_warns_and_leaves_the_lightning_import_working
     warned, trainer = proc.stdout.strip().splitlines()[-2:]
     assert "could not register" in warned and "AcceleratorRegistry" in warned
     assert trainer == "Trainer"
+
+
+def test_flagos_arguments_put_accelerate_on_flagos_where_it_would_pick_another_device():
+    # accelerate before 1.16 takes cuda whenever torch sees CUDA (the H200 node's 1.15 did), and the Trainer's
+    # Accelerator then places the model there: here its default device is made the CPU to stand for that choice
+    _require("transformers", "accelerate")
+    script = PRELUDE + textwrap.dedent("""
+        import tempfile, torch, torch_fl
+        from accelerate.state import PartialState
+        PartialState.default_device = property(lambda self: torch.device("cpu"))
+        from accelerate import Accelerator
+        from torch_fl.integrations.hf import FlagosTrainingArguments
+        args = FlagosTrainingArguments(output_dir=tempfile.mkdtemp(), report_to=[])
+        print(args.device, Accelerator().device)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stdout.split() == ["flagos:0", "flagos:0"], proc.stdout

@@ -1,14 +1,16 @@
 """HF ``Trainer`` on flagos: ``FlagosTrainingArguments``, a drop-in for ``transformers.TrainingArguments``.
 
-accelerate finds flagos by itself: it asks ``torch.accelerator``, which answers with the PrivateUse1 device first,
-so ``Accelerator()`` runs on flagos once torch_fl is imported. ``TrainingArguments`` decides the Trainer's device
+accelerate 1.16 and later find flagos by themselves: they ask ``torch.accelerator``, which answers with the
+PrivateUse1 device first. Earlier accelerate takes ``cuda`` whenever torch sees CUDA, and the Trainer's
+``Accelerator`` places the model on that device. ``TrainingArguments`` decides the Trainer's device
 itself, from a fixed list of device types: with one process it takes ``cuda:0`` whenever torch sees CUDA, else
 ``ACCELERATE_TORCH_DEVICE`` (else the CPU), and refuses ``bf16=True`` unless CUDA, XPU, NPU, MPS, ... says it has
 bf16. So on a GPU node the Trainer trains on CUDA past flagos, and under emulation ``bf16=True`` is refused.
 
 ``FlagosTrainingArguments`` keeps accelerate's own setup (its process state, seeds, mixed precision) and changes
-the two answers: the device is the process's flagos device, and bf16 is checked against flagos
-(``torch.flagos.is_bf16_supported``). Importing this module imports transformers; ``import torch_fl`` does not.
+the answers: the device, the Trainer's and accelerate's, is the process's flagos device, and bf16 is checked
+against flagos (``torch.flagos.is_bf16_supported``). Importing this module imports transformers; ``import
+torch_fl`` does not.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class FlagosTrainingArguments(transformers.TrainingArguments):
             index = torch.flagos.current_device()
         device = torch.device(NAME, index)
         torch.flagos.set_device(device)
+        if self.distributed_state is not None:  # the Accelerator the Trainer makes places the model here
+            self.distributed_state.device = device
         # one flagos device per process: the Trainer wraps the model in DataParallel when n_gpu > 1, and the
         # parent counts CUDA devices here
         self._n_gpu = 1
