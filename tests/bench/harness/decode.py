@@ -124,6 +124,12 @@ def run(arm: str, mode: str, device: str, tiny: bool, serve_cpu: int | None) -> 
         logits = model(input_ids=prompt, past_key_values=cache, use_cache=True,
                        cache_position=torch.arange(PROMPT, device=device)).logits
         first = logits[:, -1:].argmax(-1)
+    if mode == "reduce-overhead":
+        import torch._inductor.config as inductor_config
+
+        # a graph skipped for any reason (mutated inputs, an uncapturable op, ...) stops the arm with the reason:
+        # timing compiled code as reduce-overhead would say nothing about graphs
+        inductor_config.triton.cudagraph_or_error = True
     forward = _callable(model, mode, tiny)
 
     def step() -> torch.Tensor:
@@ -142,6 +148,9 @@ def run(arm: str, mode: str, device: str, tiny: bool, serve_cpu: int | None) -> 
     for _ in range(WARM_STEPS - 1):
         step()
     sync()
+    from torch._dynamo.utils import counters
+
+    info["cudagraph_skips"] = counters["inductor"]["cudagraph_skips"]
     if arm == "flagos" and mode == "compiled" and info["flagos_runtime"] == "cpu":
         info["refusal"] = _refusal(model, {"input_ids": first, "cache_position": positions[0],
                                            "past_key_values": cache, "use_cache": True})
@@ -194,7 +203,7 @@ def case(sets: int, tiny: bool = False) -> dict:
         per_s = [TOKENS * 1e3 / r[name] for r in rounds]
         result["arms"][name] = {"tokens_per_s": statistics.median(per_s), "first_step_s": info[name]["first_step_s"]}
         say(f"  {name:28s} {statistics.median(per_s):9.1f} tokens/s (first step, compile included: "
-            f"{info[name]['first_step_s']} s)")
+            f"{info[name]['first_step_s']} s; cudagraph skips {info[name]['cudagraph_skips']})")
     base = f"{plain}-eager" if tiny else f"{plain}-reduce-overhead"
     again = f"{base}-again"
     aa = statistics.median(r[base] / r[again] for r in rounds)
