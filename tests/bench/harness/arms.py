@@ -3,6 +3,7 @@ torch_fl, and lockstep sets timed in turns (lockstep.py). Imports nothing of tor
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -58,3 +59,23 @@ def timed_sets(commands: Mapping[str, tuple[list[str], dict[str, str]]], sets: i
         say(f"  set {number + 1} ({time.perf_counter() - start:.0f} s): "
             + ", ".join(f"{arm} {statistics.median(m[arm] for m in med):.2f} ms" for arm in commands))
     return rounds_ms, info
+
+
+def case_args(doc: str, sets: int, per_set: str, modes: tuple[str, ...] = ()) -> argparse.Namespace:
+    """The command line of a model case: ``run`` (one arm's process, serving lockstep.py) or ``all`` (the case)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--arm", required=True, choices=["flagos", "plain"])
+    if modes:
+        r.add_argument("--mode", required=True, choices=modes)
+    r.add_argument("--device", default="cuda", help="the plain arm's device (cuda, or cpu beside the emulation)")
+    r.add_argument("--tiny", action="store_true")
+    r.add_argument("--serve-cpu", type=int, help="pin the timed steps to this CPU (the CPU emulation's arms)")
+    a = sub.add_parser("all")
+    a.add_argument("--sets", type=int, default=sets, help=f"lockstep sets ({per_set} processes in each)")
+    a.add_argument("--tiny", action="store_true", help="a small model: a CPU-emulation dry run of this case")
+    args = p.parse_args()
+    if args.cmd == "all" and args.sets < 1:
+        p.error("--sets must be at least 1")
+    return args

@@ -31,7 +31,6 @@ with its message: a dry run of the case in seconds (timings printed, not judged)
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -241,25 +240,11 @@ def case(sets: int, tiny: bool = False) -> dict:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--arm", required=True, choices=["flagos", "plain"])
-    r.add_argument("--mode", required=True, choices=MODES)
-    r.add_argument("--device", default="cuda", help="the plain arm's device (cuda, or cpu beside the emulation)")
-    r.add_argument("--tiny", action="store_true")
-    r.add_argument("--serve-cpu", type=int, help="pin the timed steps to this CPU (the CPU emulation's arms)")
-    a = sub.add_parser("all")
-    a.add_argument("--sets", type=int, default=3, help="lockstep sets (seven processes in each)")
-    a.add_argument("--tiny", action="store_true", help="a small model: a CPU-emulation dry run of this case")
-    args = p.parse_args()
+    args = arms.case_args(__doc__, sets=3, per_set="seven", modes=MODES)
     if args.cmd == "run":
         run(args.arm, args.mode, args.device, args.tiny, args.serve_cpu)
         return 0
-    if args.sets < 1:
-        p.error("--sets must be at least 1")
     return int(bool(case(args.sets, args.tiny)["failures"]))
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -35,7 +35,6 @@ The compiled flagos graph's Inductor features (torch_fl/compile/_torch_compat/fe
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -312,24 +311,11 @@ def check(sets: int, tiny: bool) -> int:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--arm", required=True, choices=["flagos", "plain"])
-    r.add_argument("--device", default="cuda", help="the plain arm's device (cuda, or cpu beside the emulation)")
-    r.add_argument("--tiny", action="store_true")
-    r.add_argument("--serve-cpu", type=int, help="pin the timed steps to this CPU (the CPU emulation's arms)")
-    a = sub.add_parser("all")
-    a.add_argument("--sets", type=int, default=2, help="lockstep sets (three processes in each)")
-    a.add_argument("--tiny", action="store_true", help="a small model: a CPU-emulation dry run of this script")
-    args = p.parse_args()
+    args = arms.case_args(__doc__, sets=2, per_set="three")
     if args.cmd == "run":
         run(args.arm, args.device, args.tiny, args.serve_cpu)
         return 0
-    if args.sets < 1:
-        p.error("--sets must be at least 1")
     return check(args.sets, args.tiny)
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -185,20 +185,13 @@ def _step_profile_md(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _llm_md(report: dict[str, Any]) -> list[str]:
-    llm = report.get("llm")
-    if not llm:
+def _printed_case(report: dict[str, Any], key: str, title: str) -> list[str]:
+    """A model case's section: its lines as harness/<key>.py printed them (its docstring is the method)."""
+    case = report.get(key)
+    if not case:
         return []
-    return ["", "## Compiled decoder LLM training step", "",
-            "As harness/llm.py prints it (its docstring is the method):", "", "```", *llm["lines"], "```"]
-
-
-def _decode_md(report: dict[str, Any]) -> list[str]:
-    decode = report.get("decode")
-    if not decode:
-        return []
-    return ["", "## Greedy decoding: eager, compiled, reduce-overhead", "",
-            "As harness/decode.py prints it (its docstring is the method):", "", "```", *decode["lines"], "```"]
+    return ["", f"## {title}", "", f"As harness/{key}.py prints it (its docstring is the method):", "", "```",
+            *case["lines"], "```"]
 
 
 def to_markdown(report: dict[str, Any]) -> str:
@@ -207,5 +200,6 @@ def to_markdown(report: dict[str, Any]) -> str:
                ["**Partial report**: the run stopped before its end; below is what it had measured.", ""])
     lines = [f"# torch_fl benchmark: {env['vendor']}", "", *partial, *_environment_md(report), "", *_ab_md(report),
              *_acceptance_md(report), *_paired_md(report), *_overhead_md(report), *_step_md(report),
-             *_step_profile_md(report), *_llm_md(report), *_decode_md(report), ""]
+             *_step_profile_md(report), *_printed_case(report, "llm", "Compiled decoder LLM training step"),
+             *_printed_case(report, "decode", "Greedy decoding: eager, compiled, reduce-overhead"), ""]
     return "\n".join(lines)
