@@ -79,3 +79,14 @@ def case_args(doc: str, sets: int, per_set: str, modes: tuple[str, ...] = ()) ->
     if args.cmd == "all" and args.sets < 1:
         p.error("--sets must be at least 1")
     return args
+
+
+def sayer(result: dict) -> Callable[[str], None]:
+    """``say(line)``: print a case's line as it comes and keep it in ``result["lines"]`` for the report."""
+    result.setdefault("lines", [])
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        result["lines"].append(line)
+
+    return say

@@ -176,10 +176,7 @@ def case(sets: int, tiny: bool = False) -> dict:
     tiny = tiny or plain == "cpu"  # the emulation decodes the full model at seconds per token
     size = TINY if tiny else FULL
     result: dict = {"size": size, "sets": sets, "judged": not tiny, "lines": [], "failures": []}
-
-    def say(line: str) -> None:
-        print(line, flush=True)
-        result["lines"].append(line)
+    say = arms.sayer(result)
 
     say(f"decode check: HF Llama {size['layers']} layers, hidden {size['hidden']}, {size['heads']} heads / "
         f"{size['kv_heads']} kv heads, vocab {size['vocab']}, bf16, StaticCache, batch 1, prompt {PROMPT}, "

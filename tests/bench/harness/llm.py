@@ -223,10 +223,7 @@ def case(sets: int, tiny: bool = False) -> dict:
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/torch-fl-llm-check-inductor")
     size = TINY if tiny else FULL
     result: dict = {"size": size, "sets": sets, "judged": not tiny, "lines": []}
-
-    def say(line: str) -> None:
-        print(line, flush=True)
-        result["lines"].append(line)
+    say = arms.sayer(result)
 
     say(f"llm compile check: HF Llama {size['layers']} layers, hidden {size['hidden']}, {size['heads']} heads / "
         f"{size['kv_heads']} kv heads, vocab {size['vocab']}, seq {size['seq']}, batch {size['batch']}, bf16 "
