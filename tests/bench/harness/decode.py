@@ -87,6 +87,32 @@ def _refusal(model, step_args: dict) -> str | None:
         return str(exc)
 
 
+def _watch_runners() -> list:
+    """The graph runners torch_fl makes for this process's compiled flagos graphs (a flagos reduce-overhead arm
+    that replays no graph is timing compiled code, whatever its skip count says)."""
+    from torch_fl.compile import graph_runner
+
+    made: list = []
+    original = graph_runner.make_runner
+
+    def watched(*args, **kwargs):
+        made.append(original(*args, **kwargs))
+        return made[-1]
+
+    graph_runner.make_runner = watched
+    return made
+
+
+def _graphs(runners: list) -> dict:
+    """How many graph runners there are, how many recordings they hold, and why those that skip skip."""
+    from torch_fl.compile import graph_runner
+
+    recorded = [r for r in runners if any(isinstance(v, graph_runner.Recording) for v in r.recordings.values())]
+    return {"runners": len(runners), "replaying": len(recorded),
+            "recordings": sum(len(r.recordings) for r in recorded),
+            "skipped": sorted({r.skipped for r in runners if r.skipped})}
+
+
 def _rewind(cache) -> None:
     """Back to the prefilled state: transformers lines that count the cache's length themselves (a static device
     tensor per layer) are set back to the prompt; the others write where ``cache_position`` says."""
@@ -129,6 +155,7 @@ def run(arm: str, mode: str, device: str, tiny: bool, serve_cpu: int | None) -> 
         # a graph skipped for any reason (mutated inputs, an uncapturable op, ...) stops the arm with the reason:
         # timing compiled code as reduce-overhead would say nothing about graphs
         inductor_config.triton.cudagraph_or_error = True
+    runners = _watch_runners() if arm == "flagos" and mode == "reduce-overhead" else None
     forward = _callable(model, mode, tiny)
 
     def step() -> torch.Tensor:
@@ -150,6 +177,8 @@ def run(arm: str, mode: str, device: str, tiny: bool, serve_cpu: int | None) -> 
     from torch._dynamo.utils import counters
 
     info["cudagraph_skips"] = counters["inductor"]["cudagraph_skips"]
+    if runners is not None:
+        info["graphs"] = _graphs(runners)
     if arm == "flagos" and mode == "compiled" and info["flagos_runtime"] == "cpu":
         info["refusal"] = _refusal(model, {"input_ids": first, "cache_position": positions[0],
                                            "past_key_values": cache, "use_cache": True})
@@ -200,6 +229,13 @@ def case(sets: int, tiny: bool = False) -> dict:
         result["arms"][name] = {"tokens_per_s": statistics.median(per_s), "first_step_s": info[name]["first_step_s"]}
         say(f"  {name:28s} {statistics.median(per_s):9.1f} tokens/s (first step, compile included: "
             f"{info[name]['first_step_s']} s; cudagraph skips {info[name]['cudagraph_skips']})")
+        if "graphs" in info[name]:
+            graphs = info[name]["graphs"]
+            skipped = "; skipped: " + " | ".join(graphs["skipped"]) if graphs["skipped"] else ""
+            say(f"    flagos graphs: {graphs['runners']} runners, {graphs['replaying']} replaying "
+                f"({graphs['recordings']} recordings){skipped}")
+            if not tiny and not graphs["replaying"]:
+                result["failures"].append(f"{name} replayed no graph")
     base = f"{plain}-eager" if tiny else f"{plain}-reduce-overhead"
     again = f"{base}-again"
     aa = statistics.median(r[base] / r[again] for r in rounds)
