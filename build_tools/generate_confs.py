@@ -4,15 +4,11 @@
     python build_tools/generate_confs.py            rewrite the confs (atomically, only when changed)
     python build_tools/generate_confs.py --check    exit 1 with a unified diff when a conf is stale
 
-A vendor table with ``qualified = "<provider>"`` takes its provider routes from the committed qualification
-report that ``[qualified]`` names for that provider (``python -m torch_fl qualify``; torch_fl/qualify/routes.py
-turns a report into blocks, for this script and for a node's own qualification alike): the provider for every
-operator that passed, native with the verdict and its reproduction for every other. ``tuned = true`` keeps only
-the operators that are also no slower than native. Hand-written blocks of the vendor win over the report.
-
-The confs are committed so that an installed wheel needs no generator; this script is
-their only writer. Operator names are checked against torch's schemas when torch is
-importable (torch is optional here: the generator must run in a bare CI job too).
+A vendor table with ``qualified = "<provider>"`` takes its provider routes from the committed qualification report
+that ``[qualified]`` names (torch_fl/qualify/routes.py turns it into blocks): the provider for every operator that
+passed, native with the verdict for every other; ``tuned = true`` keeps only those no slower than native.
+Hand-written blocks win over the report. The confs are committed so an installed wheel needs no generator; operator
+names are checked against torch's schemas when torch is importable (a bare CI job has none).
 """
 
 from __future__ import annotations
@@ -43,9 +39,7 @@ SCRIPT_NAME = "build_tools/generate_confs.py"
 
 
 def _by_path(name: str, relative: str):
-    """A module of torch_fl loaded by path: importing torch_fl needs the built wheel. Both modules loaded here
-    import nothing but the standard library: torch_fl/_names.py (the route names) and torch_fl/qualify/routes.py
-    (a qualification report as conf blocks)."""
+    """A standard-library-only module of torch_fl loaded by path: importing torch_fl needs the built wheel."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(name, ROOT / relative)
@@ -58,9 +52,6 @@ def _by_path(name: str, relative: str):
 _NAMES = _by_path("torch_fl_route_names", "torch_fl/_names.py")
 _QUALIFIED = _by_path("torch_fl_qualified_routes", "torch_fl/qualify/routes.py")
 BUILTIN_ROUTES = _NAMES.BUILTIN_ROUTES
-ROUTE_ALIASES = tuple(_NAMES.ROUTE_ALIASES)
-ROUTE_NAME_RE = _NAMES.ROUTE_NAME_RE
-COMMENT_WIDTH = 92
 
 _OP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?")
 
@@ -81,15 +72,9 @@ class VendorTable:
     blocks: tuple[Block, ...]
     qualified: tuple[str, str] | None = None  # (provider, version) of the report the blocks came from
 
-    @property
-    def file_name(self) -> str:
-        return f"backends_{self.vendor}.conf"
 
-
-# --- reading and validating routes.toml ------------------------------------------------
-
-
-_lowercase = matches(re.compile(ROUTE_NAME_RE.pattern + r"\Z"), f"a lowercase identifier ({ROUTE_NAME_RE.pattern})")
+_ROUTE_NAME = _NAMES.ROUTE_NAME_PATTERN
+_lowercase = matches(re.compile(_ROUTE_NAME + r"\Z"), f"a lowercase identifier ({_ROUTE_NAME})")
 _sentence = matches(re.compile(r"\s*\S"), "a sentence")
 
 
@@ -138,7 +123,7 @@ def build_tables(source: Mapping[str, Any], known_ops: Collection[str] | None = 
     (the checks beyond the shape, of routes, groups, operators and reports, once the shape is right)."""
     problems = Problems()
     spec = read(_Source, dict(source), "", problems)
-    routes = set() if spec is None else {*BUILTIN_ROUTES, *ROUTE_ALIASES, *spec.providers}
+    routes = set() if spec is None else {*BUILTIN_ROUTES, *_NAMES.ROUTE_ALIASES, *spec.providers}
     tables = [] if spec is None else _Checks(spec, routes, known_ops, problems).tables()
     if problems:
         raise SourceError("\n".join(f"routes.toml: {problem}" for problem in problems))
@@ -242,12 +227,9 @@ class _Checks:
         return tuple(sorted(set(ops))), block.chain, " ".join(block.reason.split())
 
 
-# --- rendering -------------------------------------------------------------------------
-
-
 def render(source: Mapping[str, Any], *, known_ops: Collection[str] | None = None) -> dict[str, str]:
     """Conf file name -> text, for every vendor in ``source``."""
-    return {table.file_name: render_table(table) for table in build_tables(source, known_ops)}
+    return {f"backends_{table.vendor}.conf": render_table(table) for table in build_tables(source, known_ops)}
 
 
 def render_table(table: VendorTable) -> str:
@@ -262,10 +244,7 @@ def render_table(table: VendorTable) -> str:
     ]
     if table.qualified:  # in the header: start-up warns when another version of the provider is installed
         lines += [f"qualified {table.qualified[0]} {table.qualified[1]}"]
-    lines += [""]
-    if table.default_reason:
-        lines += _comment(table.default_reason)
-    lines += [f"default = {', '.join(table.default)}"]
+    lines += ["", *_comment(table.default_reason), f"default = {', '.join(table.default)}"]
     for ops, chain, reason in table.blocks:
         lines += ["", *_comment(reason)]
         lines += [f"{op} = {', '.join(chain)}" for op in ops]
@@ -274,16 +253,8 @@ def render_table(table: VendorTable) -> str:
 
 def _comment(text: str) -> list[str]:
     return textwrap.wrap(
-        text,
-        width=COMMENT_WIDTH,
-        initial_indent="# ",
-        subsequent_indent="# ",
-        break_long_words=False,
-        break_on_hyphens=False,
+        text, 92, initial_indent="# ", subsequent_indent="# ", break_long_words=False, break_on_hyphens=False
     )
-
-
-# --- writing and checking -----------------------------------------------------------------
 
 
 def stale(out_dir: Path, rendered: Mapping[str, str]) -> list[str]:
@@ -293,16 +264,8 @@ def stale(out_dir: Path, rendered: Mapping[str, str]) -> list[str]:
         path = out_dir / name
         current = path.read_text(encoding="utf-8") if path.is_file() else ""
         if current != text:
-            diffs.append(
-                "".join(
-                    difflib.unified_diff(
-                        current.splitlines(keepends=True),
-                        text.splitlines(keepends=True),
-                        fromfile=f"{path} (committed)",
-                        tofile=f"{path} (generated)",
-                    )
-                )
-            )
+            lines = current.splitlines(keepends=True), text.splitlines(keepends=True)
+            diffs.append("".join(difflib.unified_diff(*lines, f"{path} (committed)", f"{path} (generated)")))
     for path in sorted(out_dir.glob("backends_*.conf")):
         if path.name not in rendered:
             diffs.append(f"{path}: no vendor in routes.toml generates it; delete it or add the vendor\n")
@@ -321,10 +284,8 @@ def write(out_dir: Path, rendered: Mapping[str, str]) -> list[Path]:
 
 
 def torch_known_ops() -> frozenset[str] | None:
-    """Every aten op the installed torch's dispatcher has (``add.Tensor``, ``relu``), or None without torch.
-
-    The same set the runtime validates confs against, so a name passing here passes there.
-    """
+    """Every aten op of the installed torch's dispatcher (``add.Tensor``), which the runtime checks confs against;
+    None without torch."""
     try:
         import torch  # lazy and optional: only used to validate names
     except ImportError:

@@ -1,31 +1,17 @@
 """Package indexes of the built wheels, one per (variant, torch line), and publishing them to a share.
 
-``wheels/<variant>/`` (one toolchain: cpu, cu130, dcu) holds that variant's wheels, one per torch line and Python
-(``torch_fl-0.1.0+pt213cpu-cp311-...whl``, ``+pt214cpu``, ...). ``build(dir)`` adds, beside them, for each torch
-line that has wheels::
+``wheels/<variant>/`` holds a variant's wheels, one per torch line and Python (``torch_fl-0.1.0+pt213cpu-cp311-...``).
+``build(dir)`` writes beside them, for each torch line that has wheels::
 
     torch-2.13/simple/index.html            PEP 503 root page (one project: torch-fl)
-    torch-2.13/simple/torch-fl/index.html   project page: one link per wheel of that line,
-                                            ``../../../<wheel>#sha256=...`` and ``data-requires-python``
+    torch-2.13/simple/torch-fl/index.html   project page: ``../../../<wheel>#sha256=...`` per wheel of the line
     torch-2.13/index.html                   flat find-links page (``../<wheel>#sha256=...``)
 
-so a torch 2.13 node installs with ``pip install "torch==2.13.*" torch-fl --extra-index-url
-<base>/<variant>/torch-2.13/simple/`` (http(s) or file://) or ``pip install --no-index --find-links
-<dir>/torch-2.13/index.html torch-fl``. A page offers only its line's wheels: with every line on one page, pip
-takes the highest local version (``+pt214cpu`` on a torch 2.13 node) and then replaces the node's torch to satisfy
-it. That is why no variant-wide ``simple/`` (nor a variant-wide flat page) is written, and a build removes one left
-from an older layout.
-
-The pages link to the wheels in ``wheels/<variant>/`` rather than holding copies: each wheel is stored and
-published once, and the relative links resolve the same under http, file:// and in a published copy (which keeps
-the layout). Every wheel's label must be ``pt<line><variant>`` and its torch requirement must be that line, else the
-build stops naming the file (pip would otherwise prefer another toolchain's "higher" local version).
-
-The HTML comes from dumb-pypi (maintained on PyPI, Apache-2.0; depends on jinja2 and packaging only): it takes
-hashes and Requires-Python from a package list, writes each page atomically and, without timestamps, writes the same
-bytes for the same wheels. simple-repository-generator was the other candidate: it emits no hashes for local
-directories, needs an empty output directory and pulls an HTTP client in. Each line's tree is generated under a
-temporary name and swapped in (``outputs.publish_dir``); an unchanged wheel set leaves the published tree untouched.
+A page offers only its line's wheels: with every line on one page, pip takes the highest local version
+(``+pt214cpu`` on a torch 2.13 node) and then replaces the node's torch. So no variant-wide page is written (a build
+removes one), and a wheel whose label or torch requirement names another line stops the build. The relative links
+resolve the same under http, file:// and in a published copy. dumb-pypi writes the HTML (with hashes and
+Requires-Python, the same bytes for the same wheels); each line's tree is swapped in whole (``outputs.publish_dir``).
 """
 
 from __future__ import annotations
@@ -36,6 +22,7 @@ import re
 import shutil
 import tempfile
 import zipfile
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from email.parser import HeaderParser
@@ -133,12 +120,8 @@ def read_dist(path: Path) -> Dist:
             meta = HeaderParser().parsestr(zf.read(names[0]).decode("utf-8"))
     except zipfile.BadZipFile as exc:
         raise IndexBuildError(f"{path}: not a wheel ({exc}); remove it or rebuild") from None
-    return Dist(
-        path=path,
-        sha256=context.file_sha256(path),
-        requires_python=meta.get("Requires-Python"),
-        requires_dist=tuple(meta.get_all("Requires-Dist") or ()),
-    )
+    requires = tuple(meta.get_all("Requires-Dist") or ())
+    return Dist(path, context.file_sha256(path), meta.get("Requires-Python"), requires)
 
 
 def collect(wheel_dir: Path, variant: str) -> list[Dist]:
@@ -178,25 +161,11 @@ def _render(dists: Iterable[Dist], out: Path, packages_url: str) -> Path:
     """Run dumb-pypi into ``out``; returns the directory it wrote."""
     from dumb_pypi import main as dumb_pypi
 
-    lst = out / "packages.jsonl"
+    lst, site = out / "packages.jsonl", out / "site"
     out.mkdir(parents=True, exist_ok=True)
     lst.write_text("".join(d.package_line() + "\n" for d in dists), encoding="utf-8")
-    site = out / "site"
-    rc = dumb_pypi.main(
-        [
-            "--package-list-json",
-            str(lst),
-            "--output-dir",
-            str(site),
-            "--packages-url",
-            packages_url,
-            "--title",
-            "torch-fl",
-            "--no-generate-timestamp",
-            "--no-per-release-json",
-        ]
-    )
-    if rc:
+    args = ["--package-list-json", str(lst), "--output-dir", str(site), "--packages-url", packages_url]
+    if rc := dumb_pypi.main([*args, "--title", "torch-fl", "--no-generate-timestamp", "--no-per-release-json"]):
         raise IndexBuildError(f"dumb-pypi exited {rc} while writing {site}")
     return site
 
@@ -229,8 +198,7 @@ def _render_line(dists: list[Dist], work: Path, final: Path) -> Path:
     tree = work / "tree"
     shutil.copytree(simple_site / SIMPLE, tree / SIMPLE)
     shutil.copy2(flat_site / SIMPLE / PROJECT / "index.html", tree / FLAT_PAGE)
-    problems = check_line(tree, final.parent, dists, relocate=final)
-    if problems:
+    if problems := check_line(tree, final.parent, dists, relocate=final):
         raise IndexBuildError(f"{final}: the generated index is wrong: " + "; ".join(problems))
     return tree
 
@@ -238,18 +206,16 @@ def _render_line(dists: list[Dist], work: Path, final: Path) -> Path:
 def _remove(path: Path) -> bool:
     if path.is_dir():
         shutil.rmtree(path)
-        return True
-    if path.exists():
+    elif path.exists():
         path.unlink()
-        return True
-    return False
+    else:
+        return False
+    return True
 
 
 def build(wheel_dir: Path, variant: str) -> Result:
-    """Write (or keep, when unchanged) each torch line's pages in ``wheel_dir``; atomic per line and idempotent.
-
-    Pages of lines that no longer have wheels, and a variant-wide ``simple/`` or flat page, are removed: they would
-    offer one line's node another line's wheel."""
+    """Write (or keep, when unchanged) each torch line's pages in ``wheel_dir``, atomically per line; remove the
+    pages of lines without wheels and any variant-wide page, which would offer a node another line's wheel."""
     dists = collect(wheel_dir, variant)
     outputs.sweep_temporaries(wheel_dir)
     lines = by_line(dists)
@@ -300,13 +266,12 @@ def _check_links(page: Path, base: str, wheel_dir: Path, dists: Iterable[Dist], 
     with its sha256, and nothing else linked."""
     problems: list[str] = []
     want = {d.filename: d for d in dists}
-    seen: dict[str, int] = {}
+    seen: Counter[str] = Counter()
     for a in page_links(page.read_text(encoding="utf-8")):
-        href = a.get("href") or ""
-        url = urlsplit(urljoin(base, href))
+        url = urlsplit(urljoin(base, a.get("href") or ""))
         target = Path(unquote(url.path))
         name = target.name
-        seen[name] = seen.get(name, 0) + 1
+        seen[name] += 1
         d = want.get(name)
         if d is None:
             problems.append(f"{what} links {name}, which is not a wheel of this line in {wheel_dir}")
@@ -315,33 +280,23 @@ def _check_links(page: Path, base: str, wheel_dir: Path, dists: Iterable[Dist], 
             problems.append(f"{what} link for {name} resolves to {target}, not {d.path}")
         if url.fragment != f"sha256={d.sha256}":
             problems.append(f"{what} link for {name} has #{url.fragment}, not its sha256")
-    for name in want:
-        if seen.get(name) != 1:
-            problems.append(f"{what}: {name} is linked {seen.get(name, 0)} times")
-    return problems
-
-
-def check_tree(simple: Path, wheel_dir: Path, dists: Iterable[Dist], *, relocate: Path | None = None) -> list[str]:
-    """A PEP 503 tree: the root links torch-fl, whose page links every wheel of ``dists`` once (check_links).
-
-    ``relocate``: where ``simple`` will live (links are resolved from there)."""
-    where = relocate or simple
-    problems: list[str] = []
-    if not (simple / PROJECT / "index.html").is_file():
-        return [f"{simple} has no {PROJECT}/index.html"]
-    root_links = [a.get("href") for a in page_links((simple / "index.html").read_text(encoding="utf-8"))]
-    if not any(h and h.rstrip("/").split("/")[0] == PROJECT for h in root_links):
-        problems.append(f"root page does not link {PROJECT}")
-    base = (where / PROJECT / "index.html").as_uri()
-    return problems + _check_links(simple / PROJECT / "index.html", base, wheel_dir, dists, "project page")
+    return problems + [f"{what}: {name} is linked {seen[name]} times" for name in want if seen[name] != 1]
 
 
 def check_line(page_dir: Path, wheel_dir: Path, dists: Iterable[Dist], *, relocate: Path | None = None) -> list[str]:
-    """One torch line's pages (``torch-M.m/simple/`` and ``torch-M.m/index.html``) list exactly ``dists``."""
+    """One torch line's pages list exactly ``dists``: ``simple/`` (whose root links torch-fl) and the flat page.
+    ``relocate``: where ``page_dir`` will live (links are resolved from there)."""
     dists = list(dists)
     where = relocate or page_dir
-    flat = page_dir / FLAT_PAGE
-    problems = check_tree(page_dir / SIMPLE, wheel_dir, dists, relocate=where / SIMPLE)
+    simple, project, flat = page_dir / SIMPLE, f"{SIMPLE}/{PROJECT}/index.html", page_dir / FLAT_PAGE
+    problems: list[str] = []
+    if not (page_dir / project).is_file():
+        problems.append(f"{simple} has no {PROJECT}/index.html")
+    else:
+        root_links = [a.get("href") for a in page_links((simple / "index.html").read_text(encoding="utf-8"))]
+        if not any(h and h.rstrip("/").split("/")[0] == PROJECT for h in root_links):
+            problems.append(f"root page does not link {PROJECT}")
+        problems += _check_links(page_dir / project, (where / project).as_uri(), wheel_dir, dists, "project page")
     if not flat.is_file():
         return [*problems, f"{page_dir} has no flat page {FLAT_PAGE}"]
     return problems + _check_links(flat, (where / FLAT_PAGE).as_uri(), wheel_dir, dists, "flat page")

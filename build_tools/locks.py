@@ -1,23 +1,19 @@
 """Locked Python installs of the toolchain images.
 
-Every image installs its Python packages from one lock file: exact versions and sha256 hashes of every package,
-transitive ones included, installed with ``pip install --require-hashes --no-deps -r <lock>``. A lock is made by
-``nox -s lock`` (``python -m build_tools.locks``) with uv's resolver, and never edited by hand. A re-lock keeps
-every pin that still fits (a new requirement adds packages and moves nothing else); deleting a lock file first
-re-resolves it to the newest releases.
+Every image installs its Python packages from one lock file (exact versions and sha256 hashes of every package,
+transitive ones included) with ``pip install --require-hashes --no-deps -r <lock>``. ``nox -s lock`` (``python -m
+build_tools.locks``) makes the locks with uv's resolver, keeping every pin that still fits; deleting a lock file
+first re-resolves it to the newest releases. What a lock is made from is derived from the matrix row:
 
-What a lock is made from is derived from the matrix row, so nothing is declared twice:
-
-- ``<row>-builder``: the row's torch requirement (none when torch comes with the image; pinned without its
-  dependencies when ``torch.builder_no_deps``) and ``docker/<dir>/requirements-build.txt``;
+- ``<row>-builder``: the row's torch requirement (none when the image ships torch; pinned without its dependencies
+  when ``torch.builder_no_deps``) and ``docker/<dir>/requirements-build.txt``;
 - ``<row>-test``: torch and ``requirements-test.txt``, plus ``requirements-models.txt`` pinned without
   dependencies (torchvision pins torch exactly: its own resolution must never choose a torch);
 - ``<row>-install``: torch alone (the bare node of ``nox -s install-<row>``);
-- ``<row>-node``: for rows in ``NODES``, the build backend pins of ``requirements-build.txt`` resolved for the
-  Python of a GPU node that builds its own wheel against its own torch (build_tools/node/cuda_node.sh).
+- ``<row>-node``: for rows in ``NODES``, the build backend for the Python of a GPU node that builds its own wheel.
 
-``check`` compares a lock with what it is made from, without the network: a requirement the lock does not
-satisfy is named with both versions, and any other change of the inputs shows as a changed digest.
+``check`` compares a lock with its inputs without the network: an unsatisfied requirement is named with both
+versions, any other change of the inputs shows as a changed digest.
 """
 
 from __future__ import annotations
@@ -75,7 +71,7 @@ class Lock:
 
 
 def lock_path(toolchain: Toolchain, stage: str, python: str = "") -> Path:
-    """``docker/cpu/locks/cpu214-test-py311.txt``: beside the row's Dockerfile, so it travels in vendor/."""
+    """``docker/cpu/locks/cpu214-test-py311.txt``: beside the row's Dockerfile."""
     tag = (python or toolchain.python).replace(".", "")
     return Path(toolchain.dockerfile).parent / "locks" / f"{toolchain.name}-{stage}-py{tag}.txt"
 
@@ -103,19 +99,14 @@ def locks_of(toolchain: Toolchain, repo: Path, matrix_path: str, suites: Sequenc
     def reqs(name: str) -> list[tuple[str, str]]:
         return requirement_lines(here / name, repo) if (repo / here / name).is_file() else []
 
-    no_deps_torch = toolchain.torch.builder_no_deps
+    no_deps, build = toolchain.torch.builder_no_deps, reqs("requirements-build.txt")
+    models = reqs("requirements-models.txt") if "models" in suites else []
     stages = {
-        "builder": (
-            (*([] if no_deps_torch else torch), *reqs("requirements-build.txt")),
-            tuple(torch if no_deps_torch else ()),
-        ),
-        "test": (
-            (*torch, *reqs("requirements-test.txt")),
-            tuple(reqs("requirements-models.txt")) if "models" in suites else (),
-        ),
+        "builder": ([*([] if no_deps else torch), *build], torch if no_deps else []),
+        "test": ([*torch, *reqs("requirements-test.txt")], models),
     }
     if torch:
-        stages["install"] = (tuple(torch), ())
+        stages["install"] = (torch, [])
     index = toolchain.torch.index_url
     out = [
         Lock(toolchain.name, stage, toolchain.python, lock_path(toolchain, stage), tuple(res), tuple(pin), index)
@@ -123,7 +114,7 @@ def locks_of(toolchain: Toolchain, repo: Path, matrix_path: str, suites: Sequenc
     ]
     if toolchain.name in NODES:
         python, names = NODES[toolchain.name]
-        backend = tuple(r for r in reqs("requirements-build.txt") if canonicalize_name(Requirement(r[0]).name) in names)
+        backend = tuple(r for r in build if canonicalize_name(Requirement(r[0]).name) in names)
         out.append(Lock(toolchain.name, "node", python, lock_path(toolchain, "node", python), backend, ()))
     return out
 
@@ -168,16 +159,7 @@ def shared_install(matrix: Matrix, toolchain: Toolchain, repo: Path) -> str:
 
 def read_pins(text: str) -> dict[str, tuple[str, int]]:
     """{canonical name: (version, number of hashes)} of a lock's text."""
-    pins: dict[str, tuple[str, int]] = {}
-    current = ""
-    for line in text.splitlines():
-        if m := _PIN_RE.match(line):
-            current = canonicalize_name(m.group("name"))
-            pins[current] = (m.group("version"), 0)
-        elif current and line.strip().startswith("--hash="):
-            version, hashes = pins[current]
-            pins[current] = (version, hashes + 1)
-    return pins
+    return {name: (_PIN_RE.match(entry)["version"], entry.count("\n")) for name, entry in _entries(text).items()}
 
 
 def check(lock: Lock, repo: Path) -> list[str]:
@@ -212,12 +194,6 @@ def check(lock: Lock, repo: Path) -> list[str]:
     return problems
 
 
-def check_all(locks: Iterable[Lock], repo: Path) -> None:
-    problems = [p for lock in locks for p in check(lock, repo)]
-    if problems:
-        raise LockError("\n".join(problems))
-
-
 def _indexes(lock: Lock, lines: Sequence[str], find_links: Sequence[str]) -> list[str]:
     """uv's index arguments: the find-links wheelhouses, and the row's torch index unless one of them has torch
     (an air-gapped or proxied host then never waits on it)."""
@@ -232,12 +208,13 @@ def _indexes(lock: Lock, lines: Sequence[str], find_links: Sequence[str]) -> lis
     return args
 
 
-def _compile(
-    uv: Sequence[str], lock: Lock, lines: Sequence[str], find_links: Sequence[str], no_deps: bool, previous: str = ""
-) -> str:
-    """uv's resolution of ``lines``. ``previous`` (the lock's current text) is handed to uv as its output file, which
-    uv reads as preferences: a pin that still fits is kept, so adding a requirement adds its packages and moves no
-    other pin to a newer release."""
+def _compile(uv: Sequence[str], lock: Lock, pinned: bool, find_links: Sequence[str], previous: str = "") -> str:
+    """uv's resolution of ``lock.pinned`` (without dependencies) or ``lock.resolved``; "" when there are none.
+    ``previous`` (the lock's current text) is uv's output file, which uv reads as preferences: a pin that still
+    fits is kept."""
+    lines = [r for r, _ in (lock.pinned if pinned else lock.resolved)]
+    if not lines:
+        return ""
     with tempfile.TemporaryDirectory(prefix="torch-fl-lock-") as tmp:
         spec = Path(tmp) / f"{lock.name}.in"
         spec.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -246,7 +223,7 @@ def _compile(
         cmd = [
             *uv, "pip", "compile", "--quiet", "--generate-hashes", "--no-header", "--no-annotate",
             "--python-version", lock.python, "--python-platform", PLATFORM,
-            *(["--no-deps"] if no_deps else []),
+            *(["--no-deps"] if pinned else []),
             *_indexes(lock, lines, find_links),
             "--output-file", str(out),
             str(spec),
@@ -277,14 +254,8 @@ def update(locks: Iterable[Lock], repo: Path, uv: Sequence[str], find_links: Seq
     for lock in locks:
         target = repo / lock.path
         previous = target.read_text(encoding="utf-8") if target.is_file() else ""
-        resolved = (
-            _compile(uv, lock, [r for r, _ in lock.resolved], find_links, no_deps=False, previous=previous)
-            if lock.resolved
-            else ""
-        )
-        pinned = _compile(uv, lock, [r for r, _ in lock.pinned], find_links, no_deps=True) if lock.pinned else ""
-        text = render(lock, resolved, pinned)
-        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+        text = render(lock, _compile(uv, lock, False, find_links, previous), _compile(uv, lock, True, find_links))
+        if previous != text or not target.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(target, text)
             written.append(lock.path)
@@ -307,7 +278,8 @@ def main(argv: Sequence[str]) -> int:
     find_links = [d for d in os.environ.get("PIP_FIND_LINKS", "").split() if d]
     try:
         written = update(locks, repo, [sys.executable, "-m", "uv"], find_links)
-        check_all(locks, repo)
+        if problems := [p for lock in locks for p in check(lock, repo)]:
+            raise LockError("\n".join(problems))
     except LockError as exc:
         print(f"locks: {exc}", file=sys.stderr)
         return 1

@@ -1,7 +1,7 @@
 """Load and validate the toolchain matrix (``configs/toolchains.toml``).
 
-Each key is declared once, as a field below (tomlfields.key: its documentation, TOML path and check); the reader
-follows the fields. Every problem is reported at once, each naming the file and the dotted key, e.g.::
+Each key is declared once, as a field below that tomlfields reads and documents. Every problem is reported at once,
+each naming the file and the dotted key, e.g.::
 
     configs/toolchains.toml: toolchains.cpu.python: expected "X.Y" (e.g. "3.11"), got '3'
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import tomlfields
-from .tomlfields import Problems, given, key, matches, one_line, read
+from .tomlfields import Problems, given, key, matches, one_line, read, rule
 
 try:
     import tomllib
@@ -38,25 +38,22 @@ class MatrixError(ValueError):
     """The matrix file is missing, malformed or has invalid values (one line per problem)."""
 
 
-_image = matches(_IMAGE_RE, "a docker image reference (lower case, e.g. debian:bookworm-slim)")
-
-
-def _env_name(name: str) -> str | None:
-    return None if _ENV_KEY_RE.match(name) else "not a valid environment variable name"
-
-
 def _requirement_name(requirement: str) -> str:
     return re.split(r"[<>=!~ \[;@]", requirement, maxsplit=1)[0]
 
 
-def _requirement(value: str) -> str | None:
-    return None if _requirement_name(value) else f"not a requirement: {value!r}"
-
-
-def _soname_glob(pattern: str) -> str | None:
-    if "/" in pattern or not pattern.startswith("lib") or ".so" not in pattern:
-        return f"{pattern!r} is not a soname glob like 'libtorch*.so*'"
-    return None
+_image = matches(_IMAGE_RE, "a docker image reference (lower case, e.g. debian:bookworm-slim)")
+_env_name = rule(_ENV_KEY_RE.match, "not a valid environment variable name")
+_requirement = rule(_requirement_name, "not a requirement: {v!r}")
+_soname_glob = rule(
+    lambda p: "/" not in p and p.startswith("lib") and ".so" in p, "{v!r} is not a soname glob like 'libtorch*.so*'"
+)
+_inside_repo = rule(
+    lambda path: not path.startswith("/") and ".." not in Path(path).parts, "{v!r} must be a path inside the repository"
+)
+# the ways a node installs torch-fl from an index, which `install-<toolchain>` checks (docker/scripts/install_smoke.py)
+INSTALL_WAYS = ("http", "file", "find-links", "extra-index")
+_install_way = rule(INSTALL_WAYS.__contains__, f"expected one of {', '.join(INSTALL_WAYS)}, got {{v!r}}")
 
 
 def _run_flag(flag: str) -> str | None:
@@ -67,29 +64,12 @@ def _run_flag(flag: str) -> str | None:
     return None
 
 
-def _mount(mount: str) -> str | None:
+def _is_mount(mount: str) -> bool:
     parts = mount.split(":")
-    if len(parts) not in (2, 3) or not all(p.startswith("/") for p in parts[:2]) or parts[2:] not in ([], ["ro"]):
-        return f"{mount!r}: write '/host/path:/container/path[:ro]'"
-    return None
+    return len(parts) in (2, 3) and all(p.startswith("/") for p in parts[:2]) and parts[2:] in ([], ["ro"])
 
 
-# the ways a node installs torch-fl from an index, which `install-<toolchain>` checks (docker/scripts/install_smoke.py)
-INSTALL_WAYS = ("http", "file", "find-links", "extra-index")
-
-
-def _install_way(way: str) -> str | None:
-    return None if way in INSTALL_WAYS else f"expected one of {', '.join(INSTALL_WAYS)}, got {way!r}"
-
-
-def _tagged_image(name: str) -> bool:
-    return ":" in name and bool(_IMAGE_RE.match(name))
-
-
-def _inside_repo(entry: str) -> str | None:
-    if entry.startswith("/") or ".." in Path(entry).parts:
-        return f"{entry!r} must be a path inside the repository"
-    return None
+_mount = rule(_is_mount, "{v!r}: write '/host/path:/container/path[:ro]'")
 
 
 @dataclass(frozen=True)
@@ -201,7 +181,6 @@ class Toolchain:
 
     @property
     def variant_from_image(self) -> bool:
-        """``variant = "dtk*"``: the builder reads the label from its image (e.g. dtk2504); only its family is fixed."""
         return self.variant.endswith("*")
 
     @property
@@ -211,13 +190,11 @@ class Toolchain:
 
     @property
     def python_tag(self) -> str:
-        """The CPython wheel tag of ``python``: "3.11" -> "cp311"."""
         return "cp" + self.python.replace(".", "")
 
     def fingerprint(self) -> str:
         """A stable hash of the row: part of the build and test cache keys."""
-        data = asdict(self)
-        return hashlib.sha256(json.dumps(data, sort_keys=True, default=list).encode()).hexdigest()
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=list).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -227,7 +204,7 @@ class LocalBase:
     name: str = given()  # the table's name: the image to make, with its tag
     tool: str = key(
         'how the image is made: "debootstrap" (the only one)',
-        check=lambda tool: None if tool == "debootstrap" else f"only 'debootstrap' is supported, got {tool!r}",
+        check=rule("debootstrap".__eq__, "only 'debootstrap' is supported, got {v!r}"),
     )
     suite: str = key("the Debian suite (e.g. bookworm)")
     variant: str = key("(optional, default minbase) debootstrap's --variant", default="minbase")
@@ -308,11 +285,10 @@ class Matrix:
 _TABLES = ("build", "toolchains", "local_bases")
 
 
-def _rows(cls: type, rows: Mapping[str, Any], table: str, problems: Problems, hint: str, ok: Any) -> dict:
-    """The ``[table.<name>]`` rows read as ``cls``; a row with problems is left out, a name ``ok`` refuses gets
-    ``hint``."""
+def _rows(cls: type, table: str, tables: Mapping[str, Any], problems: Problems, hint: str, ok: Any) -> dict:
+    """The ``[table.<name>]`` rows that read well; a name ``ok`` refuses gets ``hint``."""
     out = {}
-    for name, row in rows.items():
+    for name, row in tables[table].items():
         where = f'{table}."{name}"' if table == "local_bases" else f"{table}.{name}"
         if not ok(name):
             problems.add(where, hint)
@@ -340,9 +316,9 @@ def parse(data: Mapping[str, Any], path: Path) -> Matrix:
         problems.add("toolchains", "no toolchain tables")
     build = read(BuildSpec, tables["build"], "build", problems)
     names = "toolchain names are lower-case letters and digits"
-    toolchains = _rows(Toolchain, tables["toolchains"], "toolchains", problems, names, _NAME_RE.match)
+    toolchains = _rows(Toolchain, "toolchains", tables, problems, names, _NAME_RE.match)
     tagged = "expected an image name with a tag (e.g. x/debian:bookworm)"
-    bases = _rows(LocalBase, tables["local_bases"], "local_bases", problems, tagged, _tagged_image)
+    bases = _rows(LocalBase, "local_bases", tables, problems, tagged, lambda n: ":" in n and _IMAGE_RE.match(n))
     for name, row in toolchains.items():
         if build and (extra := sorted(set(row.test_suites) - set(build.test_suites))):
             suites = ", ".join(build.test_suites)

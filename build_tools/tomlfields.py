@@ -1,12 +1,10 @@
 """Read a frozen dataclass from a TOML table, driven by its fields.
 
-Each field declares its key once (``key(doc, ...)``): the type comes from the annotation (``str``, ``bool``,
-``tuple[str, ...]``, ``Mapping[str, str]``, a nested dataclass read from a sub-table, or rows of one of these:
-``tuple[Row, ...]`` from an array, named ``key#1``, ``key#2``, ..., ``Mapping[str, Row]`` from a table of them),
-a field without a default is required, and the field's metadata holds the TOML path (``auditwheel.exclude``) and
-the check of its value.
-Problems are collected, not raised one by one: the caller reports them all at once, unknown keys with the nearest
-known names.
+Each field declares its key once (``key(doc, ...)``): the annotation gives the type (``str``, ``bool``,
+``tuple[str, ...]``, ``Mapping[str, str]``, a nested dataclass, or rows of one: ``tuple[Row, ...]`` named
+``key#1``, ``key#2``, ... and ``Mapping[str, Row]``), a field without a default is required, and the metadata holds
+the dotted TOML path and the check of the value. Problems are collected so the caller reports them all at once,
+unknown keys with the nearest known names.
 """
 
 from __future__ import annotations
@@ -23,8 +21,7 @@ Check = Callable[[Any], "str | None"]
 
 
 def key(doc: str, *, toml: str = "", check: Check | None = None, **kw: Any) -> Any:
-    """A TOML key: ``doc`` is its documentation (docker/README.md's tables), ``toml`` its dotted path where that
-    differs from the field name, ``check`` the test of its value (of each item of a list, each key of a table)."""
+    """A TOML key: its documentation, its dotted path where that is not the field name, and its check."""
     return field(metadata={"doc": doc, "toml": toml, "check": check}, **kw)
 
 
@@ -33,16 +30,19 @@ def given() -> Any:
     return field(metadata={"given": True})
 
 
+def rule(ok: Callable[[Any], Any], problem: str) -> Check:
+    """A check that reports ``problem`` (``{v!r}`` is the value) where ``ok(value)`` is false."""
+    return lambda value: None if ok(value) else problem.format(v=value)
+
+
 def matches(pattern: re.Pattern[str], hint: str) -> Check:
     return lambda value: None if pattern.match(value) else f"expected {hint}, got {value!r}"
 
 
-def one_line(value: str) -> str | None:
-    return "must be one line" if "\n" in value else None
+one_line = rule(lambda value: "\n" not in value, "must be one line")
 
 
 def keys_of(cls: type) -> list[Field[Any]]:
-    """The fields of ``cls`` that are TOML keys (not handed to the reader)."""
     return [f for f in fields(cls) if not f.metadata.get("given")]
 
 
@@ -104,13 +104,10 @@ def _check(f: Field[Any], value: Any, where: str, problems: Problems) -> None:
         return
     if isinstance(value, tuple):
         items = [(where, v) for v in value]
-    elif isinstance(value, dict):
-        items = [(f"{where}.{k}", k) for k in value]
     else:
-        items = [(where, value)]
+        items = [(f"{where}.{k}", k) for k in value] if isinstance(value, dict) else [(where, value)]
     for at, item in items:
-        problem = check(item)
-        if problem:
+        if problem := check(item):
             problems.add(at, problem)
 
 
