@@ -66,13 +66,8 @@ def smoke(reports: Path, tests: Path) -> list[str]:
     info["compilers_on_path"] = found
     if found:
         problems.append("compilers present in the test image: " + ", ".join(found))
-    res = subprocess.run(
-        [sys.executable, "-c", "import torch_fl, torch; print(torch_fl.__file__); print(torch.__version__)"],
-        capture_output=True,
-        text=True,
-        cwd=tests,
-        check=False,
-    )
+    code = "import torch_fl, torch; print(torch_fl.__file__); print(torch.__version__)"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tests, check=False)
     info["import"] = {"returncode": res.returncode, "stdout": res.stdout.strip(), "stderr": res.stderr[-2000:]}
     if res.returncode != 0:
         problems.append("`import torch_fl` failed: " + (res.stderr.strip().splitlines() or ["?"])[-1])

@@ -21,15 +21,7 @@ namespace {
 
 constexpr const char* kVersion = "1";
 
-enum Exit : int {
-  kOk = 0,
-  kUsage = 1,
-  kNoKfd = 2,
-  kKfdDenied = 3,
-  kNoRuntime = 4,
-  kNoDevice = 5,
-  kDeviceUnusable = 6,
-};
+enum Exit : int { kOk = 0, kUsage = 1, kNoKfd = 2, kKfdDenied = 3, kNoRuntime = 4, kNoDevice = 5, kDeviceUnusable = 6 };
 
 // The runtime is opened with dlopen, so a missing dependency (hyhal's libhydmi.so) is diagnosed instead of stopping
 // the program before main(). Names are stringized after macro expansion: HIP 6 renames some entry points
