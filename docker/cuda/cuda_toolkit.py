@@ -2,13 +2,10 @@
 
 usage: python cuda_toolkit.py
 
-- A base image that has a CUDA toolkit (nvidia/cuda devel: /usr/local/cuda/bin/nvcc) is used as it is.
-- Otherwise the toolkit is composed from PyPI's NVIDIA wheels that the builder's lock installed
-  (``cuda-toolkit[cudart,nvcc,nvvm,crt,cccl]``, docker/cuda/requirements-build.txt). Nothing is installed here:
-  the wheels are checked to be one CUDA release, the one torch was built with, and a wheel of another release is
-  named with the way out. They unpack under site-packages/nvidia/cu<major>/ (bin, include, lib, nvvm), which
-  /usr/local/cuda then points to. nvcc's own profile links from ``lib64`` (the layout of a system toolkit) and
-  CMake's find_library needs the unversioned ``libcudart.so``: both are links made beside the wheels' files.
+A base image's toolkit (nvidia/cuda devel: /usr/local/cuda/bin/nvcc) is used as it is. Otherwise /usr/local/cuda
+points to the toolkit that PyPI's NVIDIA wheels of the builder's lock unpack under site-packages/nvidia/cu<major>/,
+once every wheel is checked to be of torch's CUDA release. nvcc's profile links from ``lib64`` and CMake needs the
+unversioned ``libcudart.so``: both are links made beside the wheels' files.
 """
 
 from __future__ import annotations

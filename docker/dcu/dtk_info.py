@@ -3,18 +3,9 @@
     python3 dtk_info.py check --python 3.10      the image's Python, its HIP (DAS) torch, DTK and RCCL; exit 1 if unfit
     python3 dtk_info.py variant --family 'dtk*'  the wheel's variant label, read from the image (e.g. dtk2504)
 
-The variant is never typed into the matrix: the row says only its family (``variant = "dtk*"``) and this script
-reads the version of the DTK the image carries:
-
-1. ``TORCH_FL_VARIANT`` when set (an explicit override, e.g. ``dtk2604``; in the builder image it comes from the
-   matrix row's build_env, which reaches the build as BUILD_ENV);
-2. the DTK version file, ``$ROCM_PATH/.info/version`` (``/opt/dtk/.info/version``: "25.04", "25.04.1", ...),
-   as ``dtk<major><minor>`` ("25.04.1" -> ``dtk2504``);
-3. the DAS torch's local version (``2.4.1+das.opt1.dtk2504`` -> ``dtk2504``), the same rule as
-   build_tools/wheel_metadata.py.
-
-When 2 and 3 disagree the DTK file wins (it is the image's runtime) and a warning names both. Python 3.10
-compatible (DTK images ship 3.10); torch is imported only by ``check``/``variant`` fallbacks, never at import.
+The label is TORCH_FL_VARIANT (also read from BUILD_ENV) when set, else the DTK version file under the DTK root
+(``25.04.1`` -> ``dtk2504``), else the DAS torch's local version (``2.4.1+das.opt1.dtk2504``); the DTK file wins
+over torch with a warning. Python 3.10 compatible (DTK images ship 3.10).
 """
 
 from __future__ import annotations
@@ -34,11 +25,10 @@ class DtkError(RuntimeError):
     """The image is not a usable DTK image; the message is the one line to show."""
 
 
-def dtk_root(environ: dict[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
+def dtk_root() -> Path:
     for key in ("ROCM_PATH", "DTK_HOME", "ROCM_HOME"):
-        if env.get(key):
-            return Path(env[key])
+        if os.environ.get(key):
+            return Path(os.environ[key])
     return Path("/opt/dtk")
 
 

@@ -1,8 +1,7 @@
 #!/bin/bash
-# Remove the compiler drivers from the dcu test image, which starts from the same DTK image as the builder: the
-# suites must run the repaired wheel with the DTK runtime alone (run_tests.py checks that no compiler is on PATH).
-# Libraries stay (the HIP runtime compiles nothing at run time with them: hipRTC uses libamd_comgr, not clang).
-# Run under with-dtk, so DTK's PATH (/opt/dtk/bin, /opt/dtk/llvm/bin, ...) is searched too.
+# Remove the compiler drivers from the dcu test image (the builder's DTK image): the suites run the wheel on the DTK
+# runtime alone, and run_tests.py checks that no compiler is on PATH. Libraries stay (hipRTC uses libamd_comgr, not
+# clang). Run under with-dtk, so DTK's PATH is searched too.
 set -euo pipefail
 shopt -s nullglob
 names=(cc c++ gcc g++ clang clang++ clang-cpp hipcc hipcc.pl hipcc.bin nvcc amdclang amdclang++ hipclang

@@ -1,12 +1,7 @@
 #!/bin/bash
-# Run a command in the DTK environment (the ENTRYPOINT of the dcu test image; every RUN of the dcu Dockerfile).
-#
-#   with-dtk CMD [ARGS...]
-#
-# /opt/dtk/env.sh sets ROCM_PATH, PATH, LD_LIBRARY_PATH, ... for DTK's HIP runtime and compilers. It reads unset
-# variables, so it is sourced without `set -u` (never enable -u around it). TORCH_FL_DTK_ENV overrides its path.
-# hyhal's libraries (/opt/hyhal/lib: libhydmi.so, mounted read-only by `nox -s test-dcu` when the host has
-# them) are appended to LD_LIBRARY_PATH when present and not already on it.
+# with-dtk CMD [ARGS...]: CMD in the DTK environment (every RUN of the dcu Dockerfile, the test image's ENTRYPOINT).
+# /opt/dtk/env.sh (or TORCH_FL_DTK_ENV) reads unset variables, so it is sourced without `set -u`. hyhal's libraries
+# (/opt/hyhal/lib, mounted by `nox -s test-dcu` where the host has them) go on LD_LIBRARY_PATH when present.
 set +u
 dtk_env="${TORCH_FL_DTK_ENV:-/opt/dtk/env.sh}"
 if [ ! -f "$dtk_env" ]; then

@@ -2,20 +2,9 @@
 
 usage: python build_wheel.py SRC_DIR DIST_DIR
 
-Environment: BUILD_ENV="K=V K2=V2" (the matrix row's build_env) is applied to the build; VARIANT (the matrix
-row's variant) becomes TORCH_FL_VARIANT, the wheel's local version label; SKBUILD_CACHE, when set, is a
-persistent (BuildKit cache-mounted) directory that holds one scikit-build-core build directory per toolchain key,
-so rebuilds are incremental.
-
-The key hashes everything an object file depends on besides the sources: torch's installed files (its RECORD, which
-lists each header's hash), the Python, the compiler and the build environment. Rows of one Dockerfile share the
-cache mount, and a torch header's mtime is when its (cached) builder layer was made, often before objects compiled
-since against another torch: ninja, comparing mtimes, would keep those objects and link them.
-
-Each build directory also keeps a manifest of the sources it was last started on (path, sha256, mtime). A source
-that is byte for byte the one in the manifest gets the manifest's mtime back before the build; any other gets the
-current time. A fresh clone, whose checkout gives every file a new mtime, then recompiles only the sources whose
-contents changed (ninja compares mtimes, never contents), and an edited file always recompiles.
+Environment: BUILD_ENV="K=V K2=V2" (the matrix row's build_env) applies to the build; VARIANT becomes
+TORCH_FL_VARIANT, the wheel's local version label; SKBUILD_CACHE, when set, is a persistent (BuildKit cache-mounted)
+directory holding one scikit-build-core build directory per toolchain key, so rebuilds are incremental.
 """
 
 from __future__ import annotations
@@ -42,7 +31,9 @@ def parse_build_env(value: str) -> dict[str, str]:
 
 
 def toolchain_key(env: dict[str, str]) -> str:
-    """A short hash of the build's non-source inputs (the module docstring says which)."""
+    """A short hash of what an object depends on besides the sources: torch's installed files (its RECORD lists
+    each header's hash), the Python, the compiler and the build environment. Rows share the cache mount, and a
+    torch header's mtime is when its cached layer was made: ninja alone could link another torch's objects."""
     digest = hashlib.sha256()
     try:
         digest.update((importlib.metadata.distribution("torch").read_text("RECORD") or "").encode())
@@ -64,7 +55,8 @@ def _sha256(path: Path) -> str:
 
 def settle_mtimes(src: Path, build_dir: Path) -> tuple[int, int]:
     """Give each file under ``src`` its mtime of the last build in ``build_dir`` when its content is the same, else
-    the current time; then record the sources this build starts on. Returns (kept, renewed).
+    the current time; then record the sources this build starts on. Returns (kept, renewed). A fresh clone then
+    recompiles only what changed (ninja compares mtimes, never contents).
 
     The manifest is written before compiling, so a build that fails or is stopped midway leaves one that matches
     the objects it may have written: a file reverted to an older content afterwards differs from the manifest and

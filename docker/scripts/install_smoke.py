@@ -2,22 +2,12 @@
 
 usage: python install_smoke.py --how http|file|find-links|extra-index --index DIR --expect LABEL
 
-DIR is a variant's index (wheels/<variant>/); the node uses the page of its own torch line, PAGE = DIR/torch-M.m/:
-
-  http         serve DIR with `python -m http.server` on this container's loopback and
-               `pip install torch-fl --index-url http://127.0.0.1:<port>/torch-M.m/simple/`
-  file         `pip install torch-fl --index-url file://PAGE/simple/` (a shared file system)
-  find-links   `pip install --no-index --find-links PAGE/index.html torch-fl` (air-gapped nodes)
-  extra-index  the README's pip line: a second loopback index stands in for the torch index (it offers a stub
-               torch of the next minor, M.(m+1).0); first the bare `pip install torch-fl --index-url <http page>
-               --extra-index-url <torch index>`, then `pip install "torch==M.m.*" torch-fl --index-url <torch
-               index> --extra-index-url <http page>`; torch must stay exactly as installed each time
-
-pip sees only those sources (no pip.conf, no cache), so torch must already be installed: the torch-fl page holds
-that line's wheels alone, and pip has to pick the wheel whose torch pin the installed torch satisfies. Then, from
-/tmp: the installed version must carry ``LABEL`` (pt<line><toolchain> of this torch), ``import torch_fl`` must route
-``add.Tensor`` (the dispatch log names the route) and compute the right result, ``pip check`` must pass and
-``python -m torch_fl info`` must run. Exit 0 and a last line ``install-smoke: OK ...`` when all holds.
+DIR is a variant's index; the node takes the page of its own torch line, DIR/torch-M.m/, over HTTP on this
+container's loopback (http), as a file:// index (file), with --no-index --find-links (find-links), or with the
+README's pip line beside a loopback torch index that offers the next minor (extra-index). pip sees only those
+sources, so it must pick the wheel whose torch pin the installed torch satisfies and leave that torch as it is.
+Then the installed version must carry LABEL, ``import torch_fl`` must route and compute ``add.Tensor``, and
+``pip check`` and ``python -m torch_fl info`` must pass; the last line is ``install-smoke: OK ...``.
 """
 
 from __future__ import annotations
@@ -51,10 +41,13 @@ print("route of add.Tensor:", torch_fl.route("add.Tensor").route)
 """
 
 
-def pip_env() -> dict[str, str]:
+def pip(*args: str) -> None:
+    """pip with only the sources on its command line: no pip.conf, no PIP_* variables, no cache."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    return env
+    if args[0] == "install":
+        print("install-smoke: pip " + " ".join(args), flush=True)
+    subprocess.run([sys.executable, "-m", "pip", *args], env=env, check=True)
 
 
 def free_port() -> int:
@@ -66,11 +59,8 @@ def free_port() -> int:
 def serve(directory: Path, stack: ExitStack) -> str:
     """``directory`` over HTTP on a free loopback port, stopped when ``stack`` closes; returns its base URL."""
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(directory)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    cmd = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(directory)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stack.callback(lambda: (proc.terminate(), proc.wait(timeout=10)))
     url = f"http://127.0.0.1:{port}"
     for _ in range(100):  # up to 10 s for the server to listen
@@ -89,10 +79,8 @@ def _record_hash(data: bytes) -> str:
 
 
 def stub_torch_index(root: Path, version: str) -> Path:
-    """A PEP 503 index at ``root/simple/`` offering one pure-Python ``torch`` wheel of ``version``, built here.
-
-    It stands in for a torch index (PyPI, download.pytorch.org) that has a newer torch than the node's: if pip ever
-    wanted to change torch, this is what it would install, and the torch version check below would see it."""
+    """A PEP 503 index at ``root/simple/`` offering one pure-Python ``torch`` wheel of ``version``: a torch index
+    with a newer torch than the node's, which pip would install if it ever wanted to change torch."""
     name = f"torch-{version}-py3-none-any.whl"
     info = f"torch-{version}.dist-info"
     files = {
@@ -117,26 +105,10 @@ def stub_torch_index(root: Path, version: str) -> Path:
     return root
 
 
-def pip_install(args: list[str]) -> None:
-    cmd = [sys.executable, "-m", "pip", "install", *args]
-    print("install-smoke: pip install " + " ".join(args), flush=True)
-    subprocess.run(cmd, env=pip_env(), check=True)
-
-
-def installed_label() -> tuple[str, str]:
-    version = metadata.version("torch-fl")
-    return version, (version.split("+", 1)[1] if "+" in version else "")
-
-
 def torch_now() -> str:
-    """The installed torch's version, read from its metadata (this process imported torch before any install)."""
-    res = subprocess.run(
-        [sys.executable, "-c", "from importlib.metadata import version; print(version('torch'))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return res.stdout.strip()
+    """The installed torch's version, read in a fresh process (this one imported torch before any install)."""
+    code = "from importlib.metadata import version; print(version('torch'))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def check_torch_kept(before: str, step: str) -> None:
@@ -146,8 +118,8 @@ def check_torch_kept(before: str, step: str) -> None:
 
 
 def check_label(expect: str) -> str:
-    version, label = installed_label()
-    if label != expect:
+    version = metadata.version("torch-fl")
+    if version.partition("+")[2] != expect:
         raise SystemExit(f"install-smoke: pip installed torch-fl {version}, expected the +{expect} build")
     return version
 
@@ -176,11 +148,11 @@ def main(argv: list[str]) -> int:
     before = torch_now()
     with ExitStack() as stack:
         if args.how == "http":
-            pip_install(["--index-url", f"{serve(args.index, stack)}/{line}/simple/", "torch-fl"])
+            pip("install", "--index-url", f"{serve(args.index, stack)}/{line}/simple/", "torch-fl")
         elif args.how == "file":
-            pip_install(["--index-url", (page / "simple").as_uri() + "/", "torch-fl"])
+            pip("install", "--index-url", (page / "simple").as_uri() + "/", "torch-fl")
         elif args.how == "find-links":
-            pip_install(["--no-index", "--find-links", str(page / "index.html"), "torch-fl"])
+            pip("install", "--no-index", "--find-links", str(page / "index.html"), "torch-fl")
         else:
             torch_fl_page = f"{serve(args.index, stack)}/{line}/simple/"
             newer = f"{major}.{minor + 1}.0"
@@ -188,24 +160,16 @@ def main(argv: list[str]) -> int:
             torch_index = f"{serve(stub, stack)}/simple/"
             print(f"install-smoke: the torch index at {torch_index} offers torch {newer}", flush=True)
             # the form without a pin: only the page keeps pip on this line
-            pip_install(["--index-url", torch_fl_page, "--extra-index-url", torch_index, "torch-fl"])
+            pip("install", "--index-url", torch_fl_page, "--extra-index-url", torch_index, "torch-fl")
             check_torch_kept(before, "pip install torch-fl (unpinned)")
             check_label(args.expect)
-            subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "torch-fl"], env=pip_env(), check=True)
+            pip("uninstall", "-y", "torch-fl")
             # the README's line: torch pinned, the torch index first, the torch-fl page as the extra index
-            pip_install(
-                [
-                    f"torch=={major}.{minor}.*",
-                    "torch-fl",
-                    "--index-url",
-                    torch_index,
-                    "--extra-index-url",
-                    torch_fl_page,
-                ]
-            )
+            readme_line = [f"torch=={major}.{minor}.*", "torch-fl", "--index-url", torch_index]
+            pip("install", *readme_line, "--extra-index-url", torch_fl_page)
     check_torch_kept(before, f"install ({args.how})")
     version = check_label(args.expect)
-    subprocess.run([sys.executable, "-m", "pip", "check"], env=pip_env(), check=True)
+    pip("check")
     env = {**os.environ, "FLAGOS_LOG": "dispatch"}
     res = subprocess.run([sys.executable, "-c", SMOKE], env=env, cwd="/tmp", capture_output=True, text=True)
     sys.stdout.write(res.stdout)

@@ -2,15 +2,9 @@
 
 usage: python repair_wheel.py DIST_DIR OUT_DIR
 
-- The platform tag is computed from this image's glibc (``manylinux_<major>_<minor>_<arch>``), never hard-coded;
-  auditwheel may still pick a more compatible (older) policy when the wheel's symbols allow it.
-- ``AUDITWHEEL_EXCLUDE`` (space-separated soname globs from the matrix) are never grafted: torch's libraries and
-  the vendor runtime come from the user's torch install. torch/lib is put on auditwheel's library path so
-  those dependencies resolve (and are then excluded) instead of being reported as missing.
-- Every torch symbol that an extension module of the repaired wheel needs must be exported by this image's torch:
-  an object compiled against another torch line fails the build here, not at import on a node.
-- Writes OUT_DIR/<repaired wheel>, OUT_DIR/auditwheel-show.txt and OUT_DIR/build-info.json. Whether anything
-  from torch was grafted is checked on the host, where the exported wheel is accepted (build_tools/wheelcheck.py).
+The platform tag comes from this image's glibc (auditwheel may still pick an older policy). AUDITWHEEL_EXCLUDE's
+soname globs are never grafted: the user's torch install brings them; torch/lib is on auditwheel's library path so
+they resolve. Writes OUT_DIR/<repaired wheel>, OUT_DIR/auditwheel-show.txt and OUT_DIR/build-info.json.
 """
 
 from __future__ import annotations
@@ -72,12 +66,9 @@ def _dynamic_symbols(path: Path) -> tuple[set[str], set[str], list[str]]:
 
 
 def check_torch_symbols(wheel: Path, torch_lib: str) -> None:
-    """Fail when an extension module of ``wheel`` needs a torch symbol that this image's torch does not export.
-
-    Objects compiled against another torch line (a stale incremental build) link fine and then fail at import on a
-    node. The check reads symbol tables instead of loading the module: builders may hold torch without the vendor
-    libraries its own libraries need.
-    """
+    """Fail when an extension module of ``wheel`` needs a torch symbol that this image's torch does not export:
+    objects of another torch line (a stale incremental build) link fine, then fail at import on a node. Symbol
+    tables, not loading: builders may lack the vendor libraries torch's own libraries need."""
     lib = Path(torch_lib)
     with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as zf:
         modules = [n for n in zf.namelist() if n.endswith(".so") and ".libs/" not in n]

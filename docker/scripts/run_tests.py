@@ -3,13 +3,10 @@
 usage: python run_tests.py --tests DIR --reports DIR --markers EXPR --accelerator A --bench short|full|none
                            [--suites routing,correctness] [--workers N|auto] [-- PYTEST_ARGS...]
 
-1. smoke: the extension module loads without importing torch first (its RPATH finds torch's libraries), no
-   compiler is on PATH, and ``import torch_fl`` imports the installed wheel (not a checkout);
-2. pytest on the suites (``--suites``, from the matrix's [build].test_suites), JUnit XML to REPORTS/junit.xml, on
-   ``--workers`` pytest-xdist workers (auto: one per CPU the container may use; 1: in this process's child alone);
-3. the benchmark of the installed wheel, ``python -m harness`` from the tests' bench/ (its failure fails the run).
-   The short one is the bench suite's own run (tests/bench/test_harness_report.py writes it to REPORTS, named by
-   TORCH_FL_BENCH_OUT); it runs here only when the selection left that run out.
+1. smoke: the extension loads without torch imported first (its RPATH), no compiler is on PATH, and ``import
+   torch_fl`` imports the installed wheel, not a checkout;
+2. pytest on the suites, JUnit XML to REPORTS/junit.xml;
+3. the benchmark, ``python -m harness`` from the tests' bench/, unless the bench suite's own short run wrote it.
 Everything is written under REPORTS; the exit status is non-zero when any part failed.
 """
 
@@ -69,13 +66,8 @@ def smoke(reports: Path, tests: Path) -> list[str]:
     info["compilers_on_path"] = found
     if found:
         problems.append("compilers present in the test image: " + ", ".join(found))
-    res = subprocess.run(
-        [sys.executable, "-c", "import torch_fl, torch; print(torch_fl.__file__); print(torch.__version__)"],
-        capture_output=True,
-        text=True,
-        cwd=tests,
-        check=False,
-    )
+    code = "import torch_fl, torch; print(torch_fl.__file__); print(torch.__version__)"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tests, check=False)
     info["import"] = {"returncode": res.returncode, "stdout": res.stdout.strip(), "stderr": res.stderr[-2000:]}
     if res.returncode != 0:
         problems.append("`import torch_fl` failed: " + (res.stderr.strip().splitlines() or ["?"])[-1])
@@ -85,11 +77,8 @@ def smoke(reports: Path, tests: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    if "--" in argv:
-        i = argv.index("--")
-        argv, extra = argv[:i], argv[i + 1 :]
-    else:
-        extra = []
+    i = argv.index("--") if "--" in argv else len(argv)
+    argv, extra = argv[:i], argv[i + 1 :]
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tests", type=Path, required=True)
     ap.add_argument("--reports", type=Path, required=True)
@@ -118,17 +107,8 @@ def main(argv: list[str]) -> int:
     if not suites:
         failures.append(f"no test suites ({', '.join(wanted)}) under {args.tests}")
     else:
-        cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            *suites,
-            "-p",
-            "no:cacheprovider",
-            f"--junitxml={args.reports / 'junit.xml'}",
-            "-o",
-            "junit_family=xunit2",
-        ]
+        cmd = [sys.executable, "-m", "pytest", *suites, "-p", "no:cacheprovider"]
+        cmd += [f"--junitxml={args.reports / 'junit.xml'}", "-o", "junit_family=xunit2"]
         if args.markers:
             cmd += ["-m", args.markers]
         if args.workers > 1:
@@ -168,12 +148,8 @@ def main(argv: list[str]) -> int:
         if rc != 0:
             failures.append(f"benchmark (python -m harness in {args.tests / 'bench'}) failed (exit {rc})")
 
-    (args.reports / "run.json").write_text(
-        json.dumps(
-            {"timings": timings, "failures": failures, "python": sys.version.split()[0], "user": os.getuid()}, indent=2
-        )
-        + "\n"
-    )
+    run = {"timings": timings, "failures": failures, "python": sys.version.split()[0], "user": os.getuid()}
+    (args.reports / "run.json").write_text(json.dumps(run, indent=2) + "\n")
     for f in failures:
         print(f"run_tests: FAILED: {f}", flush=True)
     return 1 if failures else 0

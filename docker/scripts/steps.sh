@@ -1,12 +1,11 @@
 #!/bin/bash
-# The steps the stages of docker/*/Dockerfile share. One RUN per step keeps each step a layer of its own.
-#   steps apt PACKAGE...    Debian packages without recommends; first drops the apt sources of nvidia/cuda bases
+# The steps the stages of docker/*/Dockerfile share, one RUN (one layer) each:
+#   steps apt PACKAGE...    Debian packages without recommends, after dropping the apt sources of nvidia/cuda bases
 #                           (one source fewer to reach through a proxy; its signing key rotates under old images)
 #   steps check-python      python3 is the matrix row's PYTHON_VERSION (X.Y)
-#   steps lock FILE         a lock's packages by hash, --no-deps (the lock holds every dependency); pip reads the
-#                           BuildKit secret pipconf (index, staged wheelhouses, the cacert secret)
-#   steps wheel DIR [NAME]  DIR's wheel with --no-index, then pip check; with NAME only that project's problems
-#                           fail (DTK images carry conflicts of their own)
+#   steps lock FILE         a lock's packages by hash, --no-deps; pip reads the BuildKit secret pipconf
+#   steps wheel DIR [NAME]  DIR's wheel with --no-index, then pip check (with NAME, only NAME's problems fail:
+#                           DTK images carry conflicts of their own)
 # pip is python3 -m pip: the venv's where PATH starts with one, else the image's own (dcu).
 set -euo pipefail
 
@@ -33,11 +32,8 @@ step_lock() {
   [ "$#" -eq 1 ] || usage
   # a lock that pins nothing (the shared lock of a row outside a torch.shared_deps group) installs nothing
   grep -q '^[A-Za-z0-9]' "$1" || return 0
-  # No bytecode at install time: a torch with its CUDA libraries holds tens of thousands of modules that no test
-  # imports, and compiling them is a large part of a test image's build. Python compiles what a process imports
-  # at its first import and writes it beside the source, so the images leave PYTHONDONTWRITEBYTECODE unset: in a
-  # test container whose user may write the venv (root, as CI runs), every later process loads that bytecode
-  # (about a second less per process that imports torch).
+  # --no-compile: most of torch's modules are never imported, and compiling them is much of a test image's build.
+  # PYTHONDONTWRITEBYTECODE stays unset, so a container compiles what it imports once for all its processes.
   PIP_CONFIG_FILE=/run/secrets/pipconf python3 -m pip install --require-hashes --no-deps --no-compile -r "$1"
 }
 

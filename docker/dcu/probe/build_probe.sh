@@ -1,11 +1,7 @@
 #!/bin/bash
-# Build torch-fl-dcu-probe (dcu_probe.cpp beside this script, torch-free) with DTK's hipcc for every PYTORCH_ROCM_ARCH
-# target, then run `--version` to prove it links and loads in this image. Run under with-dtk.
-#
+# Build torch-fl-dcu-probe with DTK's hipcc for every PYTORCH_ROCM_ARCH target (BUILD_ENV's, else the environment's,
+# else DTK's), then run `--version` to show it links and loads in this image. Run under with-dtk.
 #   build_probe.sh SOURCE OUTPUT
-#
-# PYTORCH_ROCM_ARCH comes from BUILD_ENV (the matrix row's build_env, "K=V K=V"), else the environment, else the
-# DTK default below.
 set -euo pipefail
 src="$1" out="$2"
 arch="${PYTORCH_ROCM_ARCH:-gfx906;gfx926;gfx928;gfx936}"

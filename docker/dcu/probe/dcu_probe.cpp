@@ -1,18 +1,5 @@
-// torch-fl-dcu-probe: can this process use a Hygon DCU (or any HIP device)?
-//
-// Torch-free. Run it before torch when `torch.cuda.device_count()` is 0 on a DCU node, or inside the test
-// image of `nox -s test-dcu`. It checks, in order, what breaks most often and says how to fix it:
-//   1. /dev/kfd: missing (not passed into the container, or the driver is not loaded) or not accessible
-//      (group permissions);
-//   2. the HIP runtime library: loaded with dlopen, so a missing dependency such as hyhal's libhydmi.so is
-//      reported with the loader's own message instead of stopping the program before main();
-//   3. device visibility: HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES hiding devices;
-//   4. every visible device: name, gcnArchName, memory, compute units, and a 1 MiB allocate/memset/free.
-//
-// Exit status: 0 usable devices; 1 usage or unexpected HIP error; 2 /dev/kfd missing; 3 /dev/kfd not
-// accessible; 4 the HIP runtime cannot be loaded; 5 no device visible; 6 a device is visible but unusable.
-//
-// Built with hipcc (DTK in the dcu builder image; Debian's hipcc with HIP_PLATFORM=amd in CI), e.g.
+// torch-fl-dcu-probe: can this process use a Hygon DCU (or any HIP device), and if not, why? Torch-free; usage()
+// lists what it checks and its exit statuses, docs/dcu.md when to run it. Built by build_probe.sh, or by hand:
 //   hipcc --offload-arch=gfx906 -std=c++17 -O2 -o torch-fl-dcu-probe docker/dcu/probe/dcu_probe.cpp -ldl
 #include <hip/hip_runtime_api.h>
 
@@ -21,68 +8,50 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
 
 constexpr const char* kVersion = "1";
 
-enum Exit : int {
-  kOk = 0,
-  kUsage = 1,
-  kNoKfd = 2,
-  kKfdDenied = 3,
-  kNoRuntime = 4,
-  kNoDevice = 5,
-  kDeviceUnusable = 6,
-};
+enum Exit : int { kOk = 0, kUsage = 1, kNoKfd = 2, kKfdDenied = 3, kNoRuntime = 4, kNoDevice = 5, kDeviceUnusable = 6 };
 
-// The HIP runtime, opened with dlopen. The symbol names come from the header the probe is built against:
-// HIP 6 renames some entry points with macros (hipGetDeviceProperties -> hipGetDevicePropertiesR0600),
-// and stringizing the macro picks the name whose struct layout matches that header.
+// The runtime is opened with dlopen, so a missing dependency (hyhal's libhydmi.so) is diagnosed instead of stopping
+// the program before main(). Names are stringized after macro expansion: HIP 6 renames some entry points
+// (hipGetDeviceProperties -> hipGetDevicePropertiesR0600), and the expanded name matches this header's structs.
 #define TFL_STR2(x) #x
 #define TFL_STR(x) TFL_STR2(x)
+#define TFL_SYM(fn) sym<decltype(&fn)>(TFL_STR(fn))
 
 struct Hip {
-  void* handle = nullptr;
+  Hip(void* h, std::string p) : handle(h), path(std::move(p)) {}
+  void* handle;
   std::string path;
-  decltype(&hipRuntimeGetVersion) runtimeGetVersion = nullptr;
-  decltype(&hipDriverGetVersion) driverGetVersion = nullptr;
-  decltype(&hipGetDeviceCount) getDeviceCount = nullptr;
-  decltype(&hipGetDeviceProperties) getDeviceProperties = nullptr;
-  decltype(&hipSetDevice) setDevice = nullptr;
-  hipError_t (*malloc_)(void**, size_t) = nullptr; // hipMalloc is overloaded (a template helper)
-  decltype(&hipMemset) memset_ = nullptr;
-  decltype(&hipDeviceSynchronize) deviceSynchronize = nullptr;
-  decltype(&hipFree) free_ = nullptr;
-  decltype(&hipGetErrorName) errorName = nullptr;
-
+  std::string missing; // the entry points the library lacks, filled by the initializers below
   template <typename F>
-  bool bind(F& fn, const char* name, std::string& missing) {
-    fn = reinterpret_cast<F>(dlsym(handle, name));
+  F sym(const char* name) {
+    void* fn = dlsym(handle, name);
     if (fn == nullptr) missing += std::string(missing.empty() ? "" : ", ") + name;
-    return fn != nullptr;
+    return reinterpret_cast<F>(fn);
   }
-
-  // Returns "" on success, else the missing symbols.
-  std::string bind_all() {
-    std::string missing;
-    bind(runtimeGetVersion, TFL_STR(hipRuntimeGetVersion), missing);
-    bind(driverGetVersion, TFL_STR(hipDriverGetVersion), missing);
-    bind(getDeviceCount, TFL_STR(hipGetDeviceCount), missing);
-    bind(getDeviceProperties, TFL_STR(hipGetDeviceProperties), missing);
-    bind(setDevice, TFL_STR(hipSetDevice), missing);
-    bind(malloc_, TFL_STR(hipMalloc), missing);
-    bind(memset_, TFL_STR(hipMemset), missing);
-    bind(deviceSynchronize, TFL_STR(hipDeviceSynchronize), missing);
-    bind(free_, TFL_STR(hipFree), missing);
-    bind(errorName, TFL_STR(hipGetErrorName), missing);
-    return missing;
-  }
+  decltype(&hipRuntimeGetVersion) runtimeGetVersion = TFL_SYM(hipRuntimeGetVersion);
+  decltype(&hipDriverGetVersion) driverGetVersion = TFL_SYM(hipDriverGetVersion);
+  decltype(&hipGetDeviceCount) getDeviceCount = TFL_SYM(hipGetDeviceCount);
+  decltype(&hipGetDeviceProperties) getDeviceProperties = TFL_SYM(hipGetDeviceProperties);
+  decltype(&hipSetDevice) setDevice = TFL_SYM(hipSetDevice);
+  using Malloc = hipError_t (*)(void**, size_t); // hipMalloc is overloaded (a template helper)
+  Malloc malloc_ = sym<Malloc>(TFL_STR(hipMalloc));
+  decltype(&hipMemset) memset_ = TFL_SYM(hipMemset);
+  decltype(&hipDeviceSynchronize) deviceSynchronize = TFL_SYM(hipDeviceSynchronize);
+  decltype(&hipFree) free_ = TFL_SYM(hipFree);
+  decltype(&hipGetErrorName) errorName = TFL_SYM(hipGetErrorName);
 
   std::string err(hipError_t e) const {
     return std::string(errorName ? errorName(e) : "hipError") + " (" + std::to_string(static_cast<int>(e)) + ")";
@@ -96,7 +65,6 @@ struct Options {
       // DTK ships libgalaxyhip next to an libamdhip64 compatibility name; upstream ROCm only the latter.
       "libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5", "libgalaxyhip.so", "libgalaxyhip.so.6",
       "libgalaxyhip.so.5"};
-  bool quiet = false;
 };
 
 bool g_quiet = false;
@@ -112,9 +80,9 @@ int verdict(int code, const std::string& line) {
   return code;
 }
 
-std::string env_or(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::string("'") + v + "'" : std::string(fallback);
+bool exists(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0;
 }
 
 std::string group_name(gid_t gid) {
@@ -149,17 +117,11 @@ int check_kfd(const Options& opt) {
             "). Add that group: `docker run --group-add " + std::to_string(st.st_gid) +
             " ...`, or on the host `usermod -aG " + group_name(st.st_gid) + " $USER` and log in again.");
   }
-  const std::string dri = opt.dev_root + "/dri";
-  struct stat dst {};
-  if (stat(dri.c_str(), &dst) != 0) {
-    say("warning: " + dri + " does not exist: pass it too (`--device=/dev/dri`); kernels cannot run without it");
+  if (!exists(opt.dev_root + "/dri")) {
+    say("warning: " + opt.dev_root + "/dri does not exist: pass it too (`--device=/dev/dri`); kernels cannot run "
+        "without it");
   }
   return kOk;
-}
-
-bool file_exists(const std::string& path) {
-  struct stat st {};
-  return stat(path.c_str(), &st) == 0;
 }
 
 // hyhal (/opt/hyhal) carries libhydmi.so, which DTK's runtime needs on Hygon hosts.
@@ -170,7 +132,7 @@ std::string hyhal_note(const Options& opt) {
     return "libhydmi.so (hyhal): loadable";
   }
   const std::string lib = opt.hyhal_root + "/lib/libhydmi.so";
-  if (file_exists(lib)) {
+  if (exists(lib)) {
     return "libhydmi.so (hyhal): " + lib + " exists but is not on the loader path: source /opt/dtk/env.sh or add " +
         opt.hyhal_root + "/lib to LD_LIBRARY_PATH";
   }
@@ -178,13 +140,12 @@ std::string hyhal_note(const Options& opt) {
       opt.hyhal_root + ":" + opt.hyhal_root + ":ro` (nox -s test-dcu does when the host has it)";
 }
 
-int open_runtime(const Options& opt, Hip& hip) {
+int open_runtime(const Options& opt, std::optional<Hip>& hip) {
   std::string tried;
   bool hydmi = false;
   for (const auto& name : opt.libraries) {
-    hip.handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (hip.handle != nullptr) {
-      hip.path = name;
+    if (void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      hip.emplace(handle, name);
       break;
     }
     const char* e = dlerror();
@@ -192,7 +153,7 @@ int open_runtime(const Options& opt, Hip& hip) {
     hydmi = hydmi || why.find("hydmi") != std::string::npos;
     tried += "\n  " + why;
   }
-  if (hip.handle == nullptr) {
+  if (!hip) {
     say("could not load the HIP runtime:" + tried);
     if (hydmi) {
       return verdict(kNoRuntime, "the HIP runtime needs libhydmi.so (hyhal), which is missing: " + hyhal_note(opt));
@@ -201,59 +162,49 @@ int open_runtime(const Options& opt, Hip& hip) {
         "no HIP runtime library could be loaded (libamdhip64.so / libgalaxyhip.so): source /opt/dtk/env.sh "
         "(DTK) or add the ROCm lib directory to LD_LIBRARY_PATH");
   }
-  const std::string missing = hip.bind_all();
-  if (!missing.empty()) {
-    return verdict(kNoRuntime, hip.path + " lacks " + missing + ": it is older than the HIP headers this probe "
+  if (!hip->missing.empty()) {
+    return verdict(kNoRuntime, hip->path + " lacks " + hip->missing + ": it is older than the HIP headers this probe "
         "was built with (HIP " + std::to_string(HIP_VERSION_MAJOR) + "." + std::to_string(HIP_VERSION_MINOR) + ")");
   }
   int runtime = 0, driver = 0;
-  if (hip.runtimeGetVersion(&runtime) != hipSuccess) runtime = -1;
-  if (hip.driverGetVersion(&driver) != hipSuccess) driver = -1;
-  say("HIP runtime: " + hip.path + ", version " + std::to_string(runtime) + ", driver " + std::to_string(driver));
+  if (hip->runtimeGetVersion(&runtime) != hipSuccess) runtime = -1;
+  if (hip->driverGetVersion(&driver) != hipSuccess) driver = -1;
+  say("HIP runtime: " + hip->path + ", version " + std::to_string(runtime) + ", driver " + std::to_string(driver));
   return kOk;
 }
 
-std::string visibility() {
-  return "HIP_VISIBLE_DEVICES=" + env_or("HIP_VISIBLE_DEVICES", "<unset>") +
-      " ROCR_VISIBLE_DEVICES=" + env_or("ROCR_VISIBLE_DEVICES", "<unset>") +
-      " CUDA_VISIBLE_DEVICES=" + env_or("CUDA_VISIBLE_DEVICES", "<unset>");
-}
-
-bool hides_devices() {
+// "HIP_VISIBLE_DEVICES=<unset> ROCR_VISIBLE_DEVICES='' ..."; *hidden is set when one of them hides every device.
+std::string visibility(bool* hidden) {
+  std::string out;
   for (const char* name : {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"}) {
     const char* v = std::getenv(name);
-    if (v == nullptr) continue;
-    const std::string s(v);
-    if (s.find_first_not_of(" \t") == std::string::npos || s == "-1" || s == "none") return true;
+    out += std::string(out.empty() ? "" : " ") + name + "=" + (v ? std::string("'") + v + "'" : "<unset>");
+    const std::string s = v ? v : "";
+    if (v && (s.find_first_not_of(" \t") == std::string::npos || s == "-1" || s == "none")) *hidden = true;
   }
-  return false;
+  return out;
 }
 
 bool in_arch_list(const std::string& arch) {
   const char* list = std::getenv("PYTORCH_ROCM_ARCH");
   if (list == nullptr) return true;
-  const std::string base = arch.substr(0, arch.find(':'));
-  std::string all(list);
-  size_t start = 0;
-  while (start <= all.size()) {
-    const size_t end = all.find_first_of("; ", start);
-    if (all.substr(start, end - start) == base) return true;
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return false;
+  std::string all = ";" + std::string(list) + ";"; // targets are separated by ';' or ' '
+  std::replace(all.begin(), all.end(), ' ', ';');
+  return all.find(";" + arch.substr(0, arch.find(':')) + ";") != std::string::npos;
 }
 
 int probe_devices(const Options& opt, Hip& hip) {
-  say("visibility: " + visibility());
+  bool hidden = false;
+  const std::string visible = visibility(&hidden);
+  say("visibility: " + visible);
   int count = 0;
   const hipError_t e = hip.getDeviceCount(&count);
   if (e != hipSuccess || count == 0) {
     say("hipGetDeviceCount: " + (e == hipSuccess ? std::string("0 devices") : hip.err(e)));
     say(hyhal_note(opt));
-    if (hides_devices()) {
+    if (hidden) {
       return verdict(kNoDevice, "no device visible because a *_VISIBLE_DEVICES variable hides them all (" +
-          visibility() + "): unset it or name the devices, e.g. HIP_VISIBLE_DEVICES=0,1");
+          visible + "): unset it or name the devices, e.g. HIP_VISIBLE_DEVICES=0,1");
     }
     return verdict(kNoDevice,
         "the HIP runtime sees no device (torch.cuda.device_count() will be 0): check `hy-smi` on the host, pass "
@@ -274,19 +225,14 @@ int probe_devices(const Options& opt, Hip& hip) {
     std::snprintf(line, sizeof line, "  %d: %s, %s, %.1f GiB, %d CUs, pci %04x:%02x:%02x", i, p.name,
         p.gcnArchName, static_cast<double>(p.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), p.multiProcessorCount,
         p.pciDomainID, p.pciBusID, p.pciDeviceID);
-    std::string status;
     void* ptr = nullptr;
     hipError_t me = hip.setDevice(i);
     if (me == hipSuccess) me = hip.malloc_(&ptr, 1 << 20);
     if (me == hipSuccess) me = hip.memset_(ptr, 0, 1 << 20);
     if (me == hipSuccess) me = hip.deviceSynchronize();
     if (ptr != nullptr) static_cast<void>(hip.free_(ptr));
-    if (me == hipSuccess) {
-      status = "1 MiB alloc/memset/free ok";
-    } else {
-      status = "allocation failed: " + hip.err(me);
-      ++unusable;
-    }
+    std::string status = me == hipSuccess ? "1 MiB alloc/memset/free ok" : "allocation failed: " + hip.err(me);
+    unusable += me == hipSuccess ? 0 : 1;
     if (!in_arch_list(p.gcnArchName)) {
       status += "; warning: not in PYTORCH_ROCM_ARCH=" + std::string(std::getenv("PYTORCH_ROCM_ARCH"));
     }
@@ -329,7 +275,7 @@ int main(int argc, char** argv) {
       std::printf("torch-fl-dcu-probe %s (built with HIP %d.%d)\n", kVersion, HIP_VERSION_MAJOR, HIP_VERSION_MINOR);
       return kOk;
     } else if (a == "--quiet") {
-      opt.quiet = true;
+      g_quiet = true;
     } else if (a == "--dev-root") {
       opt.dev_root = value("--dev-root");
     } else if (a == "--hyhal-root") {
@@ -344,9 +290,8 @@ int main(int argc, char** argv) {
       return kUsage;
     }
   }
-  g_quiet = opt.quiet;
   if (const int rc = check_kfd(opt); rc != kOk) return rc;
-  Hip hip;
+  std::optional<Hip> hip;
   if (const int rc = open_runtime(opt, hip); rc != kOk) return rc;
-  return probe_devices(opt, hip);
+  return probe_devices(opt, *hip);
 }
