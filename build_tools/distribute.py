@@ -102,7 +102,7 @@ def plan_node_image(docker: str, toolchain: Toolchain, inp: plan.BuildInputs) ->
         f"BASE_IMAGE={inp.test_image}",
         "--build-arg",
         f"INSTALL_LOCK={plan.vendor_path(toolchain, locks.lock_path(toolchain, 'install'))}",
-        *[a for name in inp.host.proxies for a in ("--build-arg", name)],
+        *inp.host.proxy_flags("--build-arg"),
         *plan.secrets(inp),
         *plan.labels(toolchain, "node", inp.key),
         "-t",

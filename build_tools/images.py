@@ -34,9 +34,8 @@ class Images:
             try:
                 server = dockercli.check_daemon(client)
                 self._daemon = True
-                self.echo(
-                    f"docker: client {client.version} ({client.buildkit} BuildKit) at {client.exe}, daemon {server}"
-                )
+                where = f"{client.version} ({client.buildkit} BuildKit) at {client.exe}"
+                self.echo(f"docker: client {where}, daemon {server}")
             except dockercli.DockerError as exc:
                 self.runner.refuse(exc)
             self._client = client
@@ -51,11 +50,8 @@ class Images:
         return dockercli.image_id(self.client(), ref) if self.daemon_usable() else None
 
     def resolve_base(self, image: str, hint: str = "") -> ImageRef:
-        """The image to build FROM: present locally > its local stand-in > pulled; else a clear error.
-
-        With ``hint`` (the row's ``image_hint``: images behind a login or an unreachable registry) a missing
-        image is not pulled: the build stops at once with one line naming the image and the hint.
-        """
+        """The image to build FROM: present locally > its local stand-in > pulled; else a clear error. With
+        ``hint`` (the row's ``image_hint``) a missing image is not pulled: the build stops with the hint."""
         if image not in self._bases:
             self._bases[image] = self._find_base(image, hint)
         return self._bases[image]
@@ -79,9 +75,8 @@ class Images:
             return ImageRef(image, "missing")
         made = f" (`nox -s base-image` makes its stand-in {stand_in.name})" if stand_in else ""
         self.echo(f"base image {image} is not present locally{made}; trying `docker pull {image}`")
-        res = self.runner.run(
-            plan.Command(f"pull {image}", (client.exe, "pull", image), log_name="pull.log"), check=False
-        )
+        pull = plan.Command(f"pull {image}", (client.exe, "pull", image), log_name="pull.log")
+        res = self.runner.run(pull, check=False)
         iid = self.runner.ask(lambda: dockercli.image_id(client, image))
         if res.returncode != 0 or iid is None:
             fix = (
@@ -120,9 +115,5 @@ class Images:
                     f"docker history of {ref} contains {', '.join(leaks)}: "
                     "pass it as a BuildKit secret or a predefined proxy build arg, never as ARG/ENV/COPY"
                 )
-        summary.add(
-            "history check",
-            "ran",
-            time.monotonic() - t0,
-            f"{len(images)} images: no CA bundle, proxy value or index credential",
-        )
+        note = f"{len(images)} images: no CA bundle, proxy value or index credential"
+        summary.add("history check", "ran", time.monotonic() - t0, note)

@@ -17,26 +17,18 @@ from pathlib import Path
 TMP_MARK = ".tmp-"
 
 
-def _fsync(path: Path) -> None:
-    """Flush ``path`` to disk (a read-only descriptor will do: a hard link may not be ours to write)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
+def _fsync(path: Path, *, strict: bool = True) -> None:
+    """Flush ``path`` to disk through a read-only descriptor (a hard link may not be ours to write); a directory's
+    flush is best effort (``strict=False``): not every filesystem can."""
     try:
         fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        if strict:
+            raise
 
 
 @contextmanager
@@ -57,18 +49,14 @@ def replacing(path: Path, *, mode: int | None = 0o644) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> Path:
-    with replacing(path) as tmp:
-        tmp.write_bytes(data)
-    return path
+    _fsync(path.parent, strict=False)
 
 
 def atomic_write_text(path: Path, text: str) -> Path:
     """``text`` as UTF-8 with ``\\n`` line ends, whatever the platform."""
-    return atomic_write_bytes(path, text.encode("utf-8"))
+    with replacing(path) as tmp:
+        tmp.write_bytes(text.encode("utf-8"))
+    return path
 
 
 def atomic_copy(src: Path, dst: Path, *, link: bool = False, keep_metadata: bool = False) -> Path:
@@ -103,7 +91,7 @@ def publish_dir(tmp: Path, final: Path) -> Path:
         old.rmdir()
         os.replace(final, old)
     os.replace(tmp, final)
-    _fsync_dir(final.parent)
+    _fsync(final.parent, strict=False)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return final
@@ -125,11 +113,8 @@ def sweep_temporaries(directory: Path) -> list[Path]:
 
 
 def keep_subdirs(final: Path, tmp: Path, names: list[str]) -> list[str]:
-    """Copy ``final/<name>`` into the ``tmp`` that replaces ``final`` (when ``tmp`` has none of its own).
-
-    A report directory written by another session (``reports/<toolchain>/bench/`` of bench-<toolchain>) survives the
-    swap. Copied, not moved: until the swap, ``final`` stays complete. Returns the names kept.
-    """
+    """Copy ``final/<name>`` (another session's reports) into the ``tmp`` that replaces ``final``, unless ``tmp``
+    has its own; copied, not moved, so that ``final`` stays complete until the swap. Returns the names kept."""
     kept = []
     for name in names:
         src, dst = final / name, tmp / name
