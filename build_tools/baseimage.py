@@ -81,20 +81,8 @@ def plan(base: LocalBase, mirror: str, rootfs: Path, docker: str) -> list[Comman
     trim = (
         f"rm -rf {shlex.quote(str(rootfs))}/var/cache/apt/archives/*.deb {shlex.quote(str(rootfs))}/var/lib/apt/lists/*"
     )
-    import_cmd = shlex.join(
-        [
-            docker,
-            "import",
-            "--change",
-            f"ENV PATH={IMAGE_PATH}",
-            "--change",
-            'CMD ["/bin/bash"]',
-            "--message",
-            message,
-            "-",
-            base.name,
-        ]
-    )
+    changes = ("--change", f"ENV PATH={IMAGE_PATH}", "--change", 'CMD ["/bin/bash"]')
+    import_cmd = shlex.join([docker, "import", *changes, "--message", message, "-", base.name])
     return [
         Command(
             title=f"base-image: debootstrap {base.suite} ({base.variant}) from {mirror}",

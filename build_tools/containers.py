@@ -86,11 +86,8 @@ def _run_in_test_image(flow: Flow, name: str, summary: Summary, how: Container) 
             how.finish(tmp)
             outputs.keep_subdirs(how.final, tmp, list(how.keep))
             outputs.publish_dir(tmp, how.final)
-        else:
-            flow.runner.remove(tmp)
-    except BaseException:
-        flow.runner.remove(tmp)
-        raise
+    finally:
+        flow.runner.remove(tmp)  # gone already once published
     return res, stage.status, published
 
 

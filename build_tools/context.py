@@ -11,9 +11,8 @@ may see, so ``docker build`` never uploads the repository's build outputs and th
     dist/         the repaired wheel (test image only)
     tests/        a copy of tests/ minus host-only suites, with a pytest.ini taken from pyproject.toml
 
-Sources are taken as a fresh clone would have them (git-tracked or untracked-but-not-ignored files), so a
-developer's in-tree build products never reach an image. Staging is a sync: unchanged files are left alone
-(BuildKit then transfers nothing), stale files are removed.
+Sources are taken as a fresh clone would have them, so a developer's in-tree build products never reach an image.
+Staging is a sync: unchanged files are left alone (BuildKit then transfers nothing), stale files are removed.
 """
 
 from __future__ import annotations
@@ -115,16 +114,13 @@ def _same(src: Path, dst: Path) -> bool:
     return a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns
 
 
-def _place(src: Path, dst: Path, *, link: bool) -> None:
-    if not _same(src, dst):
-        outputs.atomic_copy(src, dst, link=link, keep_metadata=True)
-
-
 def sync(pairs: Iterable[tuple[Path, Path]], dest_root: Path, *, link: bool = False) -> int:
-    """Make ``dest_root`` hold exactly the ``(src_file, dst_file)`` pairs; returns the number of files."""
+    """Make ``dest_root`` hold exactly the ``(src_file, dst_file)`` pairs (copies keep their metadata, so an
+    unchanged file is left alone); returns the number of files."""
     wanted: set[Path] = set()
     for src, dst in pairs:
-        _place(src, dst, link=link)
+        if not _same(src, dst):
+            outputs.atomic_copy(src, dst, link=link, keep_metadata=True)
         wanted.add(dst)
     if dest_root.exists():
         for f in sorted(dest_root.rglob("*"), reverse=True):
@@ -169,9 +165,8 @@ def input_files(repo: Path, spec: BuildSpec) -> list[tuple[Path, Path]]:
 
 
 def sources_digest(repo: Path, toolchain: Toolchain, spec: BuildSpec) -> str:
-    """Hash of what a wheel of ``toolchain`` is compiled from: the row and the build inputs (paths and contents, as a
-    fresh clone has them), read in place, without staging. The host session compares it with the one build-<v>
-    recorded, to know whether that wheel is the checkout's."""
+    """Hash of what a wheel of ``toolchain`` is compiled from (the row and the build inputs), read in place: the
+    host session compares it with the one build-<toolchain> recorded."""
     h = hashlib.sha256(toolchain.fingerprint().encode() + b"\n")
     for f, rel in sorted(input_files(repo, spec), key=lambda pair: pair[1].as_posix()):
         h.update(rel.as_posix().encode() + b"\0" + file_sha256(f).encode() + b"\n")
@@ -211,11 +206,8 @@ def stage_build(
 
 
 def pytest_ini(pyproject: Path) -> str:
-    """A pytest.ini for the copied suites, taken from ``[tool.pytest.ini_options]`` of pyproject.toml.
-
-    Keys that describe the source tree (testpaths, pythonpath, ...) are dropped: the copy must import the
-    installed wheel, never the checkout. The markers are not here: tests/conftest.py registers them.
-    """
+    """A pytest.ini for the copied suites from pyproject.toml's ``[tool.pytest.ini_options]``, minus the keys that
+    describe the source tree: the copy must import the installed wheel, never the checkout."""
     options: dict[str, object] = {}
     if pyproject.is_file():
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))

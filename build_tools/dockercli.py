@@ -73,11 +73,8 @@ def find_client(
     probe: Probe = run_quiet,
     which: Callable[[str], str | None] = shutil.which,
 ) -> DockerClient:
-    """The first docker client that can build with BuildKit (``docker build`` with secrets and ``--output``).
-
-    Clients before 23.0 have BuildKit built in; newer ones need the buildx plugin. A host whose first
-    ``docker`` lacks buildx but has an older client elsewhere on PATH (e.g. Debian's docker.io) uses that one.
-    """
+    """The first docker client that can build with BuildKit (``docker build`` with secrets and ``--output``):
+    clients before 23.0 have BuildKit built in, newer ones need the buildx plugin."""
     environ = os.environ if environ is None else environ
     exes = candidates(environ, which)
     if not exes:
@@ -144,9 +141,7 @@ def image_id(client: DockerClient, ref: str, probe: Probe = run_quiet) -> str | 
 
 
 def image_labels(info: Mapping | None) -> dict[str, str]:
-    if not info:
-        return {}
-    return dict((info.get("Config") or {}).get("Labels") or {})
+    return dict(((info or {}).get("Config") or {}).get("Labels") or {})
 
 
 def images_with_label(client: DockerClient, label: str, probe: Probe = run_quiet) -> list[str]:

@@ -1,15 +1,9 @@
 """What a test container's ``--gpus`` flag needs from the docker host, checked before anything is built.
 
-A matrix row whose ``docker_run.flags`` hold ``--gpus`` (the CUDA row) can only run its suites on a host with
-
-- an NVIDIA GPU and its driver: a ``/dev/nvidia<N>`` device node (``/dev/dxg`` under WSL2), and
-- the NVIDIA Container Toolkit wired into docker: an ``nvidia`` runtime in ``docker info``, or the toolkit's
-  ``nvidia-container-runtime-hook`` on PATH (what docker's ``--gpus`` calls when no runtime is registered).
-
-Without them ``test-<toolchain>`` / ``bench-<toolchain>`` stop at once with one line that names what is missing and
-the fix, instead of failing after a long build (or, worse, passing with every GPU test skipped). Rows without
-``--gpus`` (cpu) are not checked. ``problem`` is pure (unit-tested with a fake ``docker info``); ``device_nodes``
-and ``find_hook`` read this machine, which is the docker host (the reports are bind-mounted from it anyway).
+A row with ``--gpus`` needs an NVIDIA GPU device node (``/dev/nvidia<N>``, ``/dev/dxg`` under WSL2) and the NVIDIA
+Container Toolkit (an ``nvidia`` runtime in ``docker info``, or its hook on PATH). Without them test-/bench-<row>
+stop at once with one line naming what is missing and the fix, instead of failing (or passing with every GPU test
+skipped) after a long build. ``problem`` is pure; ``device_nodes`` and ``find_hook`` read this host.
 """
 
 from __future__ import annotations

@@ -53,16 +53,8 @@ def parse_junit(path: Path) -> TestCounts:
     """Totals of a JUnit XML file (root ``<testsuites>`` or ``<testsuite>``)."""
     root = ET.parse(path).getroot()
     suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
-    total = TestCounts(0, 0, 0, 0, 0.0)
-    for s in suites:
-        total = TestCounts(
-            total.tests + int(s.get("tests", 0)),
-            total.failures + int(s.get("failures", 0)),
-            total.errors + int(s.get("errors", 0)),
-            total.skipped + int(s.get("skipped", 0)),
-            total.seconds + float(s.get("time", 0) or 0),
-        )
-    return total
+    counts = [sum(int(s.get(key, 0)) for s in suites) for key in ("tests", "failures", "errors", "skipped")]
+    return TestCounts(*counts, sum(float(s.get("time", 0) or 0) for s in suites))
 
 
 @dataclass
@@ -106,24 +98,18 @@ class Summary:
             self.stages.append(stage)
 
     def rows(self) -> list[tuple[str, str]]:
-        out: list[tuple[str, str]] = []
-        for role, image in self.images.items():
-            out.append((f"{role} image", f"{image.ref}  {image.id[:19]}"))
+        out = [(f"{role} image", f"{image.ref}  {image.id[:19]}") for role, image in self.images.items()]
         if self.wheel:
-            out.append(("wheel", str(self.wheel_path or self.wheel.path.name)))
-            out.append(("tag", self.wheel.tag))
-            out.append(("sha256", self.wheel.sha256))
             grafted = ", ".join(p.rsplit("/", 1)[-1] for p in self.wheel.grafted) or "none"
-            out.append(("grafted libs", grafted))
+            wheel = str(self.wheel_path or self.wheel.path.name)
+            out += [("wheel", wheel), ("tag", self.wheel.tag), ("sha256", self.wheel.sha256), ("grafted libs", grafted)]
         if self.tests:
             out.append(("tests", self.tests.line()))
         if self.bench:
             out.append(("benchmark", ", ".join(self.bench)))
         if self.reports:
             out.append(("reports", str(self.reports)))
-        for n in self.notes:
-            out.append(("note", n))
-        return out
+        return out + [("note", n) for n in self.notes]
 
     def markdown(self) -> str:
         lines = [f"# torch-fl `{self.name}` run", "", "| stage | result | seconds | note |", "|---|---|---:|---|"]
