@@ -78,20 +78,14 @@ def resolve_mirror(base: LocalBase, etc_apt: Path = Path("/etc/apt")) -> str:
 def plan(base: LocalBase, mirror: str, rootfs: Path, docker: str) -> list[Command]:
     """debootstrap into ``rootfs``, trim apt caches, then stream it into ``docker import``."""
     message = f"torch-fl local base: debootstrap --variant={base.variant} {base.suite} {mirror}"
-    trim = (
-        f"rm -rf {shlex.quote(str(rootfs))}/var/cache/apt/archives/*.deb {shlex.quote(str(rootfs))}/var/lib/apt/lists/*"
-    )
+    root = shlex.quote(str(rootfs))
+    trim = f"rm -rf {root}/var/cache/apt/archives/*.deb {root}/var/lib/apt/lists/*"
     changes = ("--change", f"ENV PATH={IMAGE_PATH}", "--change", 'CMD ["/bin/bash"]')
     import_cmd = shlex.join([docker, "import", *changes, "--message", message, "-", base.name])
+    debootstrap = ("debootstrap", f"--variant={base.variant}", base.suite, str(rootfs), mirror)
+    stream = ("bash", "-o", "pipefail", "-c", f"{trim} && tar -C {root} -c . | {import_cmd}")
+    title = f"base-image: debootstrap {base.suite} ({base.variant}) from {mirror}"
     return [
-        Command(
-            title=f"base-image: debootstrap {base.suite} ({base.variant}) from {mirror}",
-            argv=("debootstrap", f"--variant={base.variant}", base.suite, str(rootfs), mirror),
-            log_name="debootstrap.log",
-        ),
-        Command(
-            title=f"base-image: docker import as {base.name}",
-            argv=("bash", "-o", "pipefail", "-c", f"{trim} && tar -C {shlex.quote(str(rootfs))} -c . | {import_cmd}"),
-            log_name="docker-import.log",
-        ),
+        Command(title, debootstrap, log_name="debootstrap.log"),
+        Command(f"base-image: docker import as {base.name}", stream, log_name="docker-import.log"),
     ]

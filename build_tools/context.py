@@ -47,19 +47,13 @@ def _skip(path: Path) -> bool:
 def source_files(repo: Path, entry: str) -> list[Path]:
     """Files of ``repo/entry`` as a fresh clone would have them: tracked or untracked-but-not-ignored (git), minus
     caches and build outputs. Outside a git checkout, every file under ``entry``."""
-    root = repo / entry
     if (repo / ".git").exists():
-        res = subprocess.run(
-            ["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", entry],
-            capture_output=True,
-            check=False,
-        )
+        ls = ["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", entry]
+        res = subprocess.run(ls, capture_output=True, check=False)
         if res.returncode == 0:
             found = sorted({repo / p for p in res.stdout.decode("utf-8", "surrogateescape").split("\0") if p})
-            return [
-                f for f in found if f.is_file() and not any(_skip(Path(part)) for part in f.relative_to(repo).parts)
-            ]
-    return list(walk_files(root))
+            return [f for f in found if f.is_file() and not any(_skip(Path(p)) for p in f.relative_to(repo).parts)]
+    return list(walk_files(repo / entry))
 
 
 def walk_files(root: Path) -> Iterator[Path]:

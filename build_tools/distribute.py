@@ -34,7 +34,6 @@ def line_rows(matrix: Matrix, toolchain: Toolchain) -> list[Toolchain]:
     return [c for c in matrix.toolchains.values() if c.wheel_dir == toolchain.wheel_dir]
 
 
-# ------------------------------------------------------------------------------------------------------ index
 def index_all(f: flow.Flow, summary: Summary) -> list[index.Result]:
     wheels = f.repo / "wheels"
     results = []
@@ -80,7 +79,6 @@ def publish_all(f: flow.Flow, summary: Summary, posargs: Sequence[str]) -> list[
     return out
 
 
-# ---------------------------------------------------------------------------------------------- install check
 @dataclass(frozen=True)
 class NodeImage:
     tag: str
@@ -212,7 +210,6 @@ def _expected_label(torch_version: str, cuda: str | None, toolchain: Toolchain) 
     return variants.make(torch_version, tag).label
 
 
-# ------------------------------------------------------------------------------------------------------- CLI
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m build_tools.distribute index|publish DEST`` (the nox sessions run it in a venv that has
     dumb-pypi, build_tools/requirements-index.txt)."""

@@ -144,9 +144,9 @@ def image_labels(info: Mapping | None) -> dict[str, str]:
     return dict(((info or {}).get("Config") or {}).get("Labels") or {})
 
 
-def images_with_label(client: DockerClient, label: str, probe: Probe = run_quiet) -> list[str]:
-    """``repo:tag`` of local images carrying ``label`` (``key=value`` or ``key``)."""
-    res = probe([client.exe, "image", "ls", "--filter", f"label={label}", "--format", "{{.Repository}}:{{.Tag}}"])
+def image_refs(client: DockerClient, *selector: str, probe: Probe = run_quiet) -> list[str]:
+    """``repo:tag`` of the local images ``docker image ls SELECTOR`` lists (a repository, ``--filter label=K``)."""
+    res = probe([client.exe, "image", "ls", *selector, "--format", "{{.Repository}}:{{.Tag}}"])
     if res.returncode != 0:
         return []
     return [line for line in res.stdout.split() if line and "<none>" not in line]

@@ -2,12 +2,10 @@
 
 Air-gapped and proxied hosts are first-class:
 
-- ``PIP_INDEX_URL`` / ``PIP_EXTRA_INDEX_URL`` / ``PIP_TRUSTED_HOST`` and the local ``PIP_FIND_LINKS`` directories
-  go into a generated ``pip.conf`` that reaches the build as the BuildKit secret ``pipconf`` (index URLs may carry
-  credentials: they never appear in a build arg, a layer or ``docker history``). Local find-links directories are
-  staged into the build context (``wheelhouse/<n>/``) and bind-mounted where pip runs; URLs pass verbatim.
-- The CA bundle named by ``PIP_CERT`` (else ``REQUESTS_CA_BUNDLE``) becomes the secret ``cacert``; pip.conf points
-  pip at ``/run/secrets/cacert``.
+- pip's index, extra index, trusted host and find-links settings go into a ``pip.conf`` passed as the BuildKit
+  secret ``pipconf`` (index URLs may carry credentials: never in a build arg, a layer or ``docker history``);
+  local find-links directories are staged into the build context (``wheelhouse/<n>/``).
+- The CA bundle named by ``PIP_CERT`` (else ``REQUESTS_CA_BUNDLE``) becomes the secret ``cacert``.
 - Proxies pass by name only (``--build-arg HTTP_PROXY``, ``-e HTTP_PROXY``): docker takes the value from its own
   environment, so it is never printed, and keeps its predefined proxy build args out of ``docker history``.
 """
@@ -44,15 +42,10 @@ class HostEnv:
 
     def describe(self) -> list[str]:
         """One line per setting that is in effect, without credentials."""
-        lines = []
-        if self.index_url:
-            lines.append(f"pip index: {redact(self.index_url)}")
-        for url in self.extra_index_urls:
-            lines.append(f"pip extra index: {redact(url)}")
-        for d in self.find_links_dirs:
-            lines.append(f"wheelhouse (staged into the build context): {d}")
-        for url in self.find_links_urls:
-            lines.append(f"find-links URL: {redact(url)}")
+        lines = [f"pip index: {redact(self.index_url)}"] if self.index_url else []
+        lines += [f"pip extra index: {redact(url)}" for url in self.extra_index_urls]
+        lines += [f"wheelhouse (staged into the build context): {d}" for d in self.find_links_dirs]
+        lines += [f"find-links URL: {redact(url)}" for url in self.find_links_urls]
         if self.ca_bundle:
             lines.append(f"CA bundle (BuildKit secret 'cacert', never in a layer): {self.ca_bundle}")
         if self.proxies:

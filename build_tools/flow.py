@@ -65,7 +65,6 @@ class Flow:
             yield path
 
 
-# ------------------------------------------------------------------------------------------------------ build
 @dataclass
 class Built:
     """One toolchain's build as far as its cache key; ``wheel`` is the last build's until a new one is taken."""
@@ -237,7 +236,6 @@ def built_wheel(repo: Path, toolchain: Toolchain, spec: BuildSpec) -> Path:
     return wheel
 
 
-# ------------------------------------------------------------------------------------------------- test image
 def test_image(flow: Flow, name: str, summary: Summary) -> tuple[Built, str]:
     """Build (if needed) and make the test image (if needed); returns the build and the test image's tag."""
     built = build(flow, name, summary, test_deps=True)

@@ -89,15 +89,10 @@ class Images:
 
     def prune_old(self, repo_name: str, keep: str) -> None:
         """Remove the other tags of ``repo_name`` (older keys), so images do not pile up."""
-        exe = self.client().exe
-
-        def old_tags() -> list[str]:
-            res = dockercli.run_quiet([exe, "image", "ls", repo_name, "--format", "{{.Repository}}:{{.Tag}}"])
-            return [t for t in res.stdout.split() if t != keep and "<none>" not in t]
-
-        old = self.runner.ask(old_tags)
+        client = self.client()
+        old = self.runner.ask(lambda: [t for t in dockercli.image_refs(client, repo_name) if t != keep])
         if old:
-            dockercli.run_quiet([exe, "rmi", *old])
+            dockercli.run_quiet([client.exe, "rmi", *old])
 
     def check_history(self, images: list[str], host: env.HostEnv, summary: Summary) -> None:
         """Fail when ``docker history --no-trunc`` of an image shows a CA certificate, proxy value or index secret."""

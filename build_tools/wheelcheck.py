@@ -87,7 +87,6 @@ def inspect(path: Path) -> WheelInfo:
         bad = zf.testzip()
     if bad is not None:
         raise WheelError(f"{path}: corrupt member {bad}")
-    h = hashlib.sha256(path.read_bytes()).hexdigest()
     return WheelInfo(
         path=path,
         name=name,
@@ -95,7 +94,7 @@ def inspect(path: Path) -> WheelInfo:
         python_tags=_unique(t.interpreter for t in tags),
         abi_tags=_unique(t.abi for t in tags),
         platform_tags=_unique(t.platform for t in tags),
-        sha256=h,
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
         size=path.stat().st_size,
         extension_modules=tuple(
             sorted(n for n in names if re.search(r"\.(cpython-[^/]*\.)?so$", n) and ".libs/" not in n)
