@@ -94,10 +94,7 @@ def tree_digest(root: Path, *, content: bool = True) -> str:
 
 
 def combine(*parts: str) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(p.encode() + b"\n")
-    return h.hexdigest()
+    return hashlib.sha256(b"".join(p.encode() + b"\n" for p in parts)).hexdigest()
 
 
 def _same(src: Path, dst: Path) -> bool:
@@ -153,8 +150,7 @@ def input_files(repo: Path, spec: BuildSpec) -> list[tuple[Path, Path]]:
                     f"build input {entry!r} (configs/toolchains.toml [build].inputs) does not exist in {repo}"
                 )
             continue
-        for f in source_files(repo, entry):
-            out.append((f, f.relative_to(repo)))
+        out += [(f, f.relative_to(repo)) for f in source_files(repo, entry)]
     return out
 
 
@@ -184,12 +180,8 @@ def stage_build(
     vendor_dir = dockerfile.parent
     vendor_files = [f for f in walk_files(vendor_dir) if f != dockerfile] if vendor_dir.is_dir() else []
     sync(((f, root / "vendor" / f.relative_to(vendor_dir)) for f in vendor_files), root / "vendor")
-    pairs = []
-    for i, d in enumerate(wheelhouses):
-        for f in sorted(d.iterdir()):
-            if f.is_file() and f.name.endswith(DIST_SUFFIXES):
-                pairs.append((f, root / "wheelhouse" / str(i) / f.name))
-    sync(pairs, root / "wheelhouse", link=True)
+    dists = [(i, f) for i, d in enumerate(wheelhouses) for f in sorted(d.iterdir()) if f.name.endswith(DIST_SUFFIXES)]
+    sync(((f, root / "wheelhouse" / str(i) / f.name) for i, f in dists if f.is_file()), root / "wheelhouse", link=True)
     return Staged(
         root=root,
         src_digest=tree_digest(root / "src"),
@@ -226,12 +218,8 @@ def stage_tests(repo: Path, name: str, spec: BuildSpec, wheel: Path) -> tuple[st
     sync([(wheel, root / "dist" / wheel.name)], root / "dist", link=True)
     tests = repo / "tests"
     excluded = {tests / e for e in spec.test_excludes}
-    pairs = []
-    if tests.is_dir():
-        for f in source_files(repo, "tests"):
-            if any(f.is_relative_to(e) for e in excluded):
-                continue
-            pairs.append((f, root / "tests" / f.relative_to(tests)))
+    files = source_files(repo, "tests") if tests.is_dir() else []
+    pairs = [(f, root / "tests" / f.relative_to(tests)) for f in files if not any(map(f.is_relative_to, excluded))]
     ini = root / ".pytest.ini.generated"
     ini.write_text(pytest_ini(repo / "pyproject.toml"), encoding="utf-8")
     pairs.append((ini, root / "tests" / "pytest.ini"))

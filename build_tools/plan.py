@@ -76,18 +76,15 @@ def torch_source(toolchain: Toolchain, staged_wheels: Sequence[str]) -> tuple[li
     A staged wheelhouse wheel that satisfies the requirement wins (the row's index is then never asked, which
     keeps air-gapped hosts from waiting on timeouts); else the row's own index is added.
     """
-    if toolchain.torch.from_image:
+    torch = toolchain.torch
+    if torch.from_image:
         return [], f"torch: preinstalled in {toolchain.builder_image} (torch.from_image)"
-    requirement = toolchain.torch.requirement
-    hits = [w for w in staged_wheels if requirement_version_matches(requirement, w, toolchain.python_tag)]
+    hits = [w for w in staged_wheels if requirement_version_matches(torch.requirement, w, toolchain.python_tag)]
     if hits:
-        return [], f"torch: {toolchain.torch.requirement} from the staged wheelhouse ({hits[0]})"
-    if toolchain.torch.index_url:
-        return (
-            ["--extra-index-url", toolchain.torch.index_url],
-            f"torch: {toolchain.torch.requirement} from {toolchain.torch.index_url} (no staged wheel satisfies it)",
-        )
-    return [], f"torch: {toolchain.torch.requirement} from the configured pip index (no staged wheel satisfies it)"
+        return [], f"torch: {torch.requirement} from the staged wheelhouse ({hits[0]})"
+    args = ["--extra-index-url", torch.index_url] if torch.index_url else []
+    where = torch.index_url or "the configured pip index"
+    return args, f"torch: {torch.requirement} from {where} (no staged wheel satisfies it)"
 
 
 @dataclass(frozen=True)
@@ -102,7 +99,7 @@ class BuildInputs:
     pipconf: Path
     host: HostEnv
     key: str
-    source_date_epoch: str = "315532800"  # the commit's time (flow.source_date_epoch); 1980-01-01 when unknown
+    source_date_epoch: str = "315532800"  # the commit's time (git.source_date_epoch); 1980-01-01 when unknown
 
 
 def vendor_path(toolchain: Toolchain, path: Path) -> str:
@@ -289,11 +286,9 @@ def parse_posargs(posargs: Sequence[str], action: str = "test", session: str = "
     """
     session = session or f"{action}-<toolchain>"
     valid = FLAGS_OF[action]
-    args = list(posargs)
-    rest: tuple[str, ...] = ()
-    if SEPARATOR in args:
-        cut = args.index(SEPARATOR)
-        args, rest = args[:cut], tuple(args[cut + 1 :])
+    posargs = list(posargs)
+    cut = posargs.index(SEPARATOR) if SEPARATOR in posargs else len(posargs)
+    args, rest = posargs[:cut], tuple(posargs[cut + 1 :])
     unknown = [a for a in args if a not in valid]
     if unknown:
         near = difflib.get_close_matches(unknown[0], valid, n=1)
@@ -314,15 +309,12 @@ def failed_step(log_lines: Sequence[str]) -> str | None:
     titles: dict[str, str] = {}
     failed: str | None = None
     for line in log_lines:
-        m = re.match(r"^#(\d+) (\[.+)$", line)
-        if m and m.group(1) not in titles:
-            titles[m.group(1)] = m.group(2)
-        m = re.match(r"^#(\d+) ERROR", line)
-        if m:
+        if m := re.match(r"^#(\d+) (\[.+)$", line):
+            titles.setdefault(m.group(1), m.group(2))
+        if m := re.match(r"^#(\d+) ERROR", line):
             failed = titles.get(m.group(1), failed)
     if failed is None:
         for line in reversed(log_lines):
-            m = re.search(r"failed to solve.*?(\[[^\]]+\] [^:]+)", line)
-            if m:
+            if m := re.search(r"failed to solve.*?(\[[^\]]+\] [^:]+)", line):
                 return m.group(1).strip()
     return failed

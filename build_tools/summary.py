@@ -113,11 +113,8 @@ class Summary:
 
     def markdown(self) -> str:
         lines = [f"# torch-fl `{self.name}` run", "", "| stage | result | seconds | note |", "|---|---|---:|---|"]
-        for s in self.stages:
-            lines.append(f"| {s.name} | {s.status} | {s.seconds:.1f} | {s.note} |")
-        lines += ["", "| what | value |", "|---|---|"]
-        for k, v in self.rows():
-            lines.append(f"| {k} | `{v}` |")
+        lines += [f"| {s.name} | {s.status} | {s.seconds:.1f} | {s.note} |" for s in self.stages]
+        lines += ["", "| what | value |", "|---|---|", *(f"| {k} | `{v}` |" for k, v in self.rows())]
         return "\n".join(lines) + "\n"
 
     def text(self) -> str:
@@ -126,8 +123,7 @@ class Summary:
         for s in self.stages:
             note = f"  {s.note}" if s.note else ""
             lines.append(f"  {s.name:<{width}}  {s.status:<10} {s.seconds:7.1f}s{note}")
-        for k, v in self.rows():
-            lines.append(f"  {k:<{width}}  {v}")
+        lines += [f"  {k:<{width}}  {v}" for k, v in self.rows()]
         return "\n".join(lines)
 
     def show(self) -> None:
@@ -139,7 +135,7 @@ class Summary:
         except ImportError:
             print(self.text(), flush=True)
             return
-        table = Table(title=f"torch-fl {self.name}: summary", show_lines=False)
+        table = Table(title=f"torch-fl {self.name}: summary")
         table.add_column("stage / item")
         table.add_column("result")
         table.add_column("seconds", justify="right")
