@@ -57,16 +57,8 @@ def apt_mirror(sources: dict[str, str], suite: str) -> str | None:
 
 
 def host_apt_sources(etc_apt: Path = Path("/etc/apt")) -> dict[str, str]:
-    out: dict[str, str] = {}
-    main = etc_apt / "sources.list"
-    if main.is_file():
-        out["sources.list"] = main.read_text(errors="replace")
-    d = etc_apt / "sources.list.d"
-    if d.is_dir():
-        for f in sorted(d.iterdir()):
-            if f.suffix in (".list", ".sources") and f.is_file():
-                out[f.name] = f.read_text(errors="replace")
-    return out
+    parts = [f for f in sorted((etc_apt / "sources.list.d").glob("*")) if f.suffix in (".list", ".sources")]
+    return {f.name: f.read_text(errors="replace") for f in [etc_apt / "sources.list", *parts] if f.is_file()}
 
 
 def resolve_mirror(base: LocalBase, etc_apt: Path = Path("/etc/apt")) -> str:

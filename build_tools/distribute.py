@@ -71,10 +71,8 @@ def publish_all(f: flow.Flow, summary: Summary, posargs: Sequence[str]) -> list[
         final = index.publish(d, dest)
         summary.add(f"publish {d.name}", "ran", time.monotonic() - t0, str(final))
         for line in lines.get(d, []):
-            page = variants.page_path(d.name, line)
-            f.echo(
-                f"published {page} ({pattern}); a node of that line: {variants.pip_line(dest.as_uri(), d.name, line)}"
-            )
+            page, pip = variants.page_path(d.name, line), variants.pip_line(dest.as_uri(), d.name, line)
+            f.echo(f"published {page} ({pattern}); a node of that line: {pip}")
         out.append(final)
     return out
 

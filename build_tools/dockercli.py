@@ -32,6 +32,7 @@ class DockerClient:
 
 
 Probe = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+Which = Callable[[str], "str | None"]
 
 
 def run_quiet(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
@@ -48,19 +49,13 @@ def _major(version: str) -> int:
         return 0
 
 
-def candidates(environ: Mapping[str, str], which: Callable[[str], str | None] = shutil.which) -> list[str]:
+def candidates(environ: Mapping[str, str], which: Which = shutil.which) -> list[str]:
     """The docker executables to try: ``$TORCH_FL_DOCKER`` alone if set, else every ``docker`` on PATH."""
-    if environ.get(ENV_OVERRIDE):
-        exe = which(environ[ENV_OVERRIDE])
-        if not exe:
-            raise DockerError(
-                f"{ENV_OVERRIDE}={environ[ENV_OVERRIDE]} is not an executable docker client: fix or unset it"
-            )
+    if name := environ.get(ENV_OVERRIDE):
+        if not (exe := which(name)):
+            raise DockerError(f"{ENV_OVERRIDE}={name} is not an executable docker client: fix or unset it")
         return [exe]
-    out: list[str] = []
-    first = which("docker")
-    if first:
-        out.append(first)
+    out = [first] if (first := which("docker")) else []
     for d in environ.get("PATH", "").split(os.pathsep):
         exe = Path(d or ".") / "docker"
         if exe.is_file() and os.access(exe, os.X_OK) and str(exe) not in out:
@@ -69,9 +64,7 @@ def candidates(environ: Mapping[str, str], which: Callable[[str], str | None] = 
 
 
 def find_client(
-    environ: Mapping[str, str] | None = None,
-    probe: Probe = run_quiet,
-    which: Callable[[str], str | None] = shutil.which,
+    environ: Mapping[str, str] | None = None, probe: Probe = run_quiet, which: Which = shutil.which
 ) -> DockerClient:
     """The first docker client that can build with BuildKit (``docker build`` with secrets and ``--output``):
     clients before 23.0 have BuildKit built in, newer ones need the buildx plugin."""

@@ -52,31 +52,23 @@ def parse_runtimes(docker_info_runtimes: str) -> list[str] | None:
 
 
 def problem(
-    session: str,
-    *,
-    devices: Sequence[str],
-    runtimes: Sequence[str] | None,
-    hook: str | None,
-    build_session: str = "",
+    session: str, *, devices: Sequence[str], runtimes: Sequence[str] | None, hook: str | None, build_session: str = ""
 ) -> str | None:
     """The one line to stop with, or None when GPU containers can run here.
 
     ``devices``: GPU device nodes found; ``runtimes``: docker's runtime names (None: ``docker info`` could not be
     read); ``hook``: path of the toolkit's hook executable, if any.
     """
-    wanted: list[str] = []
-    found: list[str] = []
+    missing: dict[str, str] = {}  # what is wanted -> what was found instead
     if not devices:
-        wanted.append("an NVIDIA GPU")
-        found.append(f"no /dev/nvidia<N> device ({DRIVER_FIX})")
+        missing["an NVIDIA GPU"] = f"no /dev/nvidia<N> device ({DRIVER_FIX})"
     if hook is None and not (runtimes is not None and "nvidia" in runtimes):
         seen = "`docker info` unreadable" if runtimes is None else "runtimes: " + ", ".join(runtimes)
-        wanted.append("the NVIDIA Container Toolkit")
-        found.append(f"no nvidia runtime in `docker info` ({seen}; {TOOLKIT_FIX})")
-    if not wanted:
+        missing["the NVIDIA Container Toolkit"] = f"no nvidia runtime in `docker info` ({seen}; {TOOLKIT_FIX})"
+    if not missing:
         return None
     tail = f"; `nox -s {build_session}` builds the wheel without a GPU" if build_session else ""
-    return f"{session} needs {' and '.join(wanted)} on this host: {'; '.join(found)}{tail}"
+    return f"{session} needs {' and '.join(missing)} on this host: {'; '.join(missing.values())}{tail}"
 
 
 def describe(devices: Sequence[str], runtimes: Sequence[str] | None, hook: str | None) -> str:

@@ -65,10 +65,8 @@ class Images:
         if iid:
             return ImageRef(image, iid)
         if stand_in and (sid := dockercli.image_id(client, stand_in.name)):
-            self.echo(
-                f"base image {image} is not present locally; using its stand-in {stand_in.name} "
-                "(made by `nox -s base-image`)"
-            )
+            made = "(made by `nox -s base-image`)"
+            self.echo(f"base image {image} is not present locally; using its stand-in {stand_in.name} {made}")
             return ImageRef(stand_in.name, sid)
         if hint:
             self.runner.refuse(f"base image {image} is not present locally: {hint}")

@@ -99,26 +99,21 @@ def publish_dir(tmp: Path, final: Path) -> Path:
 
 def sweep_temporaries(directory: Path) -> list[Path]:
     """Remove leftovers of interrupted runs (``.<name>.tmp-*``, ``.<name>.old-*``) in ``directory``."""
-    removed: list[Path] = []
     if not directory.is_dir():
-        return removed
-    for p in directory.iterdir():
-        if p.name.startswith(".") and (TMP_MARK in p.name or ".old-" in p.name):
-            if p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                p.unlink(missing_ok=True)
-            removed.append(p)
+        return []
+    removed = [p for p in directory.iterdir() if p.name.startswith(".") and (TMP_MARK in p.name or ".old-" in p.name)]
+    for p in removed:
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
     return removed
 
 
 def keep_subdirs(final: Path, tmp: Path, names: list[str]) -> list[str]:
     """Copy ``final/<name>`` (another session's reports) into the ``tmp`` that replaces ``final``, unless ``tmp``
     has its own; copied, not moved, so that ``final`` stays complete until the swap. Returns the names kept."""
-    kept = []
-    for name in names:
-        src, dst = final / name, tmp / name
-        if src.is_dir() and not dst.exists():
-            shutil.copytree(src, dst)
-            kept.append(name)
+    kept = [name for name in names if (final / name).is_dir() and not (tmp / name).exists()]
+    for name in kept:
+        shutil.copytree(final / name, tmp / name)
     return kept

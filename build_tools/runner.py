@@ -38,10 +38,6 @@ class UserError(RuntimeError):
 class StepFailed(RuntimeError):
     """A planned command exited non-zero; the message is the one line to show."""
 
-    def __init__(self, message: str, log: Path | None) -> None:
-        super().__init__(message)
-        self.log = log
-
 
 class Planned:
     """The answer to a question in a dry run: false, so that a dry run takes the path that plans the work."""
@@ -121,7 +117,7 @@ class Runner:
                 print("\n".join(f"  | {t}" for t in tail), flush=True)
             step = failed_step(all_lines) if cmd.kind == "build" else None
             where = f" at step {_short(step, 140)}" if step else ""
-            raise StepFailed(f"{cmd.title} failed{where} (exit {rc}); full log: {log}", log)
+            raise StepFailed(f"{cmd.title} failed{where} (exit {rc}); full log: {log}")
         return Result(rc, seconds, log)
 
     @contextmanager
