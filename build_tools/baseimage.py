@@ -1,8 +1,5 @@
-"""Make a local base image for hosts that cannot pull: ``debootstrap`` + ``docker import``.
-
-The mirror is the one the host's apt already uses (so a host behind an apt proxy or a local mirror works the
-same way its ``apt-get`` does); ``deb.debian.org`` when none is found.
-"""
+"""Make a local base image for hosts that cannot pull: ``debootstrap`` + ``docker import``, from the mirror the
+host's apt already uses (so an apt proxy or a local mirror works as for ``apt-get``), else ``deb.debian.org``."""
 
 from __future__ import annotations
 

@@ -19,8 +19,7 @@ from .summary import Summary, parse_junit
 
 def require_gpus(flow: Flow, name: str, session: str) -> None:
     """Stop at once when the row's test container needs NVIDIA GPUs (``--gpus``) that this host cannot give it."""
-    toolchain = flow.matrix.toolchain(name)
-    if not gpu.needs_nvidia(toolchain.docker_run_flags):
+    if not gpu.needs_nvidia(flow.matrix.toolchain(name).docker_run_flags):
         return
     client = flow.images.client()
     runtimes = dockercli.runtime_names(client) if flow.images.daemon_usable() else None

@@ -159,9 +159,8 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
     client = f.images.client()
     digests = (staged.wheelhouse_digest, staged.scripts_digest, context.file_sha256(f.repo / NODE_DOCKERFILE))
     key = context.combine("node", toolchain.fingerprint(), *digests, test_base.id, *torch_args)
-    extra_index = [a for a in torch_args if a.startswith("http")]
     t0 = time.monotonic()
-    with f.pipconf(host, extra_index) as pipconf:
+    with f.pipconf(host, torch_args) as pipconf:
         inp = plan.BuildInputs(
             staged.root, f.repo / NODE_DOCKERFILE, test_base.ref, test_base.ref, torch_args, pipconf, host, key
         )

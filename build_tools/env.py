@@ -62,9 +62,7 @@ def redact(url: str) -> str:
     """``https://user:token@host/simple`` -> ``https://***@host/simple``."""
     parts = urlsplit(url)
     if parts.username or parts.password:
-        host = parts.hostname or ""
-        if parts.port:
-            host += f":{parts.port}"
+        host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
         return parts._replace(netloc=f"***@{host}").geturl()
     return url
 

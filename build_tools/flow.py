@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,15 +54,12 @@ class Flow:
             self.echo("warning: " + w)
         return host
 
-    @contextmanager
-    def pipconf(self, host: env.HostEnv, extra_index_urls: list[str]) -> Iterator[Path]:
-        """The pip.conf BuildKit secret (runner.secret_file: private, outside the repository, removed after)."""
-        text = env.pip_conf(host, extra_index_urls=extra_index_urls)
+    def pipconf(self, host: env.HostEnv, torch_args: list[str]) -> AbstractContextManager[Path]:
+        """The pip.conf BuildKit secret, with the torch index of ``torch_args`` (runner.secret_file)."""
+        text = env.pip_conf(host, extra_index_urls=[a for a in torch_args if a.startswith("http")])
         shown = "\n".join("    " + env.redact(line) for line in text.splitlines())
-        with self.runner.secret_file(
-            "pip.conf", text, "pip.conf passed as the BuildKit secret 'pipconf' (credentials redacted here):\n" + shown
-        ) as path:
-            yield path
+        title = "pip.conf passed as the BuildKit secret 'pipconf' (credentials redacted here):\n"
+        return self.runner.secret_file("pip.conf", text, title + shown)
 
 
 @dataclass
@@ -88,10 +85,9 @@ class Built:
     @contextmanager
     def inputs(self, flow: Flow, key: str) -> Iterator[plan.BuildInputs]:
         """The build's inputs for cache key ``key``, with the pip.conf secret in place while the block runs."""
-        extra_index = [a for a in self.torch_args if a.startswith("http")]
         dockerfile, epoch = flow.repo / self.toolchain.dockerfile, git.source_date_epoch(flow.repo)
         images = (self.builder_base.ref, self.test_base.ref)
-        with flow.pipconf(self.host, extra_index) as conf:
+        with flow.pipconf(self.host, self.torch_args) as conf:
             yield plan.BuildInputs(self.staged.root, dockerfile, *images, self.torch_args, conf, self.host, key, epoch)
 
 
@@ -138,8 +134,7 @@ def _build(flow: Flow, built: Built, summary: Summary) -> Built:
 
 
 def _check_locks(flow: Flow, toolchain: Toolchain) -> None:
-    suites = flow.matrix.suites(toolchain)
-    locks_of = locks.locks_of(toolchain, flow.repo, str(flow.matrix.path), suites)
+    locks_of = locks.locks_of(toolchain, flow.repo, str(flow.matrix.path), flow.matrix.suites(toolchain))
     stale = [p for lock in locks_of for p in locks.check(lock, flow.repo)]
     if stale:
         flow.runner.refuse("the locks of the images disagree with their requirements:\n  " + "\n  ".join(stale))

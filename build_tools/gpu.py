@@ -54,11 +54,8 @@ def parse_runtimes(docker_info_runtimes: str) -> list[str] | None:
 def problem(
     session: str, *, devices: Sequence[str], runtimes: Sequence[str] | None, hook: str | None, build_session: str = ""
 ) -> str | None:
-    """The one line to stop with, or None when GPU containers can run here.
-
-    ``devices``: GPU device nodes found; ``runtimes``: docker's runtime names (None: ``docker info`` could not be
-    read); ``hook``: path of the toolkit's hook executable, if any.
-    """
+    """The one line to stop with, or None when GPU containers can run here (``runtimes`` is None when
+    ``docker info`` could not be read)."""
     missing: dict[str, str] = {}  # what is wanted -> what was found instead
     if not devices:
         missing["an NVIDIA GPU"] = f"no /dev/nvidia<N> device ({DRIVER_FIX})"

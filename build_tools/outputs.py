@@ -1,9 +1,6 @@
-"""Atomic outputs: an interrupted run never leaves a half wheel or a half report directory.
-
-Files are written to a temporary name in the destination directory, flushed, then ``os.replace``d into place.
-A report directory is filled under a temporary name beside its final one and swapped in by two renames
-(old out of the way, new in), so readers see the old complete directory or the new complete one.
-"""
+"""Atomic outputs: an interrupted run never leaves a half wheel or a half report directory. A file or a report
+directory is filled under a temporary name beside its final one, then renamed into place (a directory by two
+renames: old out of the way, new in), so readers see the old complete one or the new complete one."""
 
 from __future__ import annotations
 
@@ -81,10 +78,8 @@ def temp_dir_beside(final: Path) -> Path:
 
 def publish_dir(tmp: Path, final: Path) -> Path:
     """Swap the filled ``tmp`` directory in as ``final``; the previous ``final`` is removed afterwards."""
-    for f in tmp.rglob("*"):
-        if f.is_dir():
-            os.chmod(f, 0o755)
-    os.chmod(tmp, 0o755)
+    for d in [tmp, *(f for f in tmp.rglob("*") if f.is_dir())]:
+        os.chmod(d, 0o755)
     old: Path | None = None
     if final.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-", dir=final.parent))

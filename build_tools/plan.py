@@ -71,11 +71,8 @@ def requirement_version_matches(requirement: str, wheel_name: str, python_tag: s
 
 
 def torch_source(toolchain: Toolchain, staged_wheels: Sequence[str]) -> tuple[list[str], str]:
-    """(extra pip args for the torch install, a one-line description of where torch comes from).
-
-    A staged wheelhouse wheel that satisfies the requirement wins (the row's index is then never asked, which
-    keeps air-gapped hosts from waiting on timeouts); else the row's own index is added.
-    """
+    """(extra pip args for the torch install, a one-line description of where torch comes from). A staged wheel
+    that satisfies the requirement wins, so an air-gapped host never waits on the row's index."""
     torch = toolchain.torch
     if torch.from_image:
         return [], f"torch: preinstalled in {toolchain.builder_image} (torch.from_image)"
@@ -279,11 +276,8 @@ class Options:
 
 
 def parse_posargs(posargs: Sequence[str], action: str = "test", session: str = "") -> Options:
-    """``nox -s test-cpu -- --rebuild -- -k add``: session flags, then ``--``, then the tool's arguments.
-
-    An argument before the separator that is not a flag of ``action`` is a ``UsageError`` naming the valid
-    flags (and the nearest one); tool arguments for a session that passes none on are one too.
-    """
+    """``nox -s test-cpu -- --rebuild -- -k add``: session flags, then ``--``, then the tool's arguments. Anything
+    else is a ``UsageError`` naming the valid flags (and the nearest one)."""
     session = session or f"{action}-<toolchain>"
     valid = FLAGS_OF[action]
     posargs = list(posargs)

@@ -160,8 +160,7 @@ class Runner:
         return PLANNED
 
     def refuse(self, problem: str | Exception) -> None:
-        """Stop with ``problem`` (raised as it is, or as a ``UserError``); a dry run says a real run would stop here,
-        and goes on."""
+        """Stop with ``problem`` (an exception, or the text of a ``UserError``); a dry run only says so and goes on."""
         if self.dry_run:
             self.echo(f"dry run: a real run would stop here: {problem}")
         elif isinstance(problem, Exception):

@@ -1,8 +1,5 @@
-"""The summary a run ends with: stages and their durations, images, wheel, test counts.
-
-Shown as a table (``rich`` when it is installed, plain text otherwise) and written as ``summary.md`` into the
-report directory.
-"""
+"""The summary a run ends with (stages and their durations, images, wheel, test counts): shown as a table (``rich``
+when it is installed, plain text otherwise) and written as ``summary.md`` into the report directory."""
 
 from __future__ import annotations
 
@@ -77,10 +74,8 @@ class Summary:
     reports: Path | None = None
     notes: list[str] = field(default_factory=list)
 
-    def add(self, name: str, status: str, seconds: float = 0.0, note: str = "") -> Stage:
-        stage = Stage(name, status, seconds, note)
-        self.stages.append(stage)
-        return stage
+    def add(self, name: str, status: str, seconds: float = 0.0, note: str = "") -> None:
+        self.stages.append(Stage(name, status, seconds, note))
 
     @contextmanager
     def stage(self, name: str, note: str = "") -> Iterator[Stage]:
