@@ -197,11 +197,10 @@ def pytest_ini(pyproject: Path) -> str:
     options: dict[str, object] = {}
     if pyproject.is_file():
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        options = dict(data.get("tool", {}).get("pytest", {}).get("ini_options", {}))
+        ini = data.get("tool", {}).get("pytest", {}).get("ini_options", {})
+        options = {key: value for key, value in ini.items() if key not in _SOURCE_TREE_INI_KEYS}
     lines = ["# generated from pyproject.toml [tool.pytest.ini_options] by build_tools/context.py", "[pytest]"]
     for key, value in options.items():
-        if key in _SOURCE_TREE_INI_KEYS:
-            continue
         if isinstance(value, list):
             lines.append(f"{key} =")
             lines.extend(f"    {item}" for item in value)

@@ -16,10 +16,8 @@ def base_image(flow: Flow, summary: Summary) -> None:
     for base in flow.matrix.local_bases.values():
         present = flow.runner.ask(lambda: dockercli.image_id(client, base.name))  # noqa: B023 (asked at once)
         if present and not flow.options.rebuild:
-            flow.echo(
-                f"{base.name} is present (stands in for {', '.join(base.stands_for)}); "
-                "`nox -s base-image -- --rebuild` remakes it"
-            )
+            stands = ", ".join(base.stands_for)
+            flow.echo(f"{base.name} is present (stands in for {stands}); `nox -s base-image -- --rebuild` remakes it")
             summary.add(f"base {base.name}", "up to date")
             summary.images[base.name] = ImageRef(base.name, present)
             continue
