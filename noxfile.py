@@ -164,11 +164,9 @@ def tests(session: nox.Session) -> None:
         "-r", "build_tools/requirements-index.txt",  # tests/unit/distribution writes real indexes
         "nox==2026.10.20",  # tests/unit/toolchain drives the noxfile itself
     )
-    # the model suite's torchvision, which pins torch exactly: --no-deps (docker/cpu/requirements-models.txt)
+    # the model suite's torchvision pins torch exactly (docker/cpu/requirements-models.txt)
     session.install("--no-deps", "-r", "docker/cpu/requirements-models.txt")
-    # the HIP compile check hipifies and compiles the DCU runtime against the DCU default's torch line
     hipify_torch = torch_headers.unpack(ROOT / "build" / "hipify-torch", HIPIFY_TORCH, session.log)
-    # one xdist worker per core, as the container suites run
     session.run(
         "pytest", "tests/unit", "-n", "auto", *session.posargs, env={"TORCH_FL_HIPIFY_TORCH": str(hipify_torch)}
     )
@@ -180,19 +178,15 @@ def tests(session: nox.Session) -> None:
         shutil.copytree(ROOT / "tests", copy, ignore=shutil.ignore_patterns("unit", "__pycache__"))
         (copy / "pytest.ini").write_text(context.pytest_ini(ROOT / "pyproject.toml"))
         session.chdir(copy)
-        # torch.compile on flagos (tests/compile): host-only, since Inductor compiles its C++ kernels at run time and
-        # the test image has no compiler; its own children turn the host-read trap on where they test it. And the
-        # README's examples as written (tests/docs), which need the checkout's README.
+        # host-only suites: Inductor compiles C++ kernels at run time and the test image has no compiler
+        # (tests/compile); the README's examples need the checkout's README (tests/docs)
         session.run(
             "pytest", "compile", "docs", "-p", "no:cacheprovider", "-m", cpu.pytest_markers, *session.posargs,
             env={"TORCH_FL_README": str(ROOT / "README.md")},
         )
-        # torch's op database on flagos, its operators split between the two route confs: each operator runs once,
-        # on the native route or on the cpu route (a stable hash of its name decides), so both routes meet half the
-        # database and the whole database runs once. Each conf is installed before torch_fl loads, so each is a
-        # pytest process of its own. The first OPINFO_SAMPLES samples per (op, dtype) keep CI's 2 cores within
-        # budget; -n 2 also keeps a crashing op from ending the run (tests/opinfo/conftest.py). A GPU node runs
-        # both confs over every operator (build_tools/node/cuda_node.sh opinfo).
+        # torch's op database on flagos, each operator once, on the native or the cpu route (a stable hash of its
+        # name decides); a conf is installed before torch_fl loads, so each is a pytest process of its own.
+        # OPINFO_SAMPLES keeps CI's 2 cores within budget; -n 2 keeps a crashing op from ending the run.
         reports = ROOT / "reports" / "opinfo"
         confs = ("native", "cpu")
         for part, conf in enumerate(confs):

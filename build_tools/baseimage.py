@@ -1,8 +1,5 @@
-"""Make a local base image for hosts that cannot pull: ``debootstrap`` + ``docker import``.
-
-The mirror is the one the host's apt already uses (so a host behind an apt proxy or a local mirror works the
-same way its ``apt-get`` does); ``deb.debian.org`` when none is found.
-"""
+"""Make a local base image for hosts that cannot pull: ``debootstrap`` + ``docker import``, from the mirror the
+host's apt already uses (so an apt proxy or a local mirror works as for ``apt-get``), else ``deb.debian.org``."""
 
 from __future__ import annotations
 
@@ -57,16 +54,8 @@ def apt_mirror(sources: dict[str, str], suite: str) -> str | None:
 
 
 def host_apt_sources(etc_apt: Path = Path("/etc/apt")) -> dict[str, str]:
-    out: dict[str, str] = {}
-    main = etc_apt / "sources.list"
-    if main.is_file():
-        out["sources.list"] = main.read_text(errors="replace")
-    d = etc_apt / "sources.list.d"
-    if d.is_dir():
-        for f in sorted(d.iterdir()):
-            if f.suffix in (".list", ".sources") and f.is_file():
-                out[f.name] = f.read_text(errors="replace")
-    return out
+    parts = [f for f in sorted((etc_apt / "sources.list.d").glob("*")) if f.suffix in (".list", ".sources")]
+    return {f.name: f.read_text(errors="replace") for f in [etc_apt / "sources.list", *parts] if f.is_file()}
 
 
 def resolve_mirror(base: LocalBase, etc_apt: Path = Path("/etc/apt")) -> str:
@@ -78,32 +67,14 @@ def resolve_mirror(base: LocalBase, etc_apt: Path = Path("/etc/apt")) -> str:
 def plan(base: LocalBase, mirror: str, rootfs: Path, docker: str) -> list[Command]:
     """debootstrap into ``rootfs``, trim apt caches, then stream it into ``docker import``."""
     message = f"torch-fl local base: debootstrap --variant={base.variant} {base.suite} {mirror}"
-    trim = (
-        f"rm -rf {shlex.quote(str(rootfs))}/var/cache/apt/archives/*.deb {shlex.quote(str(rootfs))}/var/lib/apt/lists/*"
-    )
-    import_cmd = shlex.join(
-        [
-            docker,
-            "import",
-            "--change",
-            f"ENV PATH={IMAGE_PATH}",
-            "--change",
-            'CMD ["/bin/bash"]',
-            "--message",
-            message,
-            "-",
-            base.name,
-        ]
-    )
+    root = shlex.quote(str(rootfs))
+    trim = f"rm -rf {root}/var/cache/apt/archives/*.deb {root}/var/lib/apt/lists/*"
+    changes = ("--change", f"ENV PATH={IMAGE_PATH}", "--change", 'CMD ["/bin/bash"]')
+    import_cmd = shlex.join([docker, "import", *changes, "--message", message, "-", base.name])
+    debootstrap = ("debootstrap", f"--variant={base.variant}", base.suite, str(rootfs), mirror)
+    stream = ("bash", "-o", "pipefail", "-c", f"{trim} && tar -C {root} -c . | {import_cmd}")
+    title = f"base-image: debootstrap {base.suite} ({base.variant}) from {mirror}"
     return [
-        Command(
-            title=f"base-image: debootstrap {base.suite} ({base.variant}) from {mirror}",
-            argv=("debootstrap", f"--variant={base.variant}", base.suite, str(rootfs), mirror),
-            log_name="debootstrap.log",
-        ),
-        Command(
-            title=f"base-image: docker import as {base.name}",
-            argv=("bash", "-o", "pipefail", "-c", f"{trim} && tar -C {shlex.quote(str(rootfs))} -c . | {import_cmd}"),
-            log_name="docker-import.log",
-        ),
+        Command(title, debootstrap, log_name="debootstrap.log"),
+        Command(f"base-image: docker import as {base.name}", stream, log_name="docker-import.log"),
     ]

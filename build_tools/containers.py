@@ -1,8 +1,5 @@
-"""The flows that run one container in the test image: test-, bench- and qualify-<toolchain>.
-
-Each makes the test image first (flow.test_image: the build, if needed, and the image, if needed), then runs its
-container through the runner and reads the reports back (``Container``).
-"""
+"""The flows that run one container in the test image (test-, bench- and qualify-<toolchain>): each makes the
+test image first (flow.test_image), then runs its container and reads the reports back (``Container``)."""
 
 from __future__ import annotations
 
@@ -20,19 +17,13 @@ from .runner import Result, UserError
 from .summary import Summary, parse_junit
 
 
-# ---------------------------------------------------------------------------------------------- host checks
 def require_gpus(flow: Flow, name: str, session: str) -> None:
-    """Stop at once when the row's test container needs NVIDIA GPUs (``--gpus``) that this host cannot give it.
-
-    Rows without ``--gpus`` are not checked (nothing is probed). A dry run reports what a real run would do.
-    """
-    toolchain = flow.matrix.toolchain(name)
-    if not gpu.needs_nvidia(toolchain.docker_run_flags):
+    """Stop at once when the row's test container needs NVIDIA GPUs (``--gpus``) that this host cannot give it."""
+    if not gpu.needs_nvidia(flow.matrix.toolchain(name).docker_run_flags):
         return
     client = flow.images.client()
     runtimes = dockercli.runtime_names(client) if flow.images.daemon_usable() else None
-    devices = gpu.device_nodes()
-    hook = gpu.find_hook()
+    devices, hook = gpu.device_nodes(), gpu.find_hook()
     problem = gpu.problem(session, devices=devices, runtimes=runtimes, hook=hook, build_session=f"build-{name}")
     if problem is None:
         flow.echo(gpu.describe(devices, runtimes, hook))
@@ -51,12 +42,11 @@ def require_devices(flow: Flow, name: str, session: str) -> None:
 def host_run_flags(flow: Flow, toolchain: Toolchain) -> list[str]:
     """Optional mounts present on this host and the groups of the passed device nodes (build_tools/hostdev.py)."""
     for mount in toolchain.docker_run_optional_mounts:
-        if not os.path.exists(mount.split(":", 1)[0]):
-            flow.echo(f"optional mount {mount} not added: {mount.split(':', 1)[0]} does not exist on this host")
+        if not os.path.exists(host_path := mount.split(":", 1)[0]):
+            flow.echo(f"optional mount {mount} not added: {host_path} does not exist on this host")
     return hostdev.run_flags(toolchain.docker_run_flags, toolchain.docker_run_optional_mounts)
 
 
-# ------------------------------------------------------------------------------------------------- the runs
 @dataclass(frozen=True)
 class Container:
     """One run in the test image: its session, summary row and report directory, how to plan it and read it back."""
@@ -73,8 +63,7 @@ class Container:
 
 
 def _run_in_test_image(flow: Flow, name: str, summary: Summary, how: Container) -> tuple[Result, str, bool]:
-    """The tail test-* and bench-* share: the test image, one container run and its reports swapped in whole.
-    Returns the run, its status and whether its reports were published."""
+    """The test image, one container run and its reports swapped in whole: (run, status, published)."""
     require_gpus(flow, name, f"{how.session}-{name}")
     require_devices(flow, name, f"{how.session}-{name}")
     if how.in_place:
@@ -96,11 +85,8 @@ def _run_in_test_image(flow: Flow, name: str, summary: Summary, how: Container) 
             how.finish(tmp)
             outputs.keep_subdirs(how.final, tmp, list(how.keep))
             outputs.publish_dir(tmp, how.final)
-        else:
-            flow.runner.remove(tmp)
-    except BaseException:
-        flow.runner.remove(tmp)
-        raise
+    finally:
+        flow.runner.remove(tmp)  # gone already once published
     return res, stage.status, published
 
 
@@ -108,7 +94,7 @@ BENCH_DIR = "bench"
 
 
 def test(flow: Flow, name: str, summary: Summary) -> None:
-    """Build (if needed), make the test image (if needed), run the suites; reports to reports/<toolchain>/."""
+    """Run the suites in the test image; reports to reports/<toolchain>/."""
     final = flow.repo / "reports" / name
 
     def command(site: plan.Site) -> plan.Command:
@@ -139,12 +125,8 @@ def test(flow: Flow, name: str, summary: Summary) -> None:
 
 
 def bench(flow: Flow, name: str, summary: Summary) -> None:
-    """Build (if needed), make the test image (if needed), run the full benchmark in it.
-
-    Reports (bench.json, bench.md, bench.png) go to reports/<toolchain>/bench/, swapped in whole; arguments after
-    the separator go to the benchmark, ``python -m harness`` (tests/bench/harness) (``nox -s bench-cpu -- -- --short``,
-    ``-- --rebuild -- --cases a,b``).
-    """
+    """Run the full benchmark (``python -m harness``, given the tool arguments) in the test image; reports to
+    reports/<toolchain>/bench/, swapped in whole."""
     final = flow.repo / "reports" / name / BENCH_DIR
 
     def command(site: plan.Site) -> plan.Command:
@@ -168,11 +150,8 @@ QUALIFY_DIR = "qualify"
 
 
 def qualify(flow: Flow, name: str, summary: Summary) -> None:
-    """Build (if needed), make the test image (if needed), qualify a provider in it (torch_fl/qualify).
-
-    The run directory is reports/<toolchain>/qualify/, written in place (a rerun resumes it); arguments after the
-    separator go to ``python -m torch_fl qualify`` (default ``--provider flaggems``).
-    """
+    """Qualify a provider (default flaggems) in the test image, given the tool arguments; the run directory
+    reports/<toolchain>/qualify/ is written in place, so a rerun resumes it."""
     run_dir = flow.repo / "reports" / name / QUALIFY_DIR
     args = list(flow.options.tool_args)
     provider = args[args.index("--provider") + 1] if "--provider" in args[:-1] else "flaggems"

@@ -11,9 +11,8 @@ may see, so ``docker build`` never uploads the repository's build outputs and th
     dist/         the repaired wheel (test image only)
     tests/        a copy of tests/ minus host-only suites, with a pytest.ini taken from pyproject.toml
 
-Sources are taken as a fresh clone would have them (git-tracked or untracked-but-not-ignored files), so a
-developer's in-tree build products never reach an image. Staging is a sync: unchanged files are left alone
-(BuildKit then transfers nothing), stale files are removed.
+Sources are taken as a fresh clone would have them, so a developer's in-tree build products never reach an image.
+Staging is a sync: unchanged files are left alone (BuildKit then transfers nothing), stale files are removed.
 """
 
 from __future__ import annotations
@@ -48,19 +47,13 @@ def _skip(path: Path) -> bool:
 def source_files(repo: Path, entry: str) -> list[Path]:
     """Files of ``repo/entry`` as a fresh clone would have them: tracked or untracked-but-not-ignored (git), minus
     caches and build outputs. Outside a git checkout, every file under ``entry``."""
-    root = repo / entry
     if (repo / ".git").exists():
-        res = subprocess.run(
-            ["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", entry],
-            capture_output=True,
-            check=False,
-        )
+        ls = ["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", entry]
+        res = subprocess.run(ls, capture_output=True, check=False)
         if res.returncode == 0:
             found = sorted({repo / p for p in res.stdout.decode("utf-8", "surrogateescape").split("\0") if p})
-            return [
-                f for f in found if f.is_file() and not any(_skip(Path(part)) for part in f.relative_to(repo).parts)
-            ]
-    return list(walk_files(root))
+            return [f for f in found if f.is_file() and not any(_skip(Path(p)) for p in f.relative_to(repo).parts)]
+    return list(walk_files(repo / entry))
 
 
 def walk_files(root: Path) -> Iterator[Path]:
@@ -101,10 +94,7 @@ def tree_digest(root: Path, *, content: bool = True) -> str:
 
 
 def combine(*parts: str) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(p.encode() + b"\n")
-    return h.hexdigest()
+    return hashlib.sha256(b"".join(p.encode() + b"\n" for p in parts)).hexdigest()
 
 
 def _same(src: Path, dst: Path) -> bool:
@@ -115,16 +105,13 @@ def _same(src: Path, dst: Path) -> bool:
     return a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns
 
 
-def _place(src: Path, dst: Path, *, link: bool) -> None:
-    if not _same(src, dst):
-        outputs.atomic_copy(src, dst, link=link, keep_metadata=True)
-
-
 def sync(pairs: Iterable[tuple[Path, Path]], dest_root: Path, *, link: bool = False) -> int:
-    """Make ``dest_root`` hold exactly the ``(src_file, dst_file)`` pairs; returns the number of files."""
+    """Make ``dest_root`` hold exactly the ``(src_file, dst_file)`` pairs (copies keep their metadata, so an
+    unchanged file is left alone); returns the number of files."""
     wanted: set[Path] = set()
     for src, dst in pairs:
-        _place(src, dst, link=link)
+        if not _same(src, dst):
+            outputs.atomic_copy(src, dst, link=link, keep_metadata=True)
         wanted.add(dst)
     if dest_root.exists():
         for f in sorted(dest_root.rglob("*"), reverse=True):
@@ -163,15 +150,13 @@ def input_files(repo: Path, spec: BuildSpec) -> list[tuple[Path, Path]]:
                     f"build input {entry!r} (configs/toolchains.toml [build].inputs) does not exist in {repo}"
                 )
             continue
-        for f in source_files(repo, entry):
-            out.append((f, f.relative_to(repo)))
+        out += [(f, f.relative_to(repo)) for f in source_files(repo, entry)]
     return out
 
 
 def sources_digest(repo: Path, toolchain: Toolchain, spec: BuildSpec) -> str:
-    """Hash of what a wheel of ``toolchain`` is compiled from: the row and the build inputs (paths and contents, as a
-    fresh clone has them), read in place, without staging. The host session compares it with the one build-<v>
-    recorded, to know whether that wheel is the checkout's."""
+    """Hash of what a wheel of ``toolchain`` is compiled from (the row and the build inputs), read in place: the
+    host session compares it with the one build-<toolchain> recorded."""
     h = hashlib.sha256(toolchain.fingerprint().encode() + b"\n")
     for f, rel in sorted(input_files(repo, spec), key=lambda pair: pair[1].as_posix()):
         h.update(rel.as_posix().encode() + b"\0" + file_sha256(f).encode() + b"\n")
@@ -195,12 +180,8 @@ def stage_build(
     vendor_dir = dockerfile.parent
     vendor_files = [f for f in walk_files(vendor_dir) if f != dockerfile] if vendor_dir.is_dir() else []
     sync(((f, root / "vendor" / f.relative_to(vendor_dir)) for f in vendor_files), root / "vendor")
-    pairs = []
-    for i, d in enumerate(wheelhouses):
-        for f in sorted(d.iterdir()):
-            if f.is_file() and f.name.endswith(DIST_SUFFIXES):
-                pairs.append((f, root / "wheelhouse" / str(i) / f.name))
-    sync(pairs, root / "wheelhouse", link=True)
+    dists = [(i, f) for i, d in enumerate(wheelhouses) for f in sorted(d.iterdir()) if f.name.endswith(DIST_SUFFIXES)]
+    sync(((f, root / "wheelhouse" / str(i) / f.name) for i, f in dists if f.is_file()), root / "wheelhouse", link=True)
     return Staged(
         root=root,
         src_digest=tree_digest(root / "src"),
@@ -211,19 +192,15 @@ def stage_build(
 
 
 def pytest_ini(pyproject: Path) -> str:
-    """A pytest.ini for the copied suites, taken from ``[tool.pytest.ini_options]`` of pyproject.toml.
-
-    Keys that describe the source tree (testpaths, pythonpath, ...) are dropped: the copy must import the
-    installed wheel, never the checkout. The markers are not here: tests/conftest.py registers them.
-    """
+    """A pytest.ini for the copied suites from pyproject.toml's ``[tool.pytest.ini_options]``, minus the keys that
+    describe the source tree: the copy must import the installed wheel, never the checkout."""
     options: dict[str, object] = {}
     if pyproject.is_file():
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        options = dict(data.get("tool", {}).get("pytest", {}).get("ini_options", {}))
+        ini = data.get("tool", {}).get("pytest", {}).get("ini_options", {})
+        options = {key: value for key, value in ini.items() if key not in _SOURCE_TREE_INI_KEYS}
     lines = ["# generated from pyproject.toml [tool.pytest.ini_options] by build_tools/context.py", "[pytest]"]
     for key, value in options.items():
-        if key in _SOURCE_TREE_INI_KEYS:
-            continue
         if isinstance(value, list):
             lines.append(f"{key} =")
             lines.extend(f"    {item}" for item in value)
@@ -240,12 +217,8 @@ def stage_tests(repo: Path, name: str, spec: BuildSpec, wheel: Path) -> tuple[st
     sync([(wheel, root / "dist" / wheel.name)], root / "dist", link=True)
     tests = repo / "tests"
     excluded = {tests / e for e in spec.test_excludes}
-    pairs = []
-    if tests.is_dir():
-        for f in source_files(repo, "tests"):
-            if any(f.is_relative_to(e) for e in excluded):
-                continue
-            pairs.append((f, root / "tests" / f.relative_to(tests)))
+    files = source_files(repo, "tests") if tests.is_dir() else []
+    pairs = [(f, root / "tests" / f.relative_to(tests)) for f in files if not any(map(f.is_relative_to, excluded))]
     ini = root / ".pytest.ini.generated"
     ini.write_text(pytest_ini(repo / "pyproject.toml"), encoding="utf-8")
     pairs.append((ini, root / "tests" / "pytest.ini"))

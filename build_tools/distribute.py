@@ -1,15 +1,10 @@
 """The flows behind ``nox -s index``, ``nox -s publish -- DEST`` and ``nox -s install-<toolchain>``.
 
-- index:   every ``wheels/<variant>/`` that holds wheels gets a PEP 503 tree and a flat page per torch line,
-           ``wheels/<variant>/torch-M.m/`` (build_tools/index.py).
+- index:   a PEP 503 tree and a flat page per torch line of every ``wheels/<variant>/`` (build_tools/index.py).
 - publish: copies each indexed variant to DEST/<variant>/ (a directory or a mounted share), swapped in whole.
-- install-<toolchain>: what a cluster node does, in containers that have only Python and the row's torch: the wheels
-  of every torch line of the variant (the matrix rows sharing its wheel directory) are built if needed and
-  indexed, then torch-fl is installed from the page of the container's torch line served over HTTP on the
-  container's loopback, from a file:// page, with ``--no-index --find-links`` and, as the README's pip line does,
-  with that page as an extra index beside a torch index offering the next torch minor (``extra-index``); each time
-  pip must pick the wheel of the container's torch line and leave its torch as it was, and the installed package
-  must import and route (docker/scripts/install_smoke.py). The containers have no network.
+- install-<toolchain>: what a cluster node does, in containers without network that have only Python and the
+  row's torch: torch-fl is installed from the variant's index in each of the row's ``install_ways``; pip must pick
+  the wheel of the container's torch line and leave torch as it was (docker/scripts/install_smoke.py).
 """
 
 from __future__ import annotations
@@ -20,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import context, dockercli, flow, index, locks, matrix, plan
-from .dockercli import BUILDKIT_ENV
 from .matrix import INSTALL_WAYS, Matrix, Toolchain
 from .summary import ImageRef, Summary
 from .wheel_metadata import variants
@@ -40,7 +34,6 @@ def line_rows(matrix: Matrix, toolchain: Toolchain) -> list[Toolchain]:
     return [c for c in matrix.toolchains.values() if c.wheel_dir == toolchain.wheel_dir]
 
 
-# ------------------------------------------------------------------------------------------------------ index
 def index_all(f: flow.Flow, summary: Summary) -> list[index.Result]:
     wheels = f.repo / "wheels"
     results = []
@@ -78,15 +71,12 @@ def publish_all(f: flow.Flow, summary: Summary, posargs: Sequence[str]) -> list[
         final = index.publish(d, dest)
         summary.add(f"publish {d.name}", "ran", time.monotonic() - t0, str(final))
         for line in lines.get(d, []):
-            page = variants.page_path(d.name, line)
-            f.echo(
-                f"published {page} ({pattern}); a node of that line: {variants.pip_line(dest.as_uri(), d.name, line)}"
-            )
+            page, pip = variants.page_path(d.name, line), variants.pip_line(dest.as_uri(), d.name, line)
+            f.echo(f"published {page} ({pattern}); a node of that line: {pip}")
         out.append(final)
     return out
 
 
-# ---------------------------------------------------------------------------------------------- install check
 @dataclass(frozen=True)
 class NodeImage:
     tag: str
@@ -96,37 +86,19 @@ class NodeImage:
 def plan_node_image(docker: str, toolchain: Toolchain, inp: plan.BuildInputs) -> NodeImage:
     """``docker build`` of the bare node image (Python and the row's torch) from the staged context."""
     tag = plan.image_tag(toolchain.name, "node", inp.key)
-    argv = (
-        *plan.docker_build(docker, inp.dockerfile),
-        "--build-arg",
-        f"BASE_IMAGE={inp.test_image}",
-        "--build-arg",
-        f"INSTALL_LOCK={plan.vendor_path(toolchain, locks.lock_path(toolchain, 'install'))}",
-        *[a for name in inp.host.proxies for a in ("--build-arg", name)],
-        *plan.secrets(inp),
-        *plan.labels(toolchain, "node", inp.key),
-        "-t",
-        tag,
-        str(inp.context),
-    )
-    return NodeImage(
-        tag,
-        plan.Command(
-            f"install {toolchain.name}: the bare node image {tag}",
-            argv,
-            BUILDKIT_ENV,
-            f"{toolchain.name}/docker-build-node.log",
-            "build",
-        ),
-    )
+    lock = plan.vendor_path(toolchain, locks.lock_path(toolchain, "install"))
+    args = ("--build-arg", f"BASE_IMAGE={inp.test_image}", "--build-arg", f"INSTALL_LOCK={lock}")
+    argv = (*plan.docker_build(docker, inp.dockerfile), *args, *inp.host.proxy_flags("--build-arg"), *plan.secrets(inp))
+    argv += (*plan.labels(toolchain, "node", inp.key), "-t", tag, str(inp.context))
+    title = f"install {toolchain.name}: the bare node image {tag}"
+    return NodeImage(tag, plan.build_command(title, argv, f"{toolchain.name}/docker-build-node.log"))
 
 
 def plan_install_run(
     docker: str, toolchain: Toolchain, image: str, wheel_dir: Path, how: str, expect: str
 ) -> plan.Command:
-    """``docker run`` of one install check: no network (the HTTP indexes are on the container's own loopback), the
-    variant's directory read-only at /index (the smoke takes the page of its torch line), the row's test
-    environment."""
+    """``docker run`` of one install check: no network (an HTTP index is served on the container's loopback), the
+    variant's directory read-only at /index, the row's test environment."""
     if how not in HOWS:
         raise ValueError(f"how={how!r}: one of {', '.join(HOWS)}")
     argv = [docker, "run", "--rm", "--network", "none", "-v", f"{wheel_dir}:{INDEX_IN_CONTAINER}:ro"]
@@ -187,9 +159,8 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
     client = f.images.client()
     digests = (staged.wheelhouse_digest, staged.scripts_digest, context.file_sha256(f.repo / NODE_DOCKERFILE))
     key = context.combine("node", toolchain.fingerprint(), *digests, test_base.id, *torch_args)
-    extra_index = [a for a in torch_args if a.startswith("http")]
     t0 = time.monotonic()
-    with f.pipconf(host, extra_index) as pipconf:
+    with f.pipconf(host, torch_args) as pipconf:
         inp = plan.BuildInputs(
             staged.root, f.repo / NODE_DOCKERFILE, test_base.ref, test_base.ref, torch_args, pipconf, host, key
         )
@@ -220,9 +191,8 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
     failed = []
     for how in toolchain.install_ways:
         t1 = time.monotonic()
-        res = f.runner.run(
-            plan_install_run(client.exe, toolchain, node.tag, wheel_dir, how, expect), check=False, passthrough=True
-        )
+        cmd = plan_install_run(client.exe, toolchain, node.tag, wheel_dir, how, expect)
+        res = f.runner.run(cmd, check=False, passthrough=True)
         ok = res.returncode == 0
         summary.add(f"install ({how})", "ran" if ok else "failed", time.monotonic() - t1, f"chose +{expect}")
         if not ok:
@@ -233,12 +203,10 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
 
 def _expected_label(torch_version: str, cuda: str | None, toolchain: Toolchain) -> str:
     """The label of the wheel the node must get: its torch line and the row's toolchain."""
-    if toolchain.variant_from_image:
-        return variants.make(torch_version, variants.toolchain_from_torch(torch_version, cuda)).label
-    return variants.make(torch_version, toolchain.variant).label
+    tag = variants.toolchain_from_torch(torch_version, cuda) if toolchain.variant_from_image else toolchain.variant
+    return variants.make(torch_version, tag).label
 
 
-# ------------------------------------------------------------------------------------------------------- CLI
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m build_tools.distribute index|publish DEST`` (the nox sessions run it in a venv that has
     dumb-pypi, build_tools/requirements-index.txt)."""

@@ -32,6 +32,7 @@ class DockerClient:
 
 
 Probe = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+Which = Callable[[str], "str | None"]
 
 
 def run_quiet(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
@@ -48,19 +49,13 @@ def _major(version: str) -> int:
         return 0
 
 
-def candidates(environ: Mapping[str, str], which: Callable[[str], str | None] = shutil.which) -> list[str]:
+def candidates(environ: Mapping[str, str], which: Which = shutil.which) -> list[str]:
     """The docker executables to try: ``$TORCH_FL_DOCKER`` alone if set, else every ``docker`` on PATH."""
-    if environ.get(ENV_OVERRIDE):
-        exe = which(environ[ENV_OVERRIDE])
-        if not exe:
-            raise DockerError(
-                f"{ENV_OVERRIDE}={environ[ENV_OVERRIDE]} is not an executable docker client: fix or unset it"
-            )
+    if name := environ.get(ENV_OVERRIDE):
+        if not (exe := which(name)):
+            raise DockerError(f"{ENV_OVERRIDE}={name} is not an executable docker client: fix or unset it")
         return [exe]
-    out: list[str] = []
-    first = which("docker")
-    if first:
-        out.append(first)
+    out = [first] if (first := which("docker")) else []
     for d in environ.get("PATH", "").split(os.pathsep):
         exe = Path(d or ".") / "docker"
         if exe.is_file() and os.access(exe, os.X_OK) and str(exe) not in out:
@@ -69,15 +64,10 @@ def candidates(environ: Mapping[str, str], which: Callable[[str], str | None] = 
 
 
 def find_client(
-    environ: Mapping[str, str] | None = None,
-    probe: Probe = run_quiet,
-    which: Callable[[str], str | None] = shutil.which,
+    environ: Mapping[str, str] | None = None, probe: Probe = run_quiet, which: Which = shutil.which
 ) -> DockerClient:
-    """The first docker client that can build with BuildKit (``docker build`` with secrets and ``--output``).
-
-    Clients before 23.0 have BuildKit built in; newer ones need the buildx plugin. A host whose first
-    ``docker`` lacks buildx but has an older client elsewhere on PATH (e.g. Debian's docker.io) uses that one.
-    """
+    """The first docker client that can build with BuildKit (``docker build`` with secrets and ``--output``):
+    clients before 23.0 have BuildKit built in, newer ones need the buildx plugin."""
     environ = os.environ if environ is None else environ
     exes = candidates(environ, which)
     if not exes:
@@ -144,14 +134,12 @@ def image_id(client: DockerClient, ref: str, probe: Probe = run_quiet) -> str | 
 
 
 def image_labels(info: Mapping | None) -> dict[str, str]:
-    if not info:
-        return {}
-    return dict((info.get("Config") or {}).get("Labels") or {})
+    return dict(((info or {}).get("Config") or {}).get("Labels") or {})
 
 
-def images_with_label(client: DockerClient, label: str, probe: Probe = run_quiet) -> list[str]:
-    """``repo:tag`` of local images carrying ``label`` (``key=value`` or ``key``)."""
-    res = probe([client.exe, "image", "ls", "--filter", f"label={label}", "--format", "{{.Repository}}:{{.Tag}}"])
+def image_refs(client: DockerClient, *selector: str, probe: Probe = run_quiet) -> list[str]:
+    """``repo:tag`` of the local images ``docker image ls SELECTOR`` lists (a repository, ``--filter label=K``)."""
+    res = probe([client.exe, "image", "ls", *selector, "--format", "{{.Repository}}:{{.Tag}}"])
     if res.returncode != 0:
         return []
     return [line for line in res.stdout.split() if line and "<none>" not in line]

@@ -2,15 +2,12 @@
 
 Air-gapped and proxied hosts are first-class:
 
-- ``PIP_INDEX_URL`` / ``PIP_EXTRA_INDEX_URL`` / ``PIP_TRUSTED_HOST`` and the local ``PIP_FIND_LINKS`` directories
-  go into a generated ``pip.conf`` that reaches the build as the BuildKit secret ``pipconf`` (index URLs may carry
-  credentials: they never appear in a build arg, a layer or ``docker history``). Local find-links directories are
-  staged into the build context (``wheelhouse/<n>/``) and bind-mounted where pip runs; URLs pass verbatim.
-- The CA bundle named by ``PIP_CERT`` (else ``REQUESTS_CA_BUNDLE``) becomes the secret ``cacert``; pip.conf points
-  pip at ``/run/secrets/cacert``.
-- Proxies pass as Docker's predefined proxy build args (``--build-arg HTTP_PROXY``, value taken from the
-  environment of the docker client, so never printed) which Docker keeps out of ``docker history``; test
-  containers get them with ``-e NAME``.
+- pip's index, extra index, trusted host and find-links settings go into a ``pip.conf`` passed as the BuildKit
+  secret ``pipconf`` (index URLs may carry credentials: never in a build arg, a layer or ``docker history``);
+  local find-links directories are staged into the build context (``wheelhouse/<n>/``).
+- The CA bundle named by ``PIP_CERT`` (else ``REQUESTS_CA_BUNDLE``) becomes the secret ``cacert``.
+- Proxies pass by name only (``--build-arg HTTP_PROXY``, ``-e HTTP_PROXY``): docker takes the value from its own
+  environment, so it is never printed, and keeps its predefined proxy build args out of ``docker history``.
 """
 
 from __future__ import annotations
@@ -23,18 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 # Docker's predefined build args: excluded from `docker history` and from the image config.
-PROXY_VARS = (
-    "HTTP_PROXY",
-    "http_proxy",
-    "HTTPS_PROXY",
-    "https_proxy",
-    "NO_PROXY",
-    "no_proxy",
-    "ALL_PROXY",
-    "all_proxy",
-    "FTP_PROXY",
-    "ftp_proxy",
-)
+PROXY_VARS = tuple(v for k in ("HTTP", "HTTPS", "NO", "ALL", "FTP") for v in (f"{k}_PROXY", f"{k.lower()}_proxy"))
 SECRET_CA = "/run/secrets/cacert"
 WHEELHOUSE_IN_CONTAINER = "/wheelhouse"
 
@@ -56,29 +42,27 @@ class HostEnv:
 
     def describe(self) -> list[str]:
         """One line per setting that is in effect, without credentials."""
-        lines = []
-        if self.index_url:
-            lines.append(f"pip index: {redact(self.index_url)}")
-        for url in self.extra_index_urls:
-            lines.append(f"pip extra index: {redact(url)}")
-        for d in self.find_links_dirs:
-            lines.append(f"wheelhouse (staged into the build context): {d}")
-        for url in self.find_links_urls:
-            lines.append(f"find-links URL: {redact(url)}")
+        lines = [f"pip index: {redact(self.index_url)}"] if self.index_url else []
+        lines += [f"pip extra index: {redact(url)}" for url in self.extra_index_urls]
+        lines += [f"wheelhouse (staged into the build context): {d}" for d in self.find_links_dirs]
+        lines += [f"find-links URL: {redact(url)}" for url in self.find_links_urls]
         if self.ca_bundle:
             lines.append(f"CA bundle (BuildKit secret 'cacert', never in a layer): {self.ca_bundle}")
         if self.proxies:
             lines.append("proxy variables passed through: " + " ".join(self.proxies))
         return lines
 
+    def proxy_flags(self, flag: str) -> list[str]:
+        """``FLAG NAME`` per proxy variable (``--build-arg``, ``-e``): no value, docker reads it from its own
+        environment, so it is never printed."""
+        return [a for name in self.proxies for a in (flag, name)]
+
 
 def redact(url: str) -> str:
     """``https://user:token@host/simple`` -> ``https://***@host/simple``."""
     parts = urlsplit(url)
     if parts.username or parts.password:
-        host = parts.hostname or ""
-        if parts.port:
-            host += f":{parts.port}"
+        host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
         return parts._replace(netloc=f"***@{host}").geturl()
     return url
 
@@ -122,11 +106,6 @@ def from_environ(environ: Mapping[str, str]) -> HostEnv:
     )
 
 
-def staged_wheelhouse_paths(host: HostEnv) -> list[str]:
-    """Container paths of the staged find-links directories, in order."""
-    return [f"{WHEELHOUSE_IN_CONTAINER}/{i}" for i in range(len(host.find_links_dirs))]
-
-
 def pip_conf(host: HostEnv, *, extra_index_urls: Sequence[str] = ()) -> str:
     """The pip.conf passed to builds as the ``pipconf`` secret (may hold credentials: never write it to a layer)."""
     lines = ["[global]", "disable-pip-version-check = true", "no-input = true"]
@@ -135,7 +114,8 @@ def pip_conf(host: HostEnv, *, extra_index_urls: Sequence[str] = ()) -> str:
     extra = [*host.extra_index_urls, *extra_index_urls]
     if extra:
         lines.append("extra-index-url =\n" + "\n".join(f"    {u}" for u in dict.fromkeys(extra)))
-    links = [*staged_wheelhouse_paths(host), *host.find_links_urls]
+    staged = [f"{WHEELHOUSE_IN_CONTAINER}/{i}" for i in range(len(host.find_links_dirs))]
+    links = [*staged, *host.find_links_urls]
     if links:
         lines.append("find-links =\n" + "\n".join(f"    {u}" for u in links))
     if host.trusted_hosts:
@@ -145,26 +125,9 @@ def pip_conf(host: HostEnv, *, extra_index_urls: Sequence[str] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-def proxy_build_args(host: HostEnv) -> list[str]:
-    """``--build-arg NAME`` (no value: docker reads it from its own environment, so it is never printed)."""
-    out: list[str] = []
-    for name in host.proxies:
-        out += ["--build-arg", name]
-    return out
-
-
-def proxy_run_env(host: HostEnv) -> list[str]:
-    out: list[str] = []
-    for name in host.proxies:
-        out += ["-e", name]
-    return out
-
-
 def current_user() -> str | None:
     """``uid:gid`` for ``docker run --user`` so reports are owned by the caller (None where not POSIX)."""
-    if hasattr(os, "getuid"):
-        return f"{os.getuid()}:{os.getgid()}"
-    return None
+    return f"{os.getuid()}:{os.getgid()}" if hasattr(os, "getuid") else None
 
 
 def secret_markers(host: HostEnv, environ: Mapping[str, str]) -> dict[str, str]:

@@ -1,18 +1,15 @@
-"""The build flow behind ``nox -s build-<toolchain>`` and the test image that the container runs start from
-(containers.py: test-, bench-, qualify-<toolchain>; upkeep.py: base-image, clean).
+"""The build flow behind ``nox -s build-<toolchain>`` and the test image that containers.py runs.
 
-Each flow takes a ``Flow`` (repository, matrix, where to print, and the runner, images and state it works
-through) and records its stages in a ``Summary``. Whether anything really runs is the runner's business alone
-(runner.py: a dry run prints the commands, and a question answers ``PLANNED``); a flow goes on from the answers.
-Errors a newcomer can hit are raised as one-line exceptions (``UserError`` and friends); the nox session turns
-them into ``session.error``.
+A flow takes a ``Flow`` (repository, matrix, echo, and the runner, images and state it works through) and records
+its stages in a ``Summary``. Errors a newcomer can hit are one-line exceptions (``ERRORS``) that the nox session
+turns into ``session.error``.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,16 +20,8 @@ from .runner import Runner, StepFailed, UserError
 from .state import State
 from .summary import ImageRef, Summary
 
-__all__ = ["ERRORS", "Built", "Flow", "UserError", "build", "built_wheel", "test_image"]
-
 ERRORS = (
-    UserError,
-    dockercli.DockerError,
-    StepFailed,
-    MatrixError,
-    env.EnvError,
-    FileNotFoundError,
-    wheelcheck.WheelError,
+    UserError, StepFailed, dockercli.DockerError, MatrixError, env.EnvError, FileNotFoundError, wheelcheck.WheelError
 )
 
 
@@ -65,22 +54,17 @@ class Flow:
             self.echo("warning: " + w)
         return host
 
-    @contextmanager
-    def pipconf(self, host: env.HostEnv, extra_index_urls: list[str]) -> Iterator[Path]:
-        """The pip.conf BuildKit secret (runner.secret_file: private, outside the repository, removed after)."""
-        text = env.pip_conf(host, extra_index_urls=extra_index_urls)
+    def pipconf(self, host: env.HostEnv, torch_args: list[str]) -> AbstractContextManager[Path]:
+        """The pip.conf BuildKit secret, with the torch index of ``torch_args`` (runner.secret_file)."""
+        text = env.pip_conf(host, extra_index_urls=[a for a in torch_args if a.startswith("http")])
         shown = "\n".join("    " + env.redact(line) for line in text.splitlines())
-        with self.runner.secret_file(
-            "pip.conf", text, "pip.conf passed as the BuildKit secret 'pipconf' (credentials redacted here):\n" + shown
-        ) as path:
-            yield path
+        title = "pip.conf passed as the BuildKit secret 'pipconf' (credentials redacted here):\n"
+        return self.runner.secret_file("pip.conf", text, title + shown)
 
 
-# ------------------------------------------------------------------------------------------------------ build
 @dataclass
 class Built:
-    """One toolchain's build: its staged context, base images, cache key and wheel directory; the wheel once there
-    is one (before that, the one the last build left, if any)."""
+    """One toolchain's build as far as its cache key; ``wheel`` is the last build's until a new one is taken."""
 
     toolchain: Toolchain
     staged: context.Staged
@@ -95,25 +79,16 @@ class Built:
     info: wheelcheck.WheelInfo | None = None
 
     @property
-    def extra_index(self) -> list[str]:
-        return [a for a in self.torch_args if a.startswith("http")]
-
-    @property
     def builder_tag(self) -> str:
         return plan.image_tag(self.toolchain.name, "builder", self.key)
 
-    def inputs(self, flow: Flow, pipconf: Path, key: str) -> plan.BuildInputs:
-        return plan.BuildInputs(
-            context=self.staged.root,
-            dockerfile=flow.repo / self.toolchain.dockerfile,
-            builder_image=self.builder_base.ref,
-            test_image=self.test_base.ref,
-            torch_pip_args=self.torch_args,
-            pipconf=pipconf,
-            host=self.host,
-            key=key,
-            source_date_epoch=git.source_date_epoch(flow.repo),
-        )
+    @contextmanager
+    def inputs(self, flow: Flow, key: str) -> Iterator[plan.BuildInputs]:
+        """The build's inputs for cache key ``key``, with the pip.conf secret in place while the block runs."""
+        dockerfile, epoch = flow.repo / self.toolchain.dockerfile, git.source_date_epoch(flow.repo)
+        images = (self.builder_base.ref, self.test_base.ref)
+        with flow.pipconf(self.host, self.torch_args) as conf:
+            yield plan.BuildInputs(self.staged.root, dockerfile, *images, self.torch_args, conf, self.host, key, epoch)
 
 
 def staged_wheel_names(staged: context.Staged) -> list[str]:
@@ -121,8 +96,8 @@ def staged_wheel_names(staged: context.Staged) -> list[str]:
 
 
 def build(flow: Flow, name: str, summary: Summary, *, test_deps: bool = False) -> Built:
-    """Build and repair the wheel of toolchain ``name`` into wheels/<variant>/ unless it is up to date; with
-    ``test_deps``, the test image's dependency layers build alongside."""
+    """Build and repair the wheel of ``name`` unless it is up to date; with ``test_deps``, the test image's
+    dependency layers build alongside (downloading keeps about one core busy, the compile both)."""
     toolchain = flow.toolchain(name)
     _check_locks(flow, toolchain)
     with summary.stage("stage build context") as stage:
@@ -130,10 +105,7 @@ def build(flow: Flow, name: str, summary: Summary, *, test_deps: bool = False) -
         stage.note = str(built.staged.root.relative_to(flow.repo))
     if not test_deps:
         return _build(flow, built, summary)
-    # Downloading and unpacking torch's dependencies keeps about one core busy, the compile both: together
-    # they take less time than one after the other.
-    with flow.pipconf(built.host, built.extra_index) as pipconf:
-        inputs = built.inputs(flow, pipconf, built.key)
+    with built.inputs(flow, built.key) as inputs:
         deps = plan.plan_test_image(flow.images.client().exe, toolchain, inputs, deps=True)
         with flow.runner.alongside(deps):
             return _build(flow, built, summary)
@@ -162,8 +134,7 @@ def _build(flow: Flow, built: Built, summary: Summary) -> Built:
 
 
 def _check_locks(flow: Flow, toolchain: Toolchain) -> None:
-    suites = flow.matrix.suites(toolchain)
-    locks_of = locks.locks_of(toolchain, flow.repo, str(flow.matrix.path), suites)
+    locks_of = locks.locks_of(toolchain, flow.repo, str(flow.matrix.path), flow.matrix.suites(toolchain))
     stale = [p for lock in locks_of for p in locks.check(lock, flow.repo)]
     if stale:
         flow.runner.refuse("the locks of the images disagree with their requirements:\n  " + "\n  ".join(stale))
@@ -204,8 +175,7 @@ def _build_wheel(flow: Flow, built: Built) -> Path | None:
     """Build in docker, export the repaired wheel and move it into the wheel directory; None when it is planned."""
     export = flow.runner.scratch_dir(built.wheel_dir)
     try:
-        with flow.pipconf(built.host, built.extra_index) as pipconf:
-            inputs = built.inputs(flow, pipconf, built.key)
+        with built.inputs(flow, built.key) as inputs:
             cmds = plan.plan_build(flow.images.client().exe, built.toolchain, inputs, export)
             results = [flow.runner.run(cmd) for cmd in cmds]
         return None if results[-1].planned else _accept_wheel(flow, built.toolchain, export, built.wheel_dir)
@@ -244,9 +214,8 @@ BUILD_REPORTS = ("auditwheel-show.txt", "build-info.json")
 
 
 def built_wheel(repo: Path, toolchain: Toolchain, spec: BuildSpec) -> Path:
-    """The repaired wheel of ``toolchain`` that build-<toolchain> (or test-<toolchain>) last made, when it was made
-    from the checkout's build inputs ``spec`` and this row as they are now. Otherwise a ``UserError`` that names the
-    session making it: a host session that installs this wheel never tests another build, nor skips for want of one."""
+    """The repaired wheel that build-<toolchain> last made, when it was made from the checkout's build inputs and
+    this row as they are now; else a ``UserError`` naming the session that makes it."""
     name = toolchain.name
     state = State(repo / "build" / "state").read(name)
     wheel = repo / "wheels" / toolchain.wheel_dir / state.get("wheel", "")
@@ -262,7 +231,6 @@ def built_wheel(repo: Path, toolchain: Toolchain, spec: BuildSpec) -> Path:
     return wheel
 
 
-# ------------------------------------------------------------------------------------------------- test image
 def test_image(flow: Flow, name: str, summary: Summary) -> tuple[Built, str]:
     """Build (if needed) and make the test image (if needed); returns the build and the test image's tag."""
     built = build(flow, name, summary, test_deps=True)
@@ -280,8 +248,7 @@ def test_image(flow: Flow, name: str, summary: Summary) -> tuple[Built, str]:
             stage.status, stage.note = "reused", "wheel, tests and toolchain unchanged"
             flow.echo(f"test image up to date: {tag}")
         else:
-            with flow.pipconf(built.host, built.extra_index) as pipconf:
-                inputs = built.inputs(flow, pipconf, key)
+            with built.inputs(flow, key) as inputs:
                 res = flow.runner.run(plan.plan_test_image(client.exe, built.toolchain, inputs))
             stage.note = f"FROM {built.test_base.ref}"
             if res.planned:

@@ -1,15 +1,9 @@
 """What a test container's ``--gpus`` flag needs from the docker host, checked before anything is built.
 
-A matrix row whose ``docker_run.flags`` hold ``--gpus`` (the CUDA row) can only run its suites on a host with
-
-- an NVIDIA GPU and its driver: a ``/dev/nvidia<N>`` device node (``/dev/dxg`` under WSL2), and
-- the NVIDIA Container Toolkit wired into docker: an ``nvidia`` runtime in ``docker info``, or the toolkit's
-  ``nvidia-container-runtime-hook`` on PATH (what docker's ``--gpus`` calls when no runtime is registered).
-
-Without them ``test-<toolchain>`` / ``bench-<toolchain>`` stop at once with one line that names what is missing and
-the fix, instead of failing after a long build (or, worse, passing with every GPU test skipped). Rows without
-``--gpus`` (cpu) are not checked. ``problem`` is pure (unit-tested with a fake ``docker info``); ``device_nodes``
-and ``find_hook`` read this machine, which is the docker host (the reports are bind-mounted from it anyway).
+A row with ``--gpus`` needs an NVIDIA GPU device node (``/dev/nvidia<N>``, ``/dev/dxg`` under WSL2) and the NVIDIA
+Container Toolkit (an ``nvidia`` runtime in ``docker info``, or its hook on PATH). Without them test-/bench-<row>
+stop at once with one line naming what is missing and the fix, instead of failing (or passing with every GPU test
+skipped) after a long build. ``problem`` is pure; ``device_nodes`` and ``find_hook`` read this host.
 """
 
 from __future__ import annotations
@@ -58,31 +52,20 @@ def parse_runtimes(docker_info_runtimes: str) -> list[str] | None:
 
 
 def problem(
-    session: str,
-    *,
-    devices: Sequence[str],
-    runtimes: Sequence[str] | None,
-    hook: str | None,
-    build_session: str = "",
+    session: str, *, devices: Sequence[str], runtimes: Sequence[str] | None, hook: str | None, build_session: str = ""
 ) -> str | None:
-    """The one line to stop with, or None when GPU containers can run here.
-
-    ``devices``: GPU device nodes found; ``runtimes``: docker's runtime names (None: ``docker info`` could not be
-    read); ``hook``: path of the toolkit's hook executable, if any.
-    """
-    wanted: list[str] = []
-    found: list[str] = []
+    """The one line to stop with, or None when GPU containers can run here (``runtimes`` is None when
+    ``docker info`` could not be read)."""
+    missing: dict[str, str] = {}  # what is wanted -> what was found instead
     if not devices:
-        wanted.append("an NVIDIA GPU")
-        found.append(f"no /dev/nvidia<N> device ({DRIVER_FIX})")
+        missing["an NVIDIA GPU"] = f"no /dev/nvidia<N> device ({DRIVER_FIX})"
     if hook is None and not (runtimes is not None and "nvidia" in runtimes):
         seen = "`docker info` unreadable" if runtimes is None else "runtimes: " + ", ".join(runtimes)
-        wanted.append("the NVIDIA Container Toolkit")
-        found.append(f"no nvidia runtime in `docker info` ({seen}; {TOOLKIT_FIX})")
-    if not wanted:
+        missing["the NVIDIA Container Toolkit"] = f"no nvidia runtime in `docker info` ({seen}; {TOOLKIT_FIX})"
+    if not missing:
         return None
     tail = f"; `nox -s {build_session}` builds the wheel without a GPU" if build_session else ""
-    return f"{session} needs {' and '.join(wanted)} on this host: {'; '.join(found)}{tail}"
+    return f"{session} needs {' and '.join(missing)} on this host: {'; '.join(missing.values())}{tail}"
 
 
 def describe(devices: Sequence[str], runtimes: Sequence[str] | None, hook: str | None) -> str:

@@ -1,25 +1,17 @@
 """What a test container's ``--device`` flags and optional mounts need from the docker host (DCU and the like).
 
-A matrix row that passes device nodes (``docker_run.flags = ["--device=/dev/kfd", "--device=/dev/dri", ...]``)
-can only run its suites on a host that has them. ``missing_devices`` names the absent ones, so test-<toolchain>
-stops at once with one line instead of failing in ``docker run`` after a long build.
-
-Two host-dependent additions to ``docker run`` are planned here (``run_flags``):
-
-- ``docker_run.optional_mounts`` ("/opt/hyhal:/opt/hyhal:ro"): bind-mounted only when the host path exists
-  (Hygon hosts carry hyhal's libhydmi.so there; other hosts do not);
-- ``--group-add=<gid>`` for the group of every passed device node (``/dev/kfd``, ``/dev/dri/renderD*``): the
-  container runs as the caller's uid, and the numeric group is right whatever the group is called in the image
-  (``video`` on one distribution, ``render`` on another), which ``--group-add video`` alone is not.
-
-Pure functions over an ``exists``/``stat`` pair, so the unit tests fake the host.
+``missing_devices`` names the passed device nodes the host lacks, so test-<toolchain> stops before a long build.
+``run_flags`` adds what depends on the host: the optional mounts whose host path exists (hyhal on Hygon hosts) and
+``--group-add=<gid>`` for the group of every passed device node, since the container runs as the caller's uid and
+the numeric group is right whatever the image calls it (``video`` or ``render``). The host is passed in
+(``exists``, ``stat``, ``listdir``), so the unit tests fake it.
 """
 
 from __future__ import annotations
 
 import os
 import stat as statmod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 Exists = Callable[[str], bool]
@@ -60,15 +52,6 @@ def missing_devices(flags: Sequence[str], exists: Exists = os.path.exists) -> li
     return [p for p in device_paths(flags) if not exists(p)]
 
 
-def mount_flags(mounts: Iterable[str], exists: Exists = os.path.exists) -> list[str]:
-    """``-v`` flags for the optional mounts whose host path exists."""
-    out: list[str] = []
-    for mount in mounts:
-        if exists(mount.split(":", 1)[0]):
-            out += ["-v", mount]
-    return out
-
-
 def device_groups(flags: Sequence[str], stat: Stat = _stat, listdir: ListDir = _listdir) -> list[int]:
     """Group ids owning the passed character devices (a directory such as /dev/dri: the nodes in it), root's 0
     excluded (root's group grants nothing here), in first-seen order."""
@@ -87,17 +70,12 @@ def device_groups(flags: Sequence[str], stat: Stat = _stat, listdir: ListDir = _
 
 
 def run_flags(
-    flags: Sequence[str],
-    optional_mounts: Sequence[str],
-    *,
-    exists: Exists = os.path.exists,
-    stat: Stat = _stat,
+    flags: Sequence[str], optional_mounts: Sequence[str], *, exists: Exists = os.path.exists, stat: Stat = _stat,
     listdir: ListDir = _listdir,
 ) -> list[str]:
     """The host-dependent ``docker run`` flags of a row: present optional mounts, then device groups."""
-    out = mount_flags(optional_mounts, exists)
-    out += [f"--group-add={gid}" for gid in device_groups(flags, stat, listdir)]
-    return out
+    mounts = [a for mount in optional_mounts if exists(mount.split(":", 1)[0]) for a in ("-v", mount)]
+    return mounts + [f"--group-add={gid}" for gid in device_groups(flags, stat, listdir)]
 
 
 def problem(session: str, missing: Sequence[str], build_session: str) -> str | None:

@@ -34,9 +34,8 @@ class Images:
             try:
                 server = dockercli.check_daemon(client)
                 self._daemon = True
-                self.echo(
-                    f"docker: client {client.version} ({client.buildkit} BuildKit) at {client.exe}, daemon {server}"
-                )
+                where = f"{client.version} ({client.buildkit} BuildKit) at {client.exe}"
+                self.echo(f"docker: client {where}, daemon {server}")
             except dockercli.DockerError as exc:
                 self.runner.refuse(exc)
             self._client = client
@@ -51,11 +50,8 @@ class Images:
         return dockercli.image_id(self.client(), ref) if self.daemon_usable() else None
 
     def resolve_base(self, image: str, hint: str = "") -> ImageRef:
-        """The image to build FROM: present locally > its local stand-in > pulled; else a clear error.
-
-        With ``hint`` (the row's ``image_hint``: images behind a login or an unreachable registry) a missing
-        image is not pulled: the build stops at once with one line naming the image and the hint.
-        """
+        """The image to build FROM: present locally > its local stand-in > pulled; else a clear error. With
+        ``hint`` (the row's ``image_hint``) a missing image is not pulled: the build stops with the hint."""
         if image not in self._bases:
             self._bases[image] = self._find_base(image, hint)
         return self._bases[image]
@@ -69,19 +65,16 @@ class Images:
         if iid:
             return ImageRef(image, iid)
         if stand_in and (sid := dockercli.image_id(client, stand_in.name)):
-            self.echo(
-                f"base image {image} is not present locally; using its stand-in {stand_in.name} "
-                "(made by `nox -s base-image`)"
-            )
+            made = "(made by `nox -s base-image`)"
+            self.echo(f"base image {image} is not present locally; using its stand-in {stand_in.name} {made}")
             return ImageRef(stand_in.name, sid)
         if hint:
             self.runner.refuse(f"base image {image} is not present locally: {hint}")
             return ImageRef(image, "missing")
         made = f" (`nox -s base-image` makes its stand-in {stand_in.name})" if stand_in else ""
         self.echo(f"base image {image} is not present locally{made}; trying `docker pull {image}`")
-        res = self.runner.run(
-            plan.Command(f"pull {image}", (client.exe, "pull", image), log_name="pull.log"), check=False
-        )
+        pull = plan.Command(f"pull {image}", (client.exe, "pull", image), log_name="pull.log")
+        res = self.runner.run(pull, check=False)
         iid = self.runner.ask(lambda: dockercli.image_id(client, image))
         if res.returncode != 0 or iid is None:
             fix = (
@@ -94,15 +87,10 @@ class Images:
 
     def prune_old(self, repo_name: str, keep: str) -> None:
         """Remove the other tags of ``repo_name`` (older keys), so images do not pile up."""
-        exe = self.client().exe
-
-        def old_tags() -> list[str]:
-            res = dockercli.run_quiet([exe, "image", "ls", repo_name, "--format", "{{.Repository}}:{{.Tag}}"])
-            return [t for t in res.stdout.split() if t != keep and "<none>" not in t]
-
-        old = self.runner.ask(old_tags)
+        client = self.client()
+        old = self.runner.ask(lambda: [t for t in dockercli.image_refs(client, repo_name) if t != keep])
         if old:
-            dockercli.run_quiet([exe, "rmi", *old])
+            dockercli.run_quiet([client.exe, "rmi", *old])
 
     def check_history(self, images: list[str], host: env.HostEnv, summary: Summary) -> None:
         """Fail when ``docker history --no-trunc`` of an image shows a CA certificate, proxy value or index secret."""
@@ -120,9 +108,5 @@ class Images:
                     f"docker history of {ref} contains {', '.join(leaks)}: "
                     "pass it as a BuildKit secret or a predefined proxy build arg, never as ARG/ENV/COPY"
                 )
-        summary.add(
-            "history check",
-            "ran",
-            time.monotonic() - t0,
-            f"{len(images)} images: no CA bundle, proxy value or index credential",
-        )
+        note = f"{len(images)} images: no CA bundle, proxy value or index credential"
+        summary.add("history check", "ran", time.monotonic() - t0, note)

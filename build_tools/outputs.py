@@ -1,9 +1,6 @@
-"""Atomic outputs: an interrupted run never leaves a half wheel or a half report directory.
-
-Files are written to a temporary name in the destination directory, flushed, then ``os.replace``d into place.
-A report directory is filled under a temporary name beside its final one and swapped in by two renames
-(old out of the way, new in), so readers see the old complete directory or the new complete one.
-"""
+"""Atomic outputs: an interrupted run never leaves a half wheel or a half report directory. A file or a report
+directory is filled under a temporary name beside its final one, then renamed into place (a directory by two
+renames: old out of the way, new in), so readers see the old complete one or the new complete one."""
 
 from __future__ import annotations
 
@@ -17,26 +14,18 @@ from pathlib import Path
 TMP_MARK = ".tmp-"
 
 
-def _fsync(path: Path) -> None:
-    """Flush ``path`` to disk (a read-only descriptor will do: a hard link may not be ours to write)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
+def _fsync(path: Path, *, strict: bool = True) -> None:
+    """Flush ``path`` to disk through a read-only descriptor (a hard link may not be ours to write); a directory's
+    flush is best effort (``strict=False``): not every filesystem can."""
     try:
         fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        if strict:
+            raise
 
 
 @contextmanager
@@ -57,18 +46,14 @@ def replacing(path: Path, *, mode: int | None = 0o644) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> Path:
-    with replacing(path) as tmp:
-        tmp.write_bytes(data)
-    return path
+    _fsync(path.parent, strict=False)
 
 
 def atomic_write_text(path: Path, text: str) -> Path:
     """``text`` as UTF-8 with ``\\n`` line ends, whatever the platform."""
-    return atomic_write_bytes(path, text.encode("utf-8"))
+    with replacing(path) as tmp:
+        tmp.write_bytes(text.encode("utf-8"))
+    return path
 
 
 def atomic_copy(src: Path, dst: Path, *, link: bool = False, keep_metadata: bool = False) -> Path:
@@ -93,17 +78,15 @@ def temp_dir_beside(final: Path) -> Path:
 
 def publish_dir(tmp: Path, final: Path) -> Path:
     """Swap the filled ``tmp`` directory in as ``final``; the previous ``final`` is removed afterwards."""
-    for f in tmp.rglob("*"):
-        if f.is_dir():
-            os.chmod(f, 0o755)
-    os.chmod(tmp, 0o755)
+    for d in [tmp, *(f for f in tmp.rglob("*") if f.is_dir())]:
+        os.chmod(d, 0o755)
     old: Path | None = None
     if final.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-", dir=final.parent))
         old.rmdir()
         os.replace(final, old)
     os.replace(tmp, final)
-    _fsync_dir(final.parent)
+    _fsync(final.parent, strict=False)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return final
@@ -111,29 +94,21 @@ def publish_dir(tmp: Path, final: Path) -> Path:
 
 def sweep_temporaries(directory: Path) -> list[Path]:
     """Remove leftovers of interrupted runs (``.<name>.tmp-*``, ``.<name>.old-*``) in ``directory``."""
-    removed: list[Path] = []
     if not directory.is_dir():
-        return removed
-    for p in directory.iterdir():
-        if p.name.startswith(".") and (TMP_MARK in p.name or ".old-" in p.name):
-            if p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                p.unlink(missing_ok=True)
-            removed.append(p)
+        return []
+    removed = [p for p in directory.iterdir() if p.name.startswith(".") and (TMP_MARK in p.name or ".old-" in p.name)]
+    for p in removed:
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
     return removed
 
 
 def keep_subdirs(final: Path, tmp: Path, names: list[str]) -> list[str]:
-    """Copy ``final/<name>`` into the ``tmp`` that replaces ``final`` (when ``tmp`` has none of its own).
-
-    A report directory written by another session (``reports/<toolchain>/bench/`` of bench-<toolchain>) survives the
-    swap. Copied, not moved: until the swap, ``final`` stays complete. Returns the names kept.
-    """
-    kept = []
-    for name in names:
-        src, dst = final / name, tmp / name
-        if src.is_dir() and not dst.exists():
-            shutil.copytree(src, dst)
-            kept.append(name)
+    """Copy ``final/<name>`` (another session's reports) into the ``tmp`` that replaces ``final``, unless ``tmp``
+    has its own; copied, not moved, so that ``final`` stays complete until the swap. Returns the names kept."""
+    kept = [name for name in names if (final / name).is_dir() and not (tmp / name).exists()]
+    for name in kept:
+        shutil.copytree(final / name, tmp / name)
     return kept

@@ -1,17 +1,10 @@
 """The docker commands of each step, as data (pure: unit-tested, printed by ``--dry-run``).
 
-Every toolchain's Dockerfile receives the same build args (see docker/README.md):
-
-    BUILDER_IMAGE TEST_IMAGE PYTHON_VERSION VARIANT BUILDER_LOCK TEST_LOCK BUILD_ENV AUDITWHEEL_EXCLUDE
-    SOURCE_DATE_EPOCH, and INSTALL_LOCK for rows whose torch is not the image's
-
-Every Python package, torch included, comes from the row's lock files (build_tools/locks.py); where torch may come
-from (a staged wheelhouse, the row's index) reaches pip through the pip.conf secret.
-
-and has the targets ``build`` (compiled + repaired wheel inside), ``wheel`` (scratch stage holding only the
-repaired wheel and its build report, exported with ``--output``), ``test-deps`` (the test image's packages, built
-alongside the wheel) and ``test`` (from test-deps: compiler-free, wheel installed, suites copied to
-/opt/torch-fl-tests).
+Every toolchain's Dockerfile takes the same build args (``build_args``; docker/README.md lists them) and has the
+targets ``build`` (compiled + repaired wheel), ``wheel`` (scratch stage holding only the repaired wheel and its build
+report, exported with ``--output``), ``test-deps`` (the test image's packages, built alongside the wheel) and
+``test`` (compiler-free, wheel installed, suites in /opt/torch-fl-tests). Every package comes from the row's lock
+files; where torch may come from reaches pip through the pip.conf secret.
 """
 
 from __future__ import annotations
@@ -25,7 +18,7 @@ from pathlib import Path
 
 from . import locks
 from .dockercli import BUILDKIT_ENV
-from .env import HostEnv, proxy_build_args, proxy_run_env
+from .env import HostEnv
 from .matrix import Toolchain
 
 LABEL_PREFIX = "org.torch-fl"
@@ -70,31 +63,25 @@ def requirement_version_matches(requirement: str, wheel_name: str, python_tag: s
         name, version, _build, tags = parse_wheel_filename(wheel_name)
     except (InvalidRequirement, InvalidWheelFilename):
         return False
-    if canonicalize_name(name) != canonicalize_name(req.name):
-        return False
-    if not req.specifier.contains(version, prereleases=True):
-        return False
-    return any(t.interpreter in (python_tag, "py3") and "linux" in t.platform for t in tags)
+    return (
+        canonicalize_name(name) == canonicalize_name(req.name)
+        and req.specifier.contains(version, prereleases=True)
+        and any(t.interpreter in (python_tag, "py3") and "linux" in t.platform for t in tags)
+    )
 
 
 def torch_source(toolchain: Toolchain, staged_wheels: Sequence[str]) -> tuple[list[str], str]:
-    """(extra pip args for the torch install, a one-line description of where torch comes from).
-
-    A staged wheelhouse wheel that satisfies the requirement wins (the row's index is then never asked, which
-    keeps air-gapped hosts from waiting on timeouts); else the row's own index is added.
-    """
-    if toolchain.torch.from_image:
+    """(extra pip args for the torch install, a one-line description of where torch comes from). A staged wheel
+    that satisfies the requirement wins, so an air-gapped host never waits on the row's index."""
+    torch = toolchain.torch
+    if torch.from_image:
         return [], f"torch: preinstalled in {toolchain.builder_image} (torch.from_image)"
-    requirement = toolchain.torch.requirement
-    hits = [w for w in staged_wheels if requirement_version_matches(requirement, w, toolchain.python_tag)]
+    hits = [w for w in staged_wheels if requirement_version_matches(torch.requirement, w, toolchain.python_tag)]
     if hits:
-        return [], f"torch: {toolchain.torch.requirement} from the staged wheelhouse ({hits[0]})"
-    if toolchain.torch.index_url:
-        return (
-            ["--extra-index-url", toolchain.torch.index_url],
-            f"torch: {toolchain.torch.requirement} from {toolchain.torch.index_url} (no staged wheel satisfies it)",
-        )
-    return [], f"torch: {toolchain.torch.requirement} from the configured pip index (no staged wheel satisfies it)"
+        return [], f"torch: {torch.requirement} from the staged wheelhouse ({hits[0]})"
+    args = ["--extra-index-url", torch.index_url] if torch.index_url else []
+    where = torch.index_url or "the configured pip index"
+    return args, f"torch: {torch.requirement} from {where} (no staged wheel satisfies it)"
 
 
 @dataclass(frozen=True)
@@ -109,7 +96,7 @@ class BuildInputs:
     pipconf: Path
     host: HostEnv
     key: str
-    source_date_epoch: str = "315532800"  # the commit's time (flow.source_date_epoch); 1980-01-01 when unknown
+    source_date_epoch: str = "315532800"  # the commit's time (git.source_date_epoch); 1980-01-01 when unknown
 
 
 def vendor_path(toolchain: Toolchain, path: Path) -> str:
@@ -131,10 +118,7 @@ def build_args(toolchain: Toolchain, inp: BuildInputs) -> list[str]:
     }
     if not toolchain.torch.from_image:  # torch's own lock, which the test stage installs first
         args["INSTALL_LOCK"] = vendor_path(toolchain, locks.lock_path(toolchain, "install"))
-    out: list[str] = []
-    for k, v in args.items():
-        out += ["--build-arg", f"{k}={v}"]
-    return out + proxy_build_args(inp.host)
+    return [a for k, v in args.items() for a in ("--build-arg", f"{k}={v}")] + inp.host.proxy_flags("--build-arg")
 
 
 def secrets(inp: BuildInputs) -> list[str]:
@@ -151,72 +135,47 @@ def docker_build(docker: str, dockerfile: Path) -> list[str]:
 
 
 def _docker_build(docker: str, toolchain: Toolchain, inp: BuildInputs, target: str) -> list[str]:
-    return [
-        *docker_build(docker, inp.dockerfile),
-        "--target",
-        target,
-        *build_args(toolchain, inp),
-        *secrets(inp),
-    ]
+    return [*docker_build(docker, inp.dockerfile), "--target", target, *build_args(toolchain, inp), *secrets(inp)]
+
+
+def build_command(title: str, argv: Sequence[str], log_name: str) -> Command:
+    """A BuildKit ``docker build``: its plain progress is parsed by the runner."""
+    return Command(title, tuple(argv), BUILDKIT_ENV, log_name, "build")
 
 
 def labels(toolchain: Toolchain, role: str, key: str) -> list[str]:
-    out: list[str] = []
-    for k, v in {"vendor": toolchain.name, "role": role, "key": key}.items():
-        out += ["--label", f"{LABEL_PREFIX}.{k}={v}"]
-    return out
+    values = {"vendor": toolchain.name, "role": role, "key": key}
+    return [a for k, v in values.items() for a in ("--label", f"{LABEL_PREFIX}.{k}={v}")]
 
 
 def plan_build(docker: str, toolchain: Toolchain, inp: BuildInputs, export_dir: Path) -> list[Command]:
     """Build (and tag) the builder image, then export the repaired wheel from the cache into ``export_dir``."""
-    tag, name = image_tag(toolchain.name, "builder", inp.key), toolchain.name
-    build = (*_docker_build(docker, toolchain, inp, "build"), *labels(toolchain, "builder", inp.key), "-t", tag)
-    export = (*_docker_build(docker, toolchain, inp, "wheel"), "--output", f"type=local,dest={export_dir}")
+    name, ctx = toolchain.name, str(inp.context)
+    tag, log = image_tag(name, "builder", inp.key), f"{name}/docker-build"
+    build = (*_docker_build(docker, toolchain, inp, "build"), *labels(toolchain, "builder", inp.key), "-t", tag, ctx)
+    export = (*_docker_build(docker, toolchain, inp, "wheel"), "--output", f"type=local,dest={export_dir}", ctx)
     return [
-        Command(
-            f"build {name}: compile and repair the wheel in {tag}",
-            (*build, str(inp.context)),
-            BUILDKIT_ENV,
-            f"{name}/docker-build-builder.log",
-            "build",
-        ),
-        Command(
-            f"build {name}: export the repaired wheel",
-            (*export, str(inp.context)),
-            BUILDKIT_ENV,
-            f"{name}/docker-build-export.log",
-            "build",
-        ),
+        build_command(f"build {name}: compile and repair the wheel in {tag}", build, f"{log}-builder.log"),
+        build_command(f"build {name}: export the repaired wheel", export, f"{log}-export.log"),
     ]
 
 
 def plan_test_image(docker: str, toolchain: Toolchain, inp: BuildInputs, *, deps: bool = False) -> Command:
-    """``docker build`` of the test image; with ``deps``, of its dependency layers alone (target ``test-deps``:
-    everything before the wheel), which test-<toolchain> builds while the wheel compiles, so that the test image
-    takes them from the build cache. The test image's pruning removes their tag, ``nox -s clean`` their image."""
+    """``docker build`` of the test image; with ``deps``, of its dependency layers alone (``test-deps``), which
+    test-<toolchain> builds while the wheel compiles so that the test image takes them from the build cache."""
     target = "test-deps" if deps else "test"
     tag = f"{image_repo(toolchain.name, 'test')}:deps" if deps else image_tag(toolchain.name, "test", inp.key)
     what = "the test image's dependency layers" if deps else f"the test image {tag}"
-    return Command(
-        title=f"test {toolchain.name}: build {what}",
-        argv=(
-            *_docker_build(docker, toolchain, inp, target),
-            *labels(toolchain, target, inp.key),
-            "-t",
-            tag,
-            str(inp.context),
-        ),
-        env=BUILDKIT_ENV,
-        log_name=f"{toolchain.name}/docker-build-{target}.log",
-        kind="build",
+    argv = (*_docker_build(docker, toolchain, inp, target), *labels(toolchain, target, inp.key), "-t", tag)
+    return build_command(
+        f"test {toolchain.name}: build {what}", (*argv, str(inp.context)), f"{toolchain.name}/docker-build-{target}.log"
     )
 
 
 @dataclass(frozen=True)
 class Site:
-    """Where a container of the test image runs: the docker client, the row, the image, the host directory mounted
-    at /reports, the host's environment, the user, and ``host_flags`` (what hostdev.run_flags found on this host:
-    optional mounts, device groups)."""
+    """Where a container of the test image runs; ``reports_dir`` is mounted at /reports, ``host_flags`` are what
+    hostdev.run_flags found on this host."""
 
     docker: str
     toolchain: Toolchain
@@ -228,29 +187,20 @@ class Site:
 
 
 def _docker_run(site: Site, env: Sequence[str] = ()) -> list[str]:
-    """``docker run`` of a test-image container up to the image: reports mount, user, environment, row flags,
-    then the host's flags."""
+    """``docker run`` of a test-image container, up to the image."""
     argv = [site.docker, "run", "--rm", "--network", "host", "-v", f"{site.reports_dir}:{REPORTS_IN_CONTAINER}"]
     if site.user:
         argv += ["--user", site.user]
-    argv += ["-e", "HOME=/tmp"]
-    for k, v in sorted(site.toolchain.test_env.items()):
-        argv += ["-e", f"{k}={v}"]
-    for item in env:
-        argv += ["-e", item]
-    argv += proxy_run_env(site.host)
-    argv += list(site.toolchain.docker_run_flags)
-    argv += list(site.host_flags)
-    return argv
+    items = ["HOME=/tmp", *(f"{k}={v}" for k, v in sorted(site.toolchain.test_env.items())), *env]
+    argv += [a for item in items for a in ("-e", item)]
+    return [*argv, *site.host.proxy_flags("-e"), *site.toolchain.docker_run_flags, *site.host_flags]
 
 
 def plan_test_run(
     site: Site, *, bench: str, pytest_args: Sequence[str], suites: Sequence[str] = ("routing", "correctness")
 ) -> Command:
-    """``docker run`` of the suites; reports land in the site's reports directory.
-
-    A row whose suites leave out ``bench`` (an extra torch line, tested for API drift) runs no short benchmark
-    either: the benchmark's own tests are that suite. ``--bench-full`` still runs it."""
+    """``docker run`` of the suites. A row whose suites leave out ``bench`` runs no short benchmark either (the
+    benchmark's own tests are that suite); ``--bench-full`` still runs it."""
     if bench == "short" and "bench" not in suites:
         bench = "none"
     toolchain = site.toolchain
@@ -260,29 +210,19 @@ def plan_test_run(
     argv += ["--accelerator", toolchain.accelerator, "--bench", bench, "--suites", ",".join(suites)]
     if pytest_args:
         argv += ["--", *pytest_args]
-    return Command(
-        title=f"test {toolchain.name}: run the suites in {site.image}",
-        argv=tuple(argv),
-        log_name=f"{toolchain.name}/docker-run-tests.log",
-    )
+    title = f"test {toolchain.name}: run the suites in {site.image}"
+    return Command(title, tuple(argv), log_name=f"{toolchain.name}/docker-run-tests.log")
 
 
 def plan_bench_run(site: Site, *, bench_args: Sequence[str], commit: str = "") -> Command:
-    """``docker run`` of the benchmark alone, ``python -m harness`` in the image's copy of tests/bench (full length
-    unless ``bench_args`` say otherwise).
-
-    Its bench.json, bench.md and bench.png land in the site's reports directory; ``commit`` (the checkout's HEAD)
-    reaches the report as TORCH_FL_COMMIT, since the container has no checkout to ask.
-    """
+    """``docker run`` of the benchmark alone in the image's copy of tests/bench. ``commit`` (the checkout's HEAD)
+    reaches the report as TORCH_FL_COMMIT: the container has no checkout to ask."""
     toolchain = site.toolchain
     argv = _docker_run(site, [f"TORCH_FL_COMMIT={commit}"] if commit else [])
     argv += ["-w", f"{TESTS_IN_IMAGE}/bench", site.image, "python", "-m", BENCH_MODULE]
     argv += ["--accelerator", toolchain.accelerator, "--out", REPORTS_IN_CONTAINER]
-    return Command(
-        title=f"bench {toolchain.name}: run python -m {BENCH_MODULE} in {site.image}",
-        argv=(*argv, *bench_args),
-        log_name=f"{toolchain.name}/docker-run-bench.log",
-    )
+    title = f"bench {toolchain.name}: run python -m {BENCH_MODULE} in {site.image}"
+    return Command(title, (*argv, *bench_args), log_name=f"{toolchain.name}/docker-run-bench.log")
 
 
 # bash -c SCRIPT PROVIDER ARGS...: $0 is the provider, "$@" the qualify arguments
@@ -293,21 +233,16 @@ QUALIFY_SCRIPT = (
 
 
 def plan_qualify_run(site: Site, *, provider: str, qualify_args: Sequence[str]) -> Command:
-    """``docker run`` of a qualification (``python -m torch_fl qualify``) in the test image: the model suite's and
-    the real workloads' calls are recorded first (once per run directory), then every operator the provider claims
-    runs against native. The run directory is the site's reports directory, mounted as it is, so a run cut short
-    resumes in the next one."""
-    argv = [*_docker_run(site), site.image, "bash", "-c", QUALIFY_SCRIPT, provider, *qualify_args]
-    return Command(
-        title=f"qualify {site.toolchain.name}: python -m torch_fl qualify --provider {provider} in {site.image}",
-        argv=tuple(argv),
-        log_name=f"{site.toolchain.name}/docker-run-qualify.log",
-    )
+    """``docker run`` of ``python -m torch_fl qualify``: the workloads' calls are recorded first (once per run
+    directory), then every operator the provider claims runs against native. The run directory is mounted as it
+    is, so a run cut short resumes in the next one."""
+    argv = (*_docker_run(site), site.image, "bash", "-c", QUALIFY_SCRIPT, provider, *qualify_args)
+    title = f"qualify {site.toolchain.name}: python -m torch_fl qualify --provider {provider} in {site.image}"
+    return Command(title, argv, log_name=f"{site.toolchain.name}/docker-run-qualify.log")
 
 
-# The flags each kind of session takes (given after nox's `--`); what follows a second `--` goes to the tool the
-# session runs (pytest for test-*, the benchmark for bench-*). Anything else is refused, so a misspelt
-# flag never turns into a tool argument and a real build.
+# The flags each kind of session takes after nox's `--`; anything else is refused, so that a misspelt flag never
+# turns into a tool argument and a real build. What follows a second `--` goes to the tool (PASSES_ON).
 SESSION_FLAGS = {
     "--dry-run": "print every command, run nothing",
     "--rebuild": "ignore the up-to-date wheel and images",
@@ -341,31 +276,20 @@ class Options:
 
 
 def parse_posargs(posargs: Sequence[str], action: str = "test", session: str = "") -> Options:
-    """``nox -s test-cpu -- --rebuild -- -k add``: session flags, then ``--``, then the tool's arguments.
-
-    An argument before the separator that is not a flag of ``action`` is a ``UsageError`` naming the valid
-    flags (and the nearest one); tool arguments for a session that passes none on are one too.
-    """
+    """``nox -s test-cpu -- --rebuild -- -k add``: session flags, then ``--``, then the tool's arguments. Anything
+    else is a ``UsageError`` naming the valid flags (and the nearest one)."""
     session = session or f"{action}-<toolchain>"
     valid = FLAGS_OF[action]
-    args = list(posargs)
-    rest: tuple[str, ...] = ()
-    if SEPARATOR in args:
-        cut = args.index(SEPARATOR)
-        args, rest = args[:cut], tuple(args[cut + 1 :])
+    posargs = list(posargs)
+    cut = posargs.index(SEPARATOR) if SEPARATOR in posargs else len(posargs)
+    args, rest = posargs[:cut], tuple(posargs[cut + 1 :])
     unknown = [a for a in args if a not in valid]
     if unknown:
         near = difflib.get_close_matches(unknown[0], valid, n=1)
         hint = f"; did you mean {near[0]}?" if near else ""
         tool = PASSES_ON.get(action)
-        where = (
-            f"; {tool} arguments go after a separator: nox -s {session} -- [flags] -- ARGS"
-            if tool
-            else ""
-        )
-        raise UsageError(
-            f"{session}: unknown argument {unknown[0]!r}{hint} (flags: {', '.join(valid)}){where}"
-        )
+        where = f"; {tool} arguments go after a separator: nox -s {session} -- [flags] -- ARGS" if tool else ""
+        raise UsageError(f"{session}: unknown argument {unknown[0]!r}{hint} (flags: {', '.join(valid)}){where}")
     if rest and action not in PASSES_ON:
         raise UsageError(f"{session} passes no arguments on: {' '.join(rest)!r} after {SEPARATOR!r} is not used")
     bench = "full" if "--bench-full" in args else "none" if "--no-bench" in args else "short"
@@ -379,15 +303,12 @@ def failed_step(log_lines: Sequence[str]) -> str | None:
     titles: dict[str, str] = {}
     failed: str | None = None
     for line in log_lines:
-        m = re.match(r"^#(\d+) (\[.+)$", line)
-        if m and m.group(1) not in titles:
-            titles[m.group(1)] = m.group(2)
-        m = re.match(r"^#(\d+) ERROR", line)
-        if m:
+        if m := re.match(r"^#(\d+) (\[.+)$", line):
+            titles.setdefault(m.group(1), m.group(2))
+        if m := re.match(r"^#(\d+) ERROR", line):
             failed = titles.get(m.group(1), failed)
     if failed is None:
         for line in reversed(log_lines):
-            m = re.search(r"failed to solve.*?(\[[^\]]+\] [^:]+)", line)
-            if m:
+            if m := re.search(r"failed to solve.*?(\[[^\]]+\] [^:]+)", line):
                 return m.group(1).strip()
     return failed

@@ -1,8 +1,7 @@
 """Run planned commands: progress while they run, the full output in a log, one clear line when they fail.
 
-The dry run is the runner's alone: the flows say what to do through it (run a command, ask a question of the
-host, stop with a problem, make a scratch directory, remove a tree, hand over a secret file); in a dry run it prints
-what a real run would do, and a question answers ``PLANNED``.
+The dry run is the runner's alone: the flows run commands, ask the host questions, refuse, and make or remove
+directories through it; a dry run prints what a real run would do, and a question answers ``PLANNED``.
 """
 
 from __future__ import annotations
@@ -39,14 +38,9 @@ class UserError(RuntimeError):
 class StepFailed(RuntimeError):
     """A planned command exited non-zero; the message is the one line to show."""
 
-    def __init__(self, message: str, log: Path | None) -> None:
-        super().__init__(message)
-        self.log = log
-
 
 class Planned:
-    """The answer to a question in a dry run: nothing was asked. False in a test, so that "is it up to date?",
-    "is the image there?" and "which tags are old?" all send a dry run down the path that plans the work."""
+    """The answer to a question in a dry run: false, so that a dry run takes the path that plans the work."""
 
     def __bool__(self) -> bool:
         return False
@@ -75,10 +69,6 @@ class Runner:
         self.log_dir = log_dir
         self.dry_run = dry_run
         self.echo = echo
-        self._steps: dict[str, str] = {}
-        self._announced: set[str] = set()
-        self._cached = 0
-        self._last_print = 0.0
 
     def run(self, cmd: Command, *, check: bool = True, passthrough: bool = False) -> Result:
         """Run ``cmd``. BuildKit builds show one line per step (and compile progress); ``passthrough`` shows all."""
@@ -89,8 +79,9 @@ class Runner:
         log = self.log_dir / (cmd.log_name or "command.log")
         log.parent.mkdir(parents=True, exist_ok=True)
         self.echo(f"{cmd.title}  (full log: {log})")
-        env = {**os.environ, **cmd.env}
-        self._steps, self._announced, self._cached = {}, set(), 0
+        self._steps: dict[str, str] = {}
+        self._announced: set[str] = set()
+        self._cached = 0
         start = time.monotonic()
         self._last_print = start
         tail: deque[str] = deque(maxlen=40)
@@ -99,13 +90,8 @@ class Runner:
             f.write(f"$ {cmd.shell()}\n")
             f.flush()
             proc = subprocess.Popen(
-                list(cmd.argv),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                env=env,
-                text=True,
-                errors="replace",
-                bufsize=1,
+                list(cmd.argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, **cmd.env},
+                text=True, errors="replace", bufsize=1,
             )
             assert proc.stdout is not None
             try:
@@ -131,7 +117,7 @@ class Runner:
                 print("\n".join(f"  | {t}" for t in tail), flush=True)
             step = failed_step(all_lines) if cmd.kind == "build" else None
             where = f" at step {_short(step, 140)}" if step else ""
-            raise StepFailed(f"{cmd.title} failed{where} (exit {rc}); full log: {log}", log)
+            raise StepFailed(f"{cmd.title} failed{where} (exit {rc}); full log: {log}")
         return Result(rc, seconds, log)
 
     @contextmanager
@@ -174,8 +160,7 @@ class Runner:
         return PLANNED
 
     def refuse(self, problem: str | Exception) -> None:
-        """Stop with ``problem`` (raised as it is, or as a ``UserError``); a dry run says a real run would stop here,
-        and goes on."""
+        """Stop with ``problem`` (an exception, or the text of a ``UserError``); a dry run only says so and goes on."""
         if self.dry_run:
             self.echo(f"dry run: a real run would stop here: {problem}")
         elif isinstance(problem, Exception):
@@ -184,8 +169,7 @@ class Runner:
             raise UserError(problem)
 
     def scratch_dir(self, final: Path) -> Path:
-        """A new empty directory beside ``final`` to fill and swap in (outputs.publish_dir), after sweeping the
-        leftovers of interrupted runs there; a dry run only names one."""
+        """A new empty directory beside ``final`` to fill and swap in (outputs.publish_dir); a dry run names one."""
         if self.dry_run:
             return final.parent / f".{final.name}{outputs.TMP_MARK}XXXX"
         outputs.sweep_temporaries(final.parent)
@@ -201,8 +185,7 @@ class Runner:
 
     @contextmanager
     def secret_file(self, name: str, text: str, shown: str) -> Iterator[Path]:
-        """``text`` in a private temporary directory outside the repository (0600, removed afterwards); a dry run
-        prints ``shown`` (the redacted text) and yields a placeholder path."""
+        """``text`` in a private file outside the repository (0600, removed afterwards); a dry run prints ``shown``."""
         if self.dry_run:
             self.echo(shown)
             yield Path(f"<private-tmp>/{name}")
@@ -222,12 +205,8 @@ class Runner:
         self._last_print = time.monotonic()
 
     def _progress(self, line: str, start: float) -> None:
-        """Progress of a BuildKit build from its ``--progress plain`` output.
-
-        A step's title is shown when it starts doing work (cached steps are only counted), its duration when
-        it ends; ninja's ``[n/m]`` lines while compiling; the latest output line when nothing was shown for
-        ``HEARTBEAT_S`` (long pip installs, image exports).
-        """
+        """Progress of a BuildKit build: a step's title once it does work (cached steps are only counted), its
+        duration when it ends, ninja's ``[n/m]`` lines, and the latest line after ``HEARTBEAT_S`` of silence."""
         now = time.monotonic()
         elapsed = now - start
         m = _STEP.match(line)

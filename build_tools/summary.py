@@ -1,8 +1,5 @@
-"""The summary a run ends with: stages and their durations, images, wheel, test counts.
-
-Shown as a table (``rich`` when it is installed, plain text otherwise) and written as ``summary.md`` into the
-report directory.
-"""
+"""The summary a run ends with (stages and their durations, images, wheel, test counts): shown as a table (``rich``
+when it is installed, plain text otherwise) and written as ``summary.md`` into the report directory."""
 
 from __future__ import annotations
 
@@ -53,16 +50,8 @@ def parse_junit(path: Path) -> TestCounts:
     """Totals of a JUnit XML file (root ``<testsuites>`` or ``<testsuite>``)."""
     root = ET.parse(path).getroot()
     suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
-    total = TestCounts(0, 0, 0, 0, 0.0)
-    for s in suites:
-        total = TestCounts(
-            total.tests + int(s.get("tests", 0)),
-            total.failures + int(s.get("failures", 0)),
-            total.errors + int(s.get("errors", 0)),
-            total.skipped + int(s.get("skipped", 0)),
-            total.seconds + float(s.get("time", 0) or 0),
-        )
-    return total
+    counts = [sum(int(s.get(key, 0)) for s in suites) for key in ("tests", "failures", "errors", "skipped")]
+    return TestCounts(*counts, sum(float(s.get("time", 0) or 0) for s in suites))
 
 
 @dataclass
@@ -85,10 +74,8 @@ class Summary:
     reports: Path | None = None
     notes: list[str] = field(default_factory=list)
 
-    def add(self, name: str, status: str, seconds: float = 0.0, note: str = "") -> Stage:
-        stage = Stage(name, status, seconds, note)
-        self.stages.append(stage)
-        return stage
+    def add(self, name: str, status: str, seconds: float = 0.0, note: str = "") -> None:
+        self.stages.append(Stage(name, status, seconds, note))
 
     @contextmanager
     def stage(self, name: str, note: str = "") -> Iterator[Stage]:
@@ -106,32 +93,23 @@ class Summary:
             self.stages.append(stage)
 
     def rows(self) -> list[tuple[str, str]]:
-        out: list[tuple[str, str]] = []
-        for role, image in self.images.items():
-            out.append((f"{role} image", f"{image.ref}  {image.id[:19]}"))
+        out = [(f"{role} image", f"{image.ref}  {image.id[:19]}") for role, image in self.images.items()]
         if self.wheel:
-            out.append(("wheel", str(self.wheel_path or self.wheel.path.name)))
-            out.append(("tag", self.wheel.tag))
-            out.append(("sha256", self.wheel.sha256))
             grafted = ", ".join(p.rsplit("/", 1)[-1] for p in self.wheel.grafted) or "none"
-            out.append(("grafted libs", grafted))
+            wheel = str(self.wheel_path or self.wheel.path.name)
+            out += [("wheel", wheel), ("tag", self.wheel.tag), ("sha256", self.wheel.sha256), ("grafted libs", grafted)]
         if self.tests:
             out.append(("tests", self.tests.line()))
         if self.bench:
             out.append(("benchmark", ", ".join(self.bench)))
         if self.reports:
             out.append(("reports", str(self.reports)))
-        for n in self.notes:
-            out.append(("note", n))
-        return out
+        return out + [("note", n) for n in self.notes]
 
     def markdown(self) -> str:
         lines = [f"# torch-fl `{self.name}` run", "", "| stage | result | seconds | note |", "|---|---|---:|---|"]
-        for s in self.stages:
-            lines.append(f"| {s.name} | {s.status} | {s.seconds:.1f} | {s.note} |")
-        lines += ["", "| what | value |", "|---|---|"]
-        for k, v in self.rows():
-            lines.append(f"| {k} | `{v}` |")
+        lines += [f"| {s.name} | {s.status} | {s.seconds:.1f} | {s.note} |" for s in self.stages]
+        lines += ["", "| what | value |", "|---|---|", *(f"| {k} | `{v}` |" for k, v in self.rows())]
         return "\n".join(lines) + "\n"
 
     def text(self) -> str:
@@ -140,8 +118,7 @@ class Summary:
         for s in self.stages:
             note = f"  {s.note}" if s.note else ""
             lines.append(f"  {s.name:<{width}}  {s.status:<10} {s.seconds:7.1f}s{note}")
-        for k, v in self.rows():
-            lines.append(f"  {k:<{width}}  {v}")
+        lines += [f"  {k:<{width}}  {v}" for k, v in self.rows()]
         return "\n".join(lines)
 
     def show(self) -> None:
@@ -153,7 +130,7 @@ class Summary:
         except ImportError:
             print(self.text(), flush=True)
             return
-        table = Table(title=f"torch-fl {self.name}: summary", show_lines=False)
+        table = Table(title=f"torch-fl {self.name}: summary")
         table.add_column("stage / item")
         table.add_column("result")
         table.add_column("seconds", justify="right")

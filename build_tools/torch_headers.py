@@ -1,9 +1,6 @@
-"""The headers and hipify of another torch line, unpacked from its wheel (never installed, never imported).
-
-The HIP compile check (tests/unit/test_hipify_dcu.py) hipifies and compiles the DCU runtime against the torch line
-of the DCU default image, which is not the torch the host tests run on. ``unpack`` downloads that line's wheel
-(pip's cache keeps it) and extracts only ``torch/include``, ``torch/utils/hipify`` and ``torch/version.py``.
-"""
+"""The headers and hipify of another torch line, unpacked from its wheel (never installed, never imported): the
+HIP compile check (tests/unit/test_hipify_dcu.py) compiles the DCU runtime against the DCU default image's torch
+line, which is not the torch the host tests run on."""
 
 from __future__ import annotations
 

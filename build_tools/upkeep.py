@@ -16,10 +16,8 @@ def base_image(flow: Flow, summary: Summary) -> None:
     for base in flow.matrix.local_bases.values():
         present = flow.runner.ask(lambda: dockercli.image_id(client, base.name))  # noqa: B023 (asked at once)
         if present and not flow.options.rebuild:
-            flow.echo(
-                f"{base.name} is present (stands in for {', '.join(base.stands_for)}); "
-                "`nox -s base-image -- --rebuild` remakes it"
-            )
+            stands = ", ".join(base.stands_for)
+            flow.echo(f"{base.name} is present (stands in for {stands}); `nox -s base-image -- --rebuild` remakes it")
             summary.add(f"base {base.name}", "up to date")
             summary.images[base.name] = ImageRef(base.name, present)
             continue
@@ -48,17 +46,11 @@ def base_image(flow: Flow, summary: Summary) -> None:
                 summary.images[base.name] = ImageRef(base.name, dockercli.image_id(client, base.name) or "?")
 
 
-# ------------------------------------------------------------------------------------------------------ clean
 def clean(flow: Flow, summary: Summary, *, everything: bool = False) -> None:
-    """Remove build/, reports/, the wheels of every matrix variant and torch-fl's builder/test images.
-
-    ``everything`` also removes the local base images and BuildKit's build cache.
-    """
-    for path in [
-        flow.repo / "build",
-        flow.repo / "reports",
-        *(flow.repo / "wheels" / c.wheel_dir for c in flow.matrix.toolchains.values()),
-    ]:
+    """Remove build/, reports/, the wheels of every matrix variant and torch-fl's images; ``everything`` also the
+    local base images and BuildKit's build cache."""
+    wheels = (flow.repo / "wheels" / c.wheel_dir for c in flow.matrix.toolchains.values())
+    for path in [flow.repo / "build", flow.repo / "reports", *wheels]:
         if path.exists():
             flow.echo(f"remove {path.relative_to(flow.repo)}")
             flow.runner.remove(path)
@@ -68,7 +60,7 @@ def clean(flow: Flow, summary: Summary, *, everything: bool = False) -> None:
         flow.echo(f"docker images not cleaned: {exc}")
         summary.add("clean", "ran", note="files only")
         return
-    images = dockercli.images_with_label(client, f"{plan.LABEL_PREFIX}.role")
+    images = dockercli.image_refs(client, "--filter", f"label={plan.LABEL_PREFIX}.role")
     if everything:
         images += [b.name for b in flow.matrix.local_bases.values() if dockercli.image_id(client, b.name)]
     commands = [plan.Command("remove images", (client.exe, "rmi", "-f", *images), log_name="clean.log")] * bool(images)

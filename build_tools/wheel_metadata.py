@@ -1,9 +1,8 @@
 """scikit-build-core dynamic-metadata provider: the variant version and the torch pin.
 
-The compiled extension only works with the torch minor line it was built against, so the wheel says so
-(``torch>=2.13,<2.14``), and its local version names that line and the toolchain (``0.1.0+pt213cpu``,
-``+pt211cu130``, ``+pt210dtk2604``): two builds never collide, and per-toolchain indexes never mix
-(torch_fl/_variant.py has the scheme; it is loaded by path so that the package itself is never imported here).
+The extension only works with the torch minor line it was built against, so the wheel pins it (``torch>=2.13,<2.14``)
+and its local version names that line and the toolchain (``0.1.0+pt213cpu``): builds never collide and indexes
+never mix. The scheme (torch_fl/_variant.py) is loaded by path: the package itself is never imported here.
 """
 
 from __future__ import annotations
@@ -35,8 +34,7 @@ variants = _load_variant_module()
 
 def torch_variant(torch_version: str) -> str:
     """The toolchain implied by an installed torch's version string (asks torch when it has no local tag)."""
-    local = torch_version.split("+", 1)[1] if "+" in torch_version else ""
-    if local:
+    if torch_version.partition("+")[2]:
         return variants.toolchain_from_torch(torch_version)
     os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # never import an installed torch_fl mid-build
     import torch  # no local tag (PyPI's default build): ask torch itself

@@ -63,27 +63,14 @@ def label_matches(label: str, variant: str) -> bool:
     return bool(m) and fnmatch.fnmatchcase(m.group("toolchain"), variant)
 
 
-def _soname_base(member: str) -> str:
-    return member.rsplit("/", 1)[-1]
-
-
-def grafted_libraries(names: Sequence[str]) -> list[str]:
-    """Shared libraries inside ``*.libs/`` directories (where auditwheel puts what it grafts)."""
-    return sorted(n for n in names if re.search(r"\.libs/[^/]+\.so(\.|$)", n))
-
-
 def strip_hash(soname: str) -> str:
     """auditwheel renames grafted libraries ``libfoo-1a2b3c4d.so.1``; return ``libfoo.so.1``."""
     return re.sub(r"-[0-9a-f]{8}(?=\.so)", "", soname)
 
 
 def matching(grafted: Sequence[str], patterns: Sequence[str]) -> list[str]:
-    out = []
-    for member in grafted:
-        base = strip_hash(_soname_base(member))
-        if any(fnmatch.fnmatch(base, p) for p in patterns):
-            out.append(member)
-    return out
+    """The ``grafted`` members whose soname, without auditwheel's hash, matches one of ``patterns``."""
+    return [m for m in grafted if any(fnmatch.fnmatch(strip_hash(m.rsplit("/", 1)[-1]), p) for p in patterns)]
 
 
 def _unique(values) -> tuple[str, ...]:
@@ -100,7 +87,6 @@ def inspect(path: Path) -> WheelInfo:
         bad = zf.testzip()
     if bad is not None:
         raise WheelError(f"{path}: corrupt member {bad}")
-    h = hashlib.sha256(path.read_bytes()).hexdigest()
     return WheelInfo(
         path=path,
         name=name,
@@ -108,12 +94,12 @@ def inspect(path: Path) -> WheelInfo:
         python_tags=_unique(t.interpreter for t in tags),
         abi_tags=_unique(t.abi for t in tags),
         platform_tags=_unique(t.platform for t in tags),
-        sha256=h,
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
         size=path.stat().st_size,
         extension_modules=tuple(
             sorted(n for n in names if re.search(r"\.(cpython-[^/]*\.)?so$", n) and ".libs/" not in n)
         ),
-        grafted=tuple(grafted_libraries(names)),
+        grafted=tuple(sorted(n for n in names if re.search(r"\.libs/[^/]+\.so(\.|$)", n))),
     )
 
 
@@ -124,7 +110,7 @@ def problems(info: WheelInfo, *, variant: str, python_tag: str, excludes: Sequen
         out.append(f"version {info.version} does not carry the variant label +pt<torch line>{variant}")
     if python_tag not in info.python_tags:
         out.append(f"python tag {'.'.join(info.python_tags)} is not {python_tag}")
-    if not any(t.startswith("manylinux_") or t.startswith("manylinux") for t in info.platform_tags):
+    if not any(t.startswith("manylinux") for t in info.platform_tags):
         out.append(f"platform tag {info.tag} is not a manylinux tag (was the wheel repaired?)")
     if not info.extension_modules:
         out.append("no extension module inside")
