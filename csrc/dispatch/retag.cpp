@@ -117,7 +117,7 @@ void Retagger::prepare_list(at::TensorList list) {
 
 at::Tensor Retagger::list_element_to_vendor(const at::Tensor& t, bool written, int argument, int element) {
   if (!is_flagos(t)) {
-    note_other_tensor(t, written, argument, element);
+    note_host_tensor(t, written, argument, element);
     return t;
   }
   return to_vendor(c10::MaybeOwned<at::Tensor>::borrowed(t), written);
@@ -125,7 +125,7 @@ at::Tensor Retagger::list_element_to_vendor(const at::Tensor& t, bool written, i
 
 c10::MaybeOwned<at::Tensor> Retagger::borrow_to_vendor(const at::Tensor& t, bool written, int argument) {
   if (!is_flagos(t)) {
-    note_other_tensor(t, written, argument);
+    note_host_tensor(t, written, argument);
     return c10::MaybeOwned<at::Tensor>::borrowed(t);
   }
   return c10::MaybeOwned<at::Tensor>::owned(to_vendor(c10::MaybeOwned<at::Tensor>::borrowed(t), written));
@@ -143,50 +143,43 @@ at::Tensor& Retagger::caller_tensor(at::Tensor& t) {
 // CUDA's rule (TensorIterator's allow_cpu_scalars): a 0-dim host tensor may join device tensors as an input,
 // read once as a scalar, except where the kernel wants every tensor on its device (host_scalars.h); a host
 // tensor with dimensions, or one the op writes (in-place, out=), may not. The same holds for each tensor of a
-// list (cat, stack, the _foreach_ ops run elementwise). A tensor of any other device may never join. Only the
-// first one of each kind is kept: the message names one.
-void Retagger::note_other_tensor(const at::Tensor& t, bool written, int argument, int element) {
-  if (!t.defined()) return;
-  if (!t.is_cpu()) {
-    if (vendor_.impl == nullptr) vendor_ = {t.unsafeGetTensorImpl(), argument, element};
-    return;
-  }
-  if (host_.impl != nullptr) return;
+// list (cat, stack, the _foreach_ ops run elementwise). Only the first one found is kept: the message names one.
+void Retagger::note_host_tensor(const at::Tensor& t, bool written, int argument, int element) {
+  if (host_tensor_ != nullptr || !t.defined() || !t.is_cpu()) return;
   if (t.dim() == 0 && !written) {
     const auto& args = op_.schema().arguments();
     const std::string_view name =
         argument >= 0 && static_cast<size_t>(argument) < args.size() ? args[argument].name() : std::string_view();
     if (!refuses_host_scalar(op_.operator_name(), name)) return;
   }
-  host_ = {t.unsafeGetTensorImpl(), argument, element};
+  host_tensor_ = t.unsafeGetTensorImpl();
+  host_argument_ = argument;
+  host_element_ = element;
 }
 
-// Names the argument, its device and what to do; only a refused call pays for the words.
-void Retagger::refuse(const Stray& stray, c10::DeviceIndex flagos_index) const {
+// Names the argument and what to do; only a refused call pays for the words.
+void Retagger::refuse_host_tensor(c10::DeviceIndex flagos_index) const {
   const auto& args = op_.schema().arguments();
-  const bool known = stray.argument >= 0 && static_cast<size_t>(stray.argument) < args.size();
-  std::string name = known
-      ? "'" + args[stray.argument].name() + (stray.element >= 0 ? c10::str("[", stray.element, "]") : "") + "' "
+  std::string name = host_argument_ >= 0 && static_cast<size_t>(host_argument_) < args.size()
+      ? "'" + args[host_argument_].name() + (host_element_ >= 0 ? c10::str("[", host_element_, "]") : "") + "' "
       : std::string();
-  const bool host = stray.impl->device_type() == c10::DeviceType::CPU;
-  fail_two_devices(flagos_index, stray.impl->device().str(), op_, c10::str("move the ", host ? "host " : "",
-      "tensor ", name, "of shape ", stray.impl->sizes(), known && is_written(args[stray.argument])
-      ? ", which the op writes," : "", " with .to('flagos')"));
+  const bool written = host_argument_ >= 0 && static_cast<size_t>(host_argument_) < args.size() &&
+      is_written(args[host_argument_]);
+  fail_two_devices(flagos_index, "cpu", op_, c10::str("move the host tensor ", name, "of shape ", host_tensor_->sizes(),
+      written ? ", which the op writes," : "", " with .to('flagos')"));
 }
 
 void Retagger::check_arguments() const {
-  if (vendor_.impl == nullptr && host_.impl == nullptr) return;
-  if (is_transfer()) return; // copies join devices by definition
-  const c10::DeviceIndex index = device_ < 0 ? runtime().current_device() : device_;
-  if (vendor_.impl != nullptr) refuse(vendor_, index);
   // Under emulation the vendor kernels are CPU kernels and would happily take a host tensor beside flagos ones;
-  // an accelerator refuses, so we do too.
-  if (host_.impl != nullptr && device_ >= 0 && runtime().vendor_type() == c10::DeviceType::CPU) refuse(host_, device_);
+  // an accelerator refuses, so we do too. Copies join host and device by definition.
+  if (host_tensor_ != nullptr && device_ >= 0 && runtime().vendor_type() == c10::DeviceType::CPU && !is_transfer()) {
+    refuse_host_tensor(device_);
+  }
 }
 
 void Retagger::refuse_host_tensors() const {
-  if ((host_.impl != nullptr || vendor_.impl != nullptr) && !is_transfer()) {
-    refuse(vendor_.impl != nullptr ? vendor_ : host_, device_ < 0 ? runtime().current_device() : device_);
+  if (host_tensor_ != nullptr && !is_transfer()) {
+    refuse_host_tensor(device_ < 0 ? runtime().current_device() : device_);
   }
 }
 
@@ -202,14 +195,14 @@ c10::IValue Retagger::value_to_vendor(c10::IValue value, bool written, int argum
       if (is_flagos(t)) {
         out.push_back(to_vendor(Owned::owned(at::Tensor(t)), written));
       } else {
-        note_other_tensor(t, written, argument, static_cast<int>(k));
+        note_host_tensor(t, written, argument, static_cast<int>(k));
         out.push_back(t);
       }
     }
     return out;
   }
   // List[Optional[Tensor]] (index, index_put): host index tensors are accepted, as CUDA moves its indices to
-  // the device of the indexed tensor (TensorAdvancedIndexing.cpp, make_info); another device's are not.
+  // the device of the indexed tensor (TensorAdvancedIndexing.cpp, make_info).
   if (value.isList()) {
     auto list = value.toList();
     bool any = false;
@@ -222,7 +215,6 @@ c10::IValue Retagger::value_to_vendor(c10::IValue value, bool written, int argum
         out.push_back(std::nullopt);
       } else {
         const at::Tensor& t = item.toTensor();
-        if (!is_flagos(t) && !t.is_cpu()) note_other_tensor(t, written, argument, static_cast<int>(out.size()));
         out.push_back(is_flagos(t) ? to_vendor(Owned::owned(at::Tensor(t)), written) : t);
       }
     }
@@ -253,7 +245,7 @@ void Retagger::arguments_to_vendor(torch::jit::Stack* stack) {
       continue;
     }
     if (slot.isTensor() && !is_flagos(slot.toTensor())) { // host scalars, a copy's host side, or a mistake
-      note_other_tensor(slot.toTensor(), is_written(args[i]), static_cast<int>(i));
+      note_host_tensor(slot.toTensor(), is_written(args[i]), static_cast<int>(i));
       if (slot.toTensor().defined()) host_arguments_.push_back(slot.toTensor().unsafeGetTensorImpl());
       continue;
     }

@@ -91,15 +91,9 @@ class Retagger {
   const StorageAlias* seen_storage(const c10::StorageImpl* original, size_t** position);
   void add_storage(c10::StorageImpl* original, c10::StorageImpl* alias, size_t* position);
   c10::IValue value_to_vendor(c10::IValue value, bool written, int argument);
-  // A tensor of another device among the arguments: a host tensor, which the device rule (check_arguments)
-  // refuses when CUDA would, or a vendor tensor, which it always refuses (below).
-  void note_other_tensor(const at::Tensor& t, bool written, int argument, int element = -1);
-  struct Stray {
-    const c10::TensorImpl* impl = nullptr; // held by the stack or the caller while the arguments are checked
-    int argument = -1;                     // its position in the schema (-1: not known)
-    int element = -1;                      // its position in a list argument (-1: not in a list)
-  };
-  [[noreturn]] void refuse(const Stray& stray, c10::DeviceIndex flagos_index) const;
+  // A tensor of the host among the arguments: the device rule (check_arguments) refuses it when CUDA would.
+  void note_host_tensor(const at::Tensor& t, bool written, int argument, int element = -1);
+  [[noreturn]] void refuse_host_tensor(c10::DeviceIndex flagos_index) const;
   c10::IValue value_from_vendor(c10::IValue value);
   void note_device(c10::DeviceIndex index);
   bool is_transfer() const; // a copy between devices (data_movement.h)
@@ -118,12 +112,11 @@ class Retagger {
   c10::SmallVector<TensorAlias, 4> tensors_;
   c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 2> adopted_;
   c10::SmallVector<size_t, 1> unset_generators_;
-  // The first host tensor among the arguments that CUDA refuses beside device tensors.
-  Stray host_;
-  // The first tensor of a device that is neither flagos nor the host (the vendor's own, cuda:0 on a GPU node, or
-  // meta). The vendor kernel would take a vendor tensor beside the aliases without a word, but torch refuses two
-  // devices in one call, so a model that forgot one .to("flagos") fails here as it would on any device.
-  Stray vendor_;
+  // The first host tensor among the arguments that CUDA refuses beside device tensors (held by the stack or the
+  // caller while the arguments are checked), and where it was.
+  const c10::TensorImpl* host_tensor_ = nullptr;
+  int host_argument_ = -1; // its position in the schema (-1: not known)
+  int host_element_ = -1;  // its position in a list argument (-1: not in a list)
   bool results_elsewhere_ = false;           // a Device argument names a device other than flagos
   c10::SmallVector<const c10::TensorImpl*, 2> host_arguments_;
   host_access::Scope access_;                // flagos blocks open while the call runs (last: closed first)

@@ -6,9 +6,6 @@ as a scalar (TensorIterator's CPU scalars), and index tensors of advanced indexi
 moves them to the indexed tensor's device), except for the kernels that want every tensor on their device
 (csrc/dispatch/host_scalars.cpp). On a GPU the vendor's kernels refuse on their own; under emulation
 the router does, with one message that names the op, the argument and the way out.
-
-A tensor of the vendor's own device (cuda:0 beside flagos:0 on a GPU node) may never join: the vendor's kernel
-would take it beside the flagos tensors' aliases, so the router refuses it on every runtime, in the same words.
 """
 
 from __future__ import annotations
@@ -109,52 +106,3 @@ def test_copies_to_the_host_stay_on_the_host() -> None:
     target.copy_(flagos(3))
     assert target.device.type == "cpu" and target.tolist() == [1.0, 2.0, 3.0]
     assert flagos(3).to("cpu").device.type == "cpu"
-
-
-def vendor(*shape: int) -> torch.Tensor:
-    return torch.full(shape, 2.0, device="cuda")
-
-
-# (label, call, the op the router names, the argument it names), with a tensor of the vendor's device
-VENDOR_REFUSED: list[tuple[str, Callable[[], object], str, str]] = [
-    ("binary", lambda: flagos(3) + vendor(3), "add.Tensor", "'other' of shape [3]"),
-    ("binary, 0-dim", lambda: flagos(3) * vendor(), "mul.Tensor", "'other' of shape []"),
-    ("mm", lambda: torch.mm(flagos(2, 2), vendor(2, 2)), "mm", "'mat2'"),
-    ("cat", lambda: torch.cat([flagos(3), vendor(3)]), "cat", "'tensors[1]'"),
-    ("foreach", lambda: torch._foreach_add([flagos(3), flagos(2)], [flagos(3), vendor(2)]), "_foreach_add.List",
-     "'other[1]'"),
-    ("out=", lambda: torch.add(flagos(3), flagos(3), out=vendor(3)), "add.out", "'out' of shape [3], which the op"),
-    ("in-place on a vendor tensor", lambda: vendor(3).add_(flagos(3)), "add_.Tensor", "'self'"),
-    ("index with a vendor index", lambda: flagos(4)[torch.tensor([0, 2], device="cuda")], "index.Tensor",
-     "'indices[0]'"),
-]
-
-
-def needs_gpu_runtime() -> None:
-    if torch_fl.accelerator() not in ("cuda", "dcu"):
-        pytest.skip(f"needs a GPU runtime; this process runs FLAGOS_ACCELERATOR={torch_fl.accelerator()}")
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("label, call, op, argument", VENDOR_REFUSED, ids=[case[0] for case in VENDOR_REFUSED])
-def test_vendor_tensor_refused(label, call, op, argument) -> None:
-    needs_gpu_runtime()
-    with pytest.raises(RuntimeError) as info:
-        call()
-    message = str(info.value)
-    assert "Expected all tensors to be on the same device" in message and "flagos:0 and cuda:0" in message, message
-    assert f"when running {op} on the flagos device" in message, message
-    assert f"move the tensor {argument}" in message and ".to('flagos')" in message, message
-
-
-@pytest.mark.cuda
-def test_copies_between_flagos_and_the_vendor_device() -> None:
-    needs_gpu_runtime()
-    target = flagos(3)
-    target.copy_(vendor(3))
-    assert target.device.type == "flagos" and target.cpu().tolist() == [2.0, 2.0, 2.0]
-    back = vendor(3)
-    back.copy_(flagos(3))
-    assert back.device.type == "cuda" and back.cpu().tolist() == [1.0, 2.0, 3.0]
-    moved = flagos(3).to("cuda")
-    assert moved.device.type == "cuda" and moved.cpu().tolist() == [1.0, 2.0, 3.0]
