@@ -56,9 +56,8 @@ for w in .whl/*.whl; do
   name=$(basename "$w" | cut -d- -f1 | tr 'A-Z-' 'a-z_')
   grep -qx "$name" <<<"$locked" || extra+=("$w")
 done
-if [ ${#extra[@]} -gt 0 ]; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "${extra[@]}"
-fi
+[ ${#extra[@]} -eq 0 ] \
+  || "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "${extra[@]}"
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 
 # A g++ with a shared libstdc++ (CMakeLists.txt says why); images for nvcc may put one without it first.
@@ -159,15 +158,13 @@ case $mode in
   opinfo)
     "$PY" -c "import expecttest, xdist" 2>/dev/null \
       || { echo "opinfo needs expecttest and pytest-xdist: carry their wheels in .whl/ (pure Python)"; exit 1; }
-    pids=()
     for conf in native cpu; do
       (cd "$tests_copy" && timeout "${OPINFO_TIMEOUT:-240}" "$PY" -m pytest -c pyproject.toml opinfo -q \
          -p no:cacheprovider -n "${OPINFO_WORKERS:-7}" --max-worker-restart=1000 --flagos-conf $conf \
          --opinfo-samples "${OPINFO_SAMPLES:-1}" --opinfo-counts "$OUT/opinfo-$conf.json" -rfE \
          >"$OUT/opinfo-$conf.txt" 2>&1) &
-      pids+=($!)
     done
-    for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+    for _ in native cpu; do wait -n || status=1; done
     for conf in native cpu; do
       sed -n '/opinfo counts/,/^counts written/p' "$OUT/opinfo-$conf.txt"
       tail -1 "$OUT/opinfo-$conf.txt"
@@ -180,14 +177,14 @@ case $mode in
      if [ "$tests" != 0 ]; then suite $tests -rs || rc=1; fi
      cd /tmp && { "$PY" "$node/compile_check.py" all --pairs "${TIME_PAIRS:-5}" || rc=1; }
      "$PY" "$node/compile_features_check.py" all || rc=1
-     exit $rc) 2>&1 | logged compile.txt ;;
+     exit "$rc") 2>&1 | logged compile.txt ;;
   llm)
     cd "$tests_copy/bench" && "$PY" -m harness.llm all --sets "${LLM_SETS:-2}" 2>&1 | logged llm.txt ;;
   decode)
     (rc=0
      suite -rs compile/test_reduce_overhead.py compile/test_graph_runner.py || rc=1
      cd "$tests_copy/bench" && { "$PY" -m harness.decode all --sets "${DECODE_SETS:-3}" || rc=1; }
-     exit $rc) 2>&1 | logged decode.txt ;;
+     exit "$rc") 2>&1 | logged decode.txt ;;
   interop)
     (cd /tmp && "$PY" "$node/dlpack_check.py" \
      && suite -rs correctness/test_dlpack.py correctness/test_multiprocessing.py correctness/test_layouts.py) 2>&1 \
@@ -198,7 +195,7 @@ case $mode in
      cd /tmp && for part in add rng provider train; do
        "$PY" "$node/graphs_check.py" $part --pairs "${GRAPH_PAIRS:-20}" --sets "${GRAPH_SETS:-3}" || rc=1
      done
-     exit $rc) 2>&1 | logged graphs.txt ;;
+     exit "$rc") 2>&1 | logged graphs.txt ;;
   stepops)
     # shellcheck disable=SC2086  # STEP_OPS_ARGS is a list of options
     cd /tmp && "$PY" "$node/step_ops.py" --d-model "${STEP_OPS_D:-256,1024}" ${STEP_OPS_ARGS:-} 2>&1 \
@@ -211,15 +208,15 @@ case $mode in
        "$PY" "$check" seed --pairs "${REPLAY_PAIRS:-30}" --json "$OUT/replay-seed.json" || rc=1
      fi
      if [[ $parts == *" sweep "* ]]; then
-       "$PY" "$check" sweep --pairs "${SWEEP_PAIRS:-7}" --budget "${SWEEP_BUDGET:-240}" ${SWEEP_OPS:+--ops "$SWEEP_OPS"} \
-         --json "$OUT/replay-sweep.json" || rc=1
+       "$PY" "$check" sweep --pairs "${SWEEP_PAIRS:-7}" --budget "${SWEEP_BUDGET:-240}" \
+         ${SWEEP_OPS:+--ops "$SWEEP_OPS"} --json "$OUT/replay-sweep.json" || rc=1
      fi
-     exit $rc) 2>&1 | logged replay.txt
+     exit "$rc") 2>&1 | logged replay.txt
     [[ $parts == *" verify "* ]] || exit 0
     "$PY" "$check" conf --out /tmp/replay.conf
-    # Both arms side by side, as each worker compiles FlagGems' kernels itself. Failures are counted from the short
-    # summary (-rfE), one line per traceback (full ones outlasted the limit once); the limit interrupts (SIGINT)
-    # rather than kills, so a cut run still prints that summary.
+    # Both arms at once, as each worker compiles FlagGems' kernels itself; --tb=line, as full tracebacks outlasted
+    # the limit once; SIGINT at the limit, so a cut run still prints the -rfE summary the failures are counted from.
+    # shellcheck disable=SC2086  # VERIFY_TESTS is a list of node ids
     for arm in verify:FLAGOS_FLAGGEMS_VERIFY=1 python:FLAGOS_FLAGGEMS_REPLAY=0; do
       (rc=0; cd "$tests_copy" && env "${arm#*:}" FLAGOS_BACKEND_CONFIG=/tmp/replay.conf timeout -s INT -k 30 \
          "${VERIFY_TIMEOUT:-400}" "$PY" -m pytest -c pyproject.toml ${VERIFY_TESTS:-correctness} -q \
@@ -259,7 +256,7 @@ case $mode in
            | "$PY" -c "import json,sys; r=json.load(sys.stdin); print('step ms $arm', round(r['ms_per_step'], 3))"
        done
      done
-     exit $rc) 2>&1 | logged train.txt ;;
+     exit "$rc") 2>&1 | logged train.txt ;;
   flaggems)  # qualify's own status (3: operators left pending, a rerun resumes) is reported, never fatal
     q=${QUALIFY_DIR:-$repo/build/qualify-flaggems}
     mkdir -p "$q"

@@ -140,6 +140,7 @@ commit=${TORCH_FL_COMMIT:-$(git -C "$repo" rev-parse HEAD 2>/dev/null || true)}
 # shellcheck disable=SC2086
 (cd "$tests_copy/bench" && TORCH_FL_COMMIT=$commit "$node_py" -m harness --accelerator "${BENCH_ACCELERATOR:-cuda}" \
    --out /tmp/torch-fl-bench ${BENCH_ARGS:---short} 2>&1 | tee "$OUT/bench.txt"; exit "${PIPESTATUS[0]}") || status=$?
-mkdir -p "$OUT/bench" && cp /tmp/torch-fl-bench/bench.json /tmp/torch-fl-bench/bench.md "$OUT/bench/" 2>/dev/null || true
+mkdir -p "$OUT/bench"
+cp /tmp/torch-fl-bench/bench.json /tmp/torch-fl-bench/bench.md "$OUT/bench/" 2>/dev/null || true
 log "bench: $(( $(date +%s) - t0 )) s"
 exit "$status"
