@@ -85,10 +85,18 @@ class Built:
     @contextmanager
     def inputs(self, flow: Flow, key: str) -> Iterator[plan.BuildInputs]:
         """The build's inputs for cache key ``key``, with the pip.conf secret in place while the block runs."""
-        dockerfile, epoch = flow.repo / self.toolchain.dockerfile, git.source_date_epoch(flow.repo)
-        images = (self.builder_base.ref, self.test_base.ref)
         with flow.pipconf(self.host, self.torch_args) as conf:
-            yield plan.BuildInputs(self.staged.root, dockerfile, *images, self.torch_args, conf, self.host, key, epoch)
+            yield plan.BuildInputs(
+                context=self.staged.root,
+                dockerfile=flow.repo / self.toolchain.dockerfile,
+                builder_image=self.builder_base.ref,
+                test_image=self.test_base.ref,
+                torch_pip_args=self.torch_args,
+                pipconf=conf,
+                host=self.host,
+                key=key,
+                source_date_epoch=git.source_date_epoch(flow.repo),
+            )
 
 
 def staged_wheel_names(staged: context.Staged) -> list[str]:
