@@ -107,7 +107,7 @@ class TorchSpec:
 class Toolchain:
     """One row of the matrix: a ``[toolchains.<name>]`` table."""
 
-    name: str = given()
+    name: str = given(rule(_NAME_RE.match, "toolchain names are lower-case letters and digits"))
     summary: str = key("one line, shown by `nox -l`", check=one_line)
     dockerfile: str = key("path (repo-relative) of the Dockerfile with `build`, `wheel` and `test` targets")
     builder_image: str = key("base image of the builder stage (compilers are installed on top of it)", check=_image)
@@ -201,7 +201,10 @@ class Toolchain:
 class LocalBase:
     """How ``nox -s base-image`` makes a local base image (for hosts that cannot pull)."""
 
-    name: str = given()  # the table's name: the image to make, with its tag
+    name: str = given(  # the table's name: the image to make, with its tag
+        rule(lambda n: ":" in n and _IMAGE_RE.match(n), "expected an image name with a tag (e.g. x/debian:bookworm)"),
+        quoted=True,
+    )
     tool: str = key(
         'how the image is made: "debootstrap" (the only one)',
         check=rule("debootstrap".__eq__, "only 'debootstrap' is supported, got {v!r}"),
@@ -256,12 +259,15 @@ def write_key_docs(readme: Path) -> bool:
     return new != text
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Matrix:
-    path: Path
-    build: BuildSpec
-    toolchains: Mapping[str, Toolchain]
-    local_bases: Mapping[str, LocalBase]
+    """The whole file; its tables are documented above."""
+
+    path: Path = given()
+    schema: Any = key(f"the version of the file's format: {SCHEMA}", default=None)  # checked by parse
+    build: BuildSpec = key("[build]")
+    toolchains: Mapping[str, Toolchain] = key("[toolchains.<name>]", default_factory=dict)
+    local_bases: Mapping[str, LocalBase] = key('[local_bases."<image>"]', default_factory=dict)
 
     def suites(self, toolchain: Toolchain) -> tuple[str, ...]:
         """The suites the test container of ``toolchain`` runs."""
@@ -282,50 +288,24 @@ class Matrix:
         return None
 
 
-_TABLES = ("build", "toolchains", "local_bases")
-
-
-def _rows(cls: type, table: str, tables: Mapping[str, Any], problems: Problems, hint: str, ok: Any) -> dict:
-    """The ``[table.<name>]`` rows that read well; a name ``ok`` refuses gets ``hint``."""
-    out = {}
-    for name, row in tables[table].items():
-        where = f'{table}."{name}"' if table == "local_bases" else f"{table}.{name}"
-        if not ok(name):
-            problems.add(where, hint)
-        elif not isinstance(row, dict):
-            problems.add(where, "expected a table")
-        elif (value := read(cls, row, where, problems, name=name)) is not None:
-            out[name] = value
-    return out
-
-
 def parse(data: Mapping[str, Any], path: Path) -> Matrix:
     """Validate an already-parsed TOML document; every problem at once in one ``MatrixError``."""
     problems = Problems()
     if data.get("schema") != SCHEMA:
         problems.add("schema", f"expected {SCHEMA}, got {data.get('schema')!r} (this tooling reads schema {SCHEMA})")
-    problems.unknown("", sorted(set(data) - {"schema", *_TABLES}), ["schema", *_TABLES])
-    tables = {t: data.get(t, {}) for t in _TABLES}
-    for t, value in tables.items():
-        if not isinstance(value, dict):
-            problems.add(t, f"expected a table, got {value!r}")
-            tables[t] = {}
-    if "build" not in data:
-        problems.add("build", "missing (required)")
-    if not tables["toolchains"]:
+    build = data.get("build")
+    if not isinstance(build, dict):  # its keys are then reported missing too
+        problems.add("build", "missing (required)" if build is None else f"expected a table, got {build!r}")
+    if not isinstance(data.get("toolchains"), dict) or not data["toolchains"]:
         problems.add("toolchains", "no toolchain tables")
-    build = read(BuildSpec, tables["build"], "build", problems)
-    names = "toolchain names are lower-case letters and digits"
-    toolchains = _rows(Toolchain, "toolchains", tables, problems, names, _NAME_RE.match)
-    tagged = "expected an image name with a tag (e.g. x/debian:bookworm)"
-    bases = _rows(LocalBase, "local_bases", tables, problems, tagged, lambda n: ":" in n and _IMAGE_RE.match(n))
-    for name, row in toolchains.items():
-        if build and (extra := sorted(set(row.test_suites) - set(build.test_suites))):
-            suites = ", ".join(build.test_suites)
+    matrix = read(Matrix, {**data, "build": build if isinstance(build, dict) else {}}, "", problems, path=path)
+    for name, row in matrix.toolchains.items() if matrix else ():
+        if extra := sorted(set(row.test_suites) - set(matrix.build.test_suites)):
+            suites = ", ".join(matrix.build.test_suites)
             problems.add(f"toolchains.{name}.test_suites", f"{', '.join(extra)} not in [build].test_suites ({suites})")
     if problems:
         raise MatrixError("\n".join(f"{path}: {p}" for p in problems))
-    return Matrix(path=path, build=build, toolchains=toolchains, local_bases=bases)
+    return matrix
 
 
 def load(path: Path | str = DEFAULT_PATH) -> Matrix:

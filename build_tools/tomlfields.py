@@ -25,9 +25,10 @@ def key(doc: str, *, toml: str = "", check: Check | None = None, **kw: Any) -> A
     return field(metadata={"doc": doc, "toml": toml, "check": check}, **kw)
 
 
-def given() -> Any:
-    """A field the reader does not read but is handed (the name of the table a row comes from)."""
-    return field(metadata={"given": True})
+def given(check: Check | None = None, *, quoted: bool = False) -> Any:
+    """A field the reader hands rather than reads: the name of the table a row comes from. A row whose name fails
+    ``check`` is not read; a ``quoted`` name is written ``table."name"`` in problems."""
+    return field(metadata={"given": True, "check": check, "quoted": quoted})
 
 
 def rule(ok: Callable[[Any], Any], problem: str) -> Check:
@@ -72,13 +73,14 @@ def _join(prefix: str, name: str) -> str:
 
 # per annotated type: how a TOML value of it is recognised, and what a problem says was expected
 _KINDS: dict[Any, tuple[Callable[[Any], bool], str]] = {
+    Any: (lambda v: True, "anything"),  # a value its caller checks
     bool: (lambda v: isinstance(v, bool), "true or false"),
     str: (lambda v: isinstance(v, str), "a string"),
     tuple: (lambda v: isinstance(v, list) and all(isinstance(x, str) and x for x in v), "a list of non-empty strings"),
 }
 
 
-def _convert(tp: Any, value: Any, where: str, problems: Problems) -> Any:
+def _convert(tp: Any, value: Any, where: str, problems: Problems, **handed: Any) -> Any:
     """``value`` as ``tp`` (lists become tuples, tables dicts or dataclasses); None with a problem if it is not one."""
     kind, args = typing.get_origin(tp) or tp, typing.get_args(tp)
     if is_dataclass(tp) or kind is Mapping or (kind is tuple and args[0] is not str):
@@ -86,11 +88,19 @@ def _convert(tp: Any, value: Any, where: str, problems: Problems) -> Any:
             problems.add(where, f"expected {'a list' if kind is tuple else 'a table'}, got {value!r}")
             return None
         if is_dataclass(tp):
-            return read(tp, value, where, problems)
+            return read(tp, value, where, problems, **handed)
         row = args[0] if kind is tuple else args[1]  # a row with a problem is None in the rows
-        named = value.items() if kind is Mapping else ((f"#{n}", v) for n, v in enumerate(value, 1))
-        rows = {k: _convert(row, v, f"{where}.{k}" if kind is Mapping else where + k, problems) for k, v in named}
-        return tuple(rows.values()) if kind is tuple else rows
+        if kind is tuple:
+            return tuple(_convert(row, v, f"{where}#{n}", problems) for n, v in enumerate(value, 1))
+        name = next((f for f in fields(row) if f.metadata.get("given")), None) if is_dataclass(row) else None
+        rows = {}
+        for k, v in value.items():
+            at = _join(where, f'"{k}"' if name and name.metadata["quoted"] else k)
+            if name and name.metadata["check"] and (problem := name.metadata["check"](k)):
+                problems.add(at, problem)
+            else:
+                rows[k] = _convert(row, v, at, problems, **({name.name: k} if name else {}))
+        return rows
     accepts, expected = _KINDS[kind]
     if accepts(value):
         return tuple(value) if kind is tuple else value
