@@ -1,23 +1,12 @@
-"""torch-fl sessions. Thin and table-driven: one build/test/bench session per toolchain of configs/toolchains.toml.
+"""torch-fl sessions. Thin and table-driven: one build/test/bench/qualify/install session per toolchain of
+configs/toolchains.toml; `nox -l` lists every session with what it does.
 
-    nox -s test-cpu                  build + repair the wheel in Docker, test it in a compiler-free image
+    nox -s test-cpu                          build + repair the wheel in Docker, test it in a compiler-free image
     nox -s test-cpu -- --rebuild -- -k add   session flags after `--`; pytest's arguments after a second `--`
-    nox -s build-cpu -- --dry-run    print every docker command without running it
-    nox -s bench-cpu                 the full benchmark in the test container (-- -- --short: the harness's options)
-    nox -s base-image                make the local base image on hosts that cannot pull (debootstrap)
-    nox -s index                     a PEP 503 index + flat find-links page per torch line of every variant,
-                                     wheels/<variant>/torch-M.m/ (no variant-wide page: it would offer every line)
-    nox -s publish -- DEST           copy the wheels and indexes to DEST/<variant>/ (a directory or share), atomically
-    nox -s install-cpu               install from its line's page as a node does (HTTP, file://, --find-links, and
-                                     the README's line beside a torch index offering the next minor), in a bare
-                                     container with the row's torch: pip must pick that line's wheel and leave torch
-                                     as it is (install-cpu29, -cpu210, -cpu214: the other lines' nodes)
-    nox -s lock                      re-resolve the images' lock files (docker/<dir>/locks/, build_tools/locks.py)
+    nox -s build-cpu -- --dry-run            print every docker command without running it
 
-Flags of build-*/test-*/bench-* (given after `--`): --dry-run, --rebuild (ignore the up-to-date wheel and images),
---bench-full / --no-bench (test-*; default: the short benchmark). An unknown flag is an error naming the valid ones
-(build_tools/plan.py SESSION_FLAGS); what follows a second `--` goes to pytest (test-*) or the benchmark
-(bench-*: python -m harness, tests/bench/harness).
+The flags each session takes are build_tools/plan.py's SESSION_FLAGS; an unknown one is an error naming the valid
+ones. What follows a second `--` goes to pytest (test-*), the benchmark (bench-*: python -m harness) or qualify.
 test-<gpu toolchain> and bench-<gpu toolchain> stop at once on a host without the GPU or its container runtime.
 The logic lives in build_tools/ (unit-tested in tests/unit/toolchain/); see docker/README.md.
 """

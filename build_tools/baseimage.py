@@ -53,15 +53,12 @@ def apt_mirror(sources: dict[str, str], suite: str) -> str | None:
     return None
 
 
-def host_apt_sources(etc_apt: Path = Path("/etc/apt")) -> dict[str, str]:
-    parts = [f for f in sorted((etc_apt / "sources.list.d").glob("*")) if f.suffix in (".list", ".sources")]
-    return {f.name: f.read_text(errors="replace") for f in [etc_apt / "sources.list", *parts] if f.is_file()}
-
-
 def resolve_mirror(base: LocalBase, etc_apt: Path = Path("/etc/apt")) -> str:
     if base.mirror != "auto":
         return base.mirror
-    return apt_mirror(host_apt_sources(etc_apt), base.suite) or DEFAULT_MIRROR
+    parts = [f for f in sorted((etc_apt / "sources.list.d").glob("*")) if f.suffix in (".list", ".sources")]
+    sources = {f.name: f.read_text(errors="replace") for f in [etc_apt / "sources.list", *parts] if f.is_file()}
+    return apt_mirror(sources, base.suite) or DEFAULT_MIRROR
 
 
 def plan(base: LocalBase, mirror: str, rootfs: Path, docker: str) -> list[Command]:

@@ -18,24 +18,19 @@ from .summary import Summary, parse_junit
 
 
 def require_gpus(flow: Flow, name: str, session: str) -> None:
-    """Stop at once when the row's test container needs NVIDIA GPUs (``--gpus``) that this host cannot give it."""
-    if not gpu.needs_nvidia(flow.matrix.toolchain(name).docker_run_flags):
-        return
-    client = flow.images.client()
-    runtimes = dockercli.runtime_names(client) if flow.images.daemon_usable() else None
-    devices, hook = gpu.device_nodes(), gpu.find_hook()
-    problem = gpu.problem(session, devices=devices, runtimes=runtimes, hook=hook, build_session=f"build-{name}")
-    if problem is None:
-        flow.echo(gpu.describe(devices, runtimes, hook))
-    else:
-        flow.runner.refuse(problem)
-
-
-def require_devices(flow: Flow, name: str, session: str) -> None:
-    """Stop at once when the row passes device nodes (``--device=/dev/kfd``) that this docker host lacks."""
-    toolchain = flow.matrix.toolchain(name)
-    problem = hostdev.problem(session, hostdev.missing_devices(toolchain.docker_run_flags), f"build-{name}")
-    if problem is not None:
+    """Stop at once when the row's test container needs NVIDIA GPUs (``--gpus``) or device nodes
+    (``--device=/dev/kfd``) that this host cannot give it."""
+    flags = flow.matrix.toolchain(name).docker_run_flags
+    if gpu.needs_nvidia(flags):
+        client = flow.images.client()
+        runtimes = dockercli.runtime_names(client) if flow.images.daemon_usable() else None
+        devices, hook = gpu.device_nodes(), gpu.find_hook()
+        problem = gpu.problem(session, devices=devices, runtimes=runtimes, hook=hook, build_session=f"build-{name}")
+        if problem is None:
+            flow.echo(gpu.describe(devices, runtimes, hook))
+        else:
+            flow.runner.refuse(problem)
+    if problem := hostdev.problem(session, hostdev.missing_devices(flags), f"build-{name}"):
         flow.runner.refuse(problem)
 
 
@@ -65,7 +60,6 @@ class Container:
 def _run_in_test_image(flow: Flow, name: str, summary: Summary, how: Container) -> tuple[Result, str, bool]:
     """The test image, one container run and its reports swapped in whole: (run, status, published)."""
     require_gpus(flow, name, f"{how.session}-{name}")
-    require_devices(flow, name, f"{how.session}-{name}")
     if how.in_place:
         flow.runner.make_dir(how.final)
     built, tag = flows.test_image(flow, name, summary)
@@ -79,8 +73,7 @@ def _run_in_test_image(flow: Flow, name: str, summary: Summary, how: Container) 
             stage.status = "planned" if res.planned else how.collect(tmp, res)
             if not res.planned:
                 stage.note = f"exit {res.returncode}; log {res.log}"
-        published = not res.planned and (how.publish_empty or any(tmp.iterdir()))
-        if published:
+        if published := not res.planned and (how.publish_empty or any(tmp.iterdir())):
             summary.reports = how.final.relative_to(flow.repo)
             how.finish(tmp)
             outputs.keep_subdirs(how.final, tmp, list(how.keep))

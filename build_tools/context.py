@@ -126,8 +126,6 @@ def sync(pairs: Iterable[tuple[Path, Path]], dest_root: Path, *, link: bool = Fa
 
 @dataclass(frozen=True)
 class Staged:
-    """The staged context of one toolchain and the digests of its parts."""
-
     root: Path
     src_digest: str
     scripts_digest: str

@@ -102,8 +102,7 @@ def plan_install_run(
     if how not in HOWS:
         raise ValueError(f"how={how!r}: one of {', '.join(HOWS)}")
     argv = [docker, "run", "--rm", "--network", "none", "-v", f"{wheel_dir}:{INDEX_IN_CONTAINER}:ro"]
-    for k, v in sorted(toolchain.test_env.items()):
-        argv += ["-e", f"{k}={v}"]
+    argv += [a for k, v in sorted(toolchain.test_env.items()) for a in ("-e", f"{k}={v}")]
     # a GPU row's node image runs the smoke on the always-built CPU emulation runtime (no GPU needed to install)
     argv += ["-e", "FLAGOS_ACCELERATOR=cpu"] if toolchain.test_env.get("FLAGOS_ACCELERATOR", "cpu") != "cpu" else []
     argv += [image, "python", "/opt/torch-fl/install_smoke.py", "--how", how]
@@ -124,8 +123,7 @@ def require_index(f: flow.Flow, toolchain: Toolchain) -> list[index.Dist]:
         dists = index.collect(d, toolchain.variant)
     except index.IndexBuildError as exc:
         raise flow.UserError(str(exc)) from None
-    problems = index.check_index(d, dists)
-    if problems:
+    if problems := index.check_index(d, dists):
         raise flow.UserError(
             f"wheels/{toolchain.wheel_dir}/torch-<line>/ pages are missing or stale ({problems[0]}): run `nox -s index`"
         )
@@ -133,7 +131,6 @@ def require_index(f: flow.Flow, toolchain: Toolchain) -> list[index.Dist]:
 
 
 def offered(f: flow.Flow, toolchain: Toolchain, rows: list[Toolchain]) -> list[index.Dist]:
-    """The variant's wheels, one per torch line of the matrix (require_index), said aloud."""
     dists = require_index(f, toolchain)
     labels = sorted(x.label for x in dists)
     f.echo(f"wheels/{toolchain.wheel_dir} offers {', '.join(labels)} ({len(rows)} torch line(s) in the matrix)")

@@ -42,13 +42,6 @@ def run_quiet(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(list(argv), 127, "", str(exc))
 
 
-def _major(version: str) -> int:
-    try:
-        return int(version.strip().split(".")[0])
-    except ValueError:
-        return 0
-
-
 def candidates(environ: Mapping[str, str], which: Which = shutil.which) -> list[str]:
     """The docker executables to try: ``$TORCH_FL_DOCKER`` alone if set, else every ``docker`` on PATH."""
     if name := environ.get(ENV_OVERRIDE):
@@ -69,8 +62,7 @@ def find_client(
     """The first docker client that can build with BuildKit (``docker build`` with secrets and ``--output``):
     clients before 23.0 have BuildKit built in, newer ones need the buildx plugin."""
     environ = os.environ if environ is None else environ
-    exes = candidates(environ, which)
-    if not exes:
+    if not (exes := candidates(environ, which)):
         raise DockerError(
             "no docker client found: install Docker (Debian/Ubuntu: `apt-get install docker.io`; "
             "elsewhere Docker Engine or Docker Desktop) and make sure `docker` is on PATH"
@@ -85,7 +77,8 @@ def find_client(
         note = "" if exe == exes[0] else f"using {exe}: {exes[0]} cannot build with BuildKit (no buildx plugin)"
         if probe([exe, "buildx", "version"]).returncode == 0:
             return DockerClient(exe, version, "buildx", note)
-        if _major(version) < 23:
+        major = version.partition(".")[0]
+        if not major.isdigit() or int(major) < 23:  # an unreadable version is taken for an old client
             return DockerClient(exe, version, "builtin", note)
         rejected.append(f"{exe} {version} (no buildx plugin)")
     raise DockerError(

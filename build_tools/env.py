@@ -72,7 +72,6 @@ def _split(value: str | None) -> list[str]:
 
 
 def from_environ(environ: Mapping[str, str]) -> HostEnv:
-    """Read the pass-through settings from an environment mapping (``os.environ``)."""
     warnings: list[str] = []
     dirs: list[Path] = []
     urls: list[str] = []
@@ -87,8 +86,7 @@ def from_environ(environ: Mapping[str, str]) -> HostEnv:
             warnings.append(f"PIP_FIND_LINKS entry {entry!r} is not a directory; ignored")
     ca: Path | None = None
     for name in ("PIP_CERT", "REQUESTS_CA_BUNDLE"):
-        value = environ.get(name)
-        if value:
+        if value := environ.get(name):
             path = Path(value).expanduser()
             if not path.is_file():
                 raise EnvError(f"{name}={value} does not name a file: point it at your CA bundle or unset it")
@@ -111,12 +109,10 @@ def pip_conf(host: HostEnv, *, extra_index_urls: Sequence[str] = ()) -> str:
     lines = ["[global]", "disable-pip-version-check = true", "no-input = true"]
     if host.index_url:
         lines.append(f"index-url = {host.index_url}")
-    extra = [*host.extra_index_urls, *extra_index_urls]
-    if extra:
+    if extra := [*host.extra_index_urls, *extra_index_urls]:
         lines.append("extra-index-url =\n" + "\n".join(f"    {u}" for u in dict.fromkeys(extra)))
     staged = [f"{WHEELHOUSE_IN_CONTAINER}/{i}" for i in range(len(host.find_links_dirs))]
-    links = [*staged, *host.find_links_urls]
-    if links:
+    if links := [*staged, *host.find_links_urls]:
         lines.append("find-links =\n" + "\n".join(f"    {u}" for u in links))
     if host.trusted_hosts:
         lines.append("trusted-host = " + " ".join(host.trusted_hosts))
@@ -150,5 +146,4 @@ def secret_markers(host: HostEnv, environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def history_leaks(history: str, markers: Mapping[str, str]) -> list[str]:
-    """The reasons of every marker found in ``docker history --no-trunc`` output."""
     return sorted({why for marker, why in markers.items() if marker and marker in history})

@@ -121,15 +121,13 @@ def build(flow: Flow, name: str, summary: Summary, *, test_deps: bool = False) -
 
 def _build(flow: Flow, built: Built, summary: Summary) -> Built:
     name = built.toolchain.name
-    last = flow.runner.ask(lambda: _up_to_date(flow, built))
-    if last:
+    if last := flow.runner.ask(lambda: _up_to_date(flow, built)):
         _take(flow, built, last)
         summary.add("build wheel", "up to date", 0.0, "inputs unchanged since the last build")
         flow.echo(f"wheel up to date: {last.relative_to(flow.repo)} (build inputs unchanged)")
     else:
         with summary.stage("build wheel", f"docker build (builder {built.builder_base.ref})") as stage:
-            wheel = _build_wheel(flow, built)
-            if wheel is None:
+            if (wheel := _build_wheel(flow, built)) is None:
                 stage.status, stage.note = "planned", ""
                 return built
             _take(flow, built, wheel, new=True)

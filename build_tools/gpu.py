@@ -21,7 +21,6 @@ TOOLKIT_FIX = (
 
 
 def needs_nvidia(flags: Sequence[str]) -> bool:
-    """Does a row's ``docker run`` flag list ask for NVIDIA GPUs (``--gpus=...`` or ``--gpus ...``)?"""
     return any(f == "--gpus" or f.startswith("--gpus=") for f in flags)
 
 

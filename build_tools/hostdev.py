@@ -57,8 +57,7 @@ def device_groups(flags: Sequence[str], stat: Stat = _stat, listdir: ListDir = _
     excluded (root's group grants nothing here), in first-seen order."""
     gids: list[int] = []
     for path in device_paths(flags):
-        st = stat(path)
-        if st is None:
+        if (st := stat(path)) is None:
             continue
         nodes = [st]
         if statmod.S_ISDIR(st.st_mode):

@@ -101,8 +101,7 @@ class Images:
             res = dockercli.run_quiet([exe, "history", "--no-trunc", ref])
             if res.returncode != 0:
                 raise UserError(f"`docker history {ref}` failed: {res.stderr.strip()}")
-            leaks = env.history_leaks(res.stdout, markers)
-            if leaks:
+            if leaks := env.history_leaks(res.stdout, markers):
                 summary.add("history check", "failed", time.monotonic() - t0, ref)
                 raise UserError(
                     f"docker history of {ref} contains {', '.join(leaks)}: "

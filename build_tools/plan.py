@@ -30,8 +30,6 @@ REPORTS_IN_CONTAINER = "/reports"
 
 @dataclass(frozen=True)
 class Command:
-    """One external command: argv, extra environment, a title for progress and the name of its log."""
-
     title: str
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
@@ -39,7 +37,6 @@ class Command:
     kind: str = "plain"  # "build" (BuildKit plain progress is parsed) or "plain"
 
     def shell(self) -> str:
-        """The command as one copy-pasteable shell line."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
         line = shlex.join(self.argv)
         return f"{env} {line}" if env else line

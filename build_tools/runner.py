@@ -190,15 +190,11 @@ class Runner:
             self.echo(shown)
             yield Path(f"<private-tmp>/{name}")
             return
-        d = Path(tempfile.mkdtemp(prefix="torch-fl-secrets-"))
-        try:
-            p = d / name
-            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-            yield p
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
+        with tempfile.TemporaryDirectory(prefix="torch-fl-secrets-") as d:  # 0700, removed with its file
+            path = Path(d) / name
+            path.touch(mode=0o600, exist_ok=False)
+            path.write_text(text)
+            yield path
 
     def _print(self, text: str) -> None:
         print(text, flush=True)
@@ -209,13 +205,11 @@ class Runner:
         duration when it ends, ninja's ``[n/m]`` lines, and the latest line after ``HEARTBEAT_S`` of silence."""
         now = time.monotonic()
         elapsed = now - start
-        m = _STEP.match(line)
-        if m:
+        if m := _STEP.match(line):
             if "internal]" not in m.group(2):
                 self._steps.setdefault(m.group(1), m.group(2))
             return
-        m = _DONE.match(line)
-        if m:
+        if m := _DONE.match(line):
             step, what = m.group(1), m.group(2)
             if what == "CACHED":
                 self._cached += 1
@@ -227,8 +221,7 @@ class Runner:
         m = _OUTPUT.match(line)
         if m and m.group(1) in self._steps:
             self._announce(m.group(1), elapsed)
-        m = _NINJA.match(line)
-        if m:
+        if m := _NINJA.match(line):
             self._print(f"  {elapsed:6.0f}s    {_short(m.group(1))}")
         elif now - self._last_print > HEARTBEAT_S and line.strip():
             self._print(f"  {elapsed:6.0f}s    … {_short(re.sub(r'^#[0-9]+ [0-9.]+ ', '', line), 100)}")

@@ -19,17 +19,10 @@ VARIANT_ENV = "TORCH_FL_VARIANT"
 _VARIANT_PY = Path(__file__).resolve().parents[1] / "torch_fl" / "_variant.py"
 
 
-def _load_variant_module():
-    spec = importlib.util.spec_from_file_location("torch_fl_variant_scheme", _VARIANT_PY)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load the variant scheme from {_VARIANT_PY}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
-variants = _load_variant_module()
+_spec = importlib.util.spec_from_file_location("torch_fl_variant_scheme", _VARIANT_PY)
+variants = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = variants  # dataclasses look their module up while the class is made
+_spec.loader.exec_module(variants)
 
 
 def torch_variant(torch_version: str) -> str:

@@ -114,8 +114,7 @@ def problems(info: WheelInfo, *, variant: str, python_tag: str, excludes: Sequen
         out.append(f"platform tag {info.tag} is not a manylinux tag (was the wheel repaired?)")
     if not info.extension_modules:
         out.append("no extension module inside")
-    torch_libs = matching(info.grafted, TORCH_LIBS)
-    if torch_libs:
+    if torch_libs := matching(info.grafted, TORCH_LIBS):
         out.append("torch libraries were grafted: " + ", ".join(torch_libs))
     excluded = [g for g in matching(info.grafted, excludes) if g not in torch_libs]
     if excluded:

@@ -25,8 +25,7 @@ TOOLKIT = ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-runtime", "nvidia-cud
 
 def torch_cuda_release(torch_requires: list[str], version_py: str) -> tuple[str, str | None]:
     """(torch's CUDA major.minor from its version.py, torch's own ``cuda-toolkit==X.Y.Z`` pin or None)."""
-    m = re.search(r"^cuda\b[^=]*=\s*'([0-9.]+)'", version_py, re.M)
-    if not m:
+    if not (m := re.search(r"^cuda\b[^=]*=\s*'([0-9.]+)'", version_py, re.M)):
         raise SystemExit("cuda_toolkit: the installed torch is not a CUDA build (torch/version.py has no cuda)")
     pin = None
     for req in torch_requires:
@@ -42,8 +41,7 @@ def release_problems(cuda: str, pin: str | None, installed: dict[str, str | None
     if pin and installed.get("cuda-toolkit") not in (pin, None):
         problems.append(f"cuda-toolkit {installed['cuda-toolkit']} is installed, torch requires {pin}: {fix}")
     for name in TOOLKIT:
-        version = installed.get(name)
-        if version is None:
+        if (version := installed.get(name)) is None:
             problems.append(f"{name} is not installed: add the extra to cuda-toolkit[...] and {fix}")
         elif ".".join(version.split(".")[:2]) != cuda:
             problems.append(f"{name} {version} is not of torch's CUDA release {cuda}: {fix}")
@@ -70,16 +68,14 @@ def main() -> int:
     version_py = Path(dist.locate_file("torch/version.py")).read_text(encoding="utf-8")
     cuda, pin = torch_cuda_release(dist.requires or [], version_py)
     installed = {name: _version(name) for name in ("cuda-toolkit", *TOOLKIT)}
-    problems = release_problems(cuda, pin, installed)
-    if problems:
+    if problems := release_problems(cuda, pin, installed):
         raise SystemExit("cuda_toolkit: the toolkit wheels are not one CUDA release:\n  " + "\n  ".join(problems))
     root = Path(dist.locate_file(f"nvidia/cu{cuda.split('.')[0]}"))
     if not (root / "bin" / "nvcc").is_file():
         nvcc = installed["nvidia-cuda-nvcc"]
         raise SystemExit(f"cuda_toolkit: nvidia-cuda-nvcc {nvcc} did not provide {root}/bin/nvcc")
     lib = root / "lib"
-    versioned = sorted(lib.glob("libcudart.so.*"))
-    if not versioned:
+    if not (versioned := sorted(lib.glob("libcudart.so.*"))):
         raise SystemExit(f"cuda_toolkit: no libcudart.so.* in {lib}")
     _link(lib / "libcudart.so", versioned[0].name)
     _link(root / "lib64", "lib")

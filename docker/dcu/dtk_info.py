@@ -25,31 +25,21 @@ class DtkError(RuntimeError):
     """The image is not a usable DTK image; the message is the one line to show."""
 
 
-def dtk_root() -> Path:
-    for key in ("ROCM_PATH", "DTK_HOME", "ROCM_HOME"):
-        if os.environ.get(key):
-            return Path(os.environ[key])
-    return Path("/opt/dtk")
-
-
 def dtk_version(root: Path) -> str | None:
     """The DTK version string from the first version file under ``root`` ("25.04.1"), or None."""
     for rel in VERSION_FILES:
-        path = root / rel
         try:
-            text = path.read_text(encoding="utf-8", errors="replace").strip()
+            text = (root / rel).read_text(encoding="utf-8", errors="replace").strip()
         except OSError:
             continue
-        m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
-        if m:
+        if m := re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text):
             return m.group(0)
     return None
 
 
 def label_from_dtk(version: str) -> str:
     """ "25.04" / "25.04.1" / "25.4" -> "dtk2504" (major and minor; patch releases share a label)."""
-    m = re.match(r"(\d+)\.(\d+)", version)
-    if not m:
+    if not (m := re.match(r"(\d+)\.(\d+)", version)):
         raise DtkError(f"cannot read a DTK version from {version!r}")
     return f"dtk{int(m.group(1)):02d}{int(m.group(2)):02d}"
 
@@ -141,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser("variant", help="print the wheel's variant label read from the image")
     v.add_argument("--family", default="dtk*", help="the matrix's variant family (a glob)")
     args = ap.parse_args(argv)
-    root = dtk_root()
+    root = Path(next((os.environ[k] for k in ("ROCM_PATH", "DTK_HOME", "ROCM_HOME") if os.environ.get(k)), "/opt/dtk"))
     try:
         if args.cmd == "check":
             problems = check(args.python, root)

@@ -50,15 +50,11 @@ def pip(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "pip", *args], env=env, check=True)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def serve(directory: Path, stack: ExitStack) -> str:
     """``directory`` over HTTP on a free loopback port, stopped when ``stack`` closes; returns its base URL."""
-    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     cmd = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(directory)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stack.callback(lambda: (proc.terminate(), proc.wait(timeout=10)))

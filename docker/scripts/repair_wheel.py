@@ -25,8 +25,7 @@ from pathlib import Path
 def manylinux_tag(libc: str | None = None, machine: str | None = None) -> str:
     """``manylinux_2_36_x86_64`` from ``os.confstr('CS_GNU_LIBC_VERSION')`` ("glibc 2.36") and the machine."""
     libc = libc if libc is not None else (os.confstr("CS_GNU_LIBC_VERSION") or "")
-    m = re.match(r"glibc (\d+)\.(\d+)", libc)
-    if not m:
+    if not (m := re.match(r"glibc (\d+)\.(\d+)", libc)):
         raise SystemExit(f"repair_wheel: cannot read the glibc version of this image ({libc!r})")
     machine = machine or platform.machine()
     return f"manylinux_{m.group(1)}_{m.group(2)}_{machine}"
@@ -114,10 +113,10 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True)
     excludes = os.environ.get("AUDITWHEEL_EXCLUDE", "").split()
     plat = manylinux_tag()
+    if not (lib := torch_lib_dir()):
+        raise SystemExit("repair_wheel: torch/lib is missing from this builder image")
     env = dict(os.environ)
-    lib = torch_lib_dir()
-    if lib:
-        env["AUDITWHEEL_LD_LIBRARY_PATH"] = ":".join(p for p in (lib, env.get("AUDITWHEEL_LD_LIBRARY_PATH")) if p)
+    env["AUDITWHEEL_LD_LIBRARY_PATH"] = ":".join(p for p in (lib, env.get("AUDITWHEEL_LD_LIBRARY_PATH")) if p)
     auditwheel = [sys.executable, "-m", "auditwheel"]
     shown = run([*auditwheel, "show", str(wheel)], env)
     cmd = [*auditwheel, "repair", "--plat", plat, "-w", str(out)]
@@ -127,8 +126,6 @@ def main(argv: list[str]) -> int:
     repaired = sorted(out.glob("*.whl"))
     if len(repaired) != 1:
         raise SystemExit(f"repair_wheel: auditwheel produced {[w.name for w in repaired]}")
-    if not lib:
-        raise SystemExit("repair_wheel: torch/lib is missing from this builder image")
     check_torch_symbols(repaired[0], lib)
     shown_repaired = run([*auditwheel, "show", str(repaired[0])], env)
     (out / "auditwheel-show.txt").write_text(

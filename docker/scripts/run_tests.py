@@ -30,11 +30,7 @@ def worker_count(text: str) -> int:
     """``--workers``: a positive count, or ``auto`` for the CPUs this process may run on (a container's cpuset)."""
     if text == "auto":
         return max(1, len(os.sched_getaffinity(0)))
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
+    if (n := int(text) if text.isdigit() else 0) < 1:
         raise argparse.ArgumentTypeError(f"--workers {text!r}: give a positive count or 'auto'")
     return n
 
