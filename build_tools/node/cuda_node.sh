@@ -5,19 +5,20 @@
 #   [REUSE_BUILD=1] [PYTHON=python3] [CXX=g++] bash build_tools/node/cuda_node.sh [MODE]
 # REUSE_BUILD=1 keeps the wheel an earlier call built here; else build.log. Every mode starts with smoke: node.txt.
 # MODE     what it runs, from tests/ and tests/node/ (knobs=defaults)                            files it writes
-# smoke    torch_fl info, a matmul, add on the native and flaggems routes                                node.txt
-# full     routing + correctness suites (SUITE_WORKERS=8; 0: one process), then bench    pytest.txt junit.xml
-# bench    the route A/B bench (BENCH_ARGS: options; TORCH_FL_COMMIT=HEAD names the checkout) bench.txt bench/*
+# smoke    torch_fl info, a matmul, add on ROUTES="native flaggems"; FLAGOS_ACCELERATOR=cuda              node.txt
+# full     routing + correctness suites (SUITE_WORKERS=8; 0: one process; PYTEST_ARGS), then bench  pytest.txt junit.xml
+# bench    the route A/B bench (BENCH_ARGS, BENCH_ACCELERATOR=cuda, TORCH_FL_COMMIT=HEAD)      bench.txt bench/*
+# index    full into reports/index-node with no workers and BENCH_ARGS=--short, but torch-fl pip-installed into a venv
+#          from the carried wheels/$VARIANT/ (cu130) index as on a cluster; lacking the node's wheel (or REBUILD=1),
+#          it builds that the builder's way and indexes a copy. build/node-wheels/ (the tools) joins .whl/
 # train    training flagos against cuda (train_check.py), TIME_PAIRS=5 alternating step times        train.txt
 # models   the model suite against cuda and its repeat (A/A), TIME_PAIRS=5 alternating step times   models.txt
 # dist     2 GPUs: the distributed suite, then all_reduce bandwidth against plain NCCL                  dist.txt
 # fsdp     FSDP2, DTensor, TP and DCP on a 1-rank flagos mesh against the host (fsdp_check.py)          fsdp.txt
-# checks   models beside the suites (8 workers) and the exit check under load; no bench
-#                                                                       models.txt pytest.txt junit.xml exit.txt
+# checks   models beside the suites (8 workers), the exit check under load  models.txt pytest.txt junit.xml exit.txt
 # opinfo   the op database under the native and the cpu-default conf side by side; OPINFO_SAMPLES=1,
 #          OPINFO_WORKERS=7 per conf, OPINFO_TIMEOUT=240                      opinfo-{native,cpu}.{txt,json}
-# mixed    fails where the emulation takes a host tensor that cuda refuses (MIXED_WORKERS=4, MIXED_TIMEOUT=300)
-#                                                                                                      mixed.txt
+# mixed    fails where the emulation takes a host tensor cuda refuses (MIXED_WORKERS=4, MIXED_TIMEOUT=300) mixed.txt
 # compile  torch.compile flagos against cuda, TIME_PAIRS=5 lockstep sets, Inductor features; COMPILE_SUITE=1
 #          first runs tests/compile, COMPILE_SUITE="compile/test_x.py ..." those files           compile.txt
 # llm      a compiled HF Llama step flagos against cuda (harness.llm), LLM_SETS=2 lockstep sets         llm.txt
@@ -35,43 +36,111 @@
 # graphs   capture tests, then graphs_check.py add rng provider train (GRAPH_PAIRS=20, GRAPH_SETS=3)  graphs.txt
 set -euo pipefail
 mode=${1:-full}
+workers=${SUITE_WORKERS:-8} wheels=(.whl/*.whl) locked=
+if [ "$mode" = index ]; then  # full's defaults but these; build/node-wheels/ first, no lock
+  OUT=${OUT:-reports/index-node} BENCH_ARGS=${BENCH_ARGS:---short} variant=${VARIANT:-cu130} check=--check workers=
+  wheels=(build/node-wheels/*.whl .whl/*.whl) dist=/tmp/torch-fl-dist
+fi
 OUT=${OUT:-reports/cuda-node}
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 PY=${PYTHON:-python3}
 repo=$(pwd)
 site=/tmp/torch-fl-site
-rm -rf "$site"
+rm -rf "$site" /tmp/torch-fl-index /tmp/torch-fl-node
 export PYTHONUNBUFFERED=1
+: >"$OUT/node.txt"
+log() { echo "$*" | tee -a "$OUT/node.txt"; }
 
 # Extra wheels the node lacks travel in .whl/: the build backend by hash from the node lock (the cuda builder's pins,
-# build_tools/locks.py), the test tools (flag_gems and its deps) as they are.
-node_lock=docker/cuda/locks/cuda-node-py312.txt
-locked=$(sed -n 's/^\([A-Za-z0-9._-]*\)==.*/\1/p' "$node_lock" | tr 'A-Z-' 'a-z_')
-"$PY" -m pip install -q --no-index --find-links .whl --require-hashes --no-deps --no-compile --no-cache-dir \
-  --target "$site" -r "$node_lock" \
-  || { echo "the build backend of $node_lock is not in .whl/: pip download --no-deps -r $node_lock -d .whl"; exit 1; }
+# build_tools/locks.py), the test tools (flag_gems and its deps) as they are. A wheel in two folders is taken once.
+if [ "$mode" != index ]; then
+  node_lock=docker/cuda/locks/cuda-node-py312.txt
+  locked=$(sed -n 's/^\([A-Za-z0-9._-]*\)==.*/\1/p' "$node_lock" | tr 'A-Z-' 'a-z_')
+  "$PY" -m pip install -q --no-index --find-links .whl --require-hashes --no-deps --no-compile --no-cache-dir \
+    --target "$site" -r "$node_lock" \
+    || { echo "the build backend of $node_lock is not in .whl/: pip download --no-deps -r $node_lock -d .whl"; exit 1; }
+fi
 extra=()
-for w in .whl/*.whl; do
+for w in "${wheels[@]}"; do
   [ -e "$w" ] || continue
-  name=$(basename "$w" | cut -d- -f1 | tr 'A-Z-' 'a-z_')
-  grep -qx "$name" <<<"$locked" || extra+=("$w")
+  [[ " ${extra[*]##*/} " != *" ${w##*/} "* ]] || continue
+  grep -qx "$(basename "$w" | cut -d- -f1 | tr 'A-Z-' 'a-z_')" <<<"$locked" || extra+=("$w")
 done
 [ ${#extra[@]} -eq 0 ] \
   || "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "${extra[@]}"
-export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PATH="$site/bin:$PATH"
 
 # A g++ with a shared libstdc++ (CMakeLists.txt says why); images for nvcc may put one without it first.
 for cxx in ${CXX:-} g++ /usr/bin/g++ c++; do
   lib=$(command -v "$cxx" >/dev/null && "$cxx" -print-file-name=libstdc++.so || true)
-  if [ "${lib#/}" != "$lib" ]; then
-    [ -n "${CXX:-}" ] && [ "$cxx" != "$CXX" ] && echo "CXX=$CXX has no shared libstdc++: using $cxx"
-    CXX=$(command -v "$cxx") && export CXX && break
-  fi
+  [ "${lib#/}" != "$lib" ] || continue
+  [ -n "${CXX:-}" ] && [ "$cxx" != "$CXX" ] && echo "CXX=$CXX has no shared libstdc++: using $cxx"
+  CXX=$(command -v "$cxx") && export CXX && break
 done
 if [ -n "${CXX:-}" ]; then echo "C++ compiler: $CXX ($("$CXX" --version | head -1))"; fi
 
 start=$(date +%s)
-if [ "${REUSE_BUILD:-0}" = 1 ] && compgen -G "/tmp/torch-fl-wheel/*.whl" >/dev/null; then
+if [ "$mode" = index ]; then
+  [ "${REUSE_BUILD:-0}" = 1 ] || rm -rf "$dist" /tmp/torch-fl-repaired
+  # What this node needs: its Python tag and torch line, in the project's variant scheme.
+  read -r pytag label page line < <(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" -c 'import sys, torch
+sys.path.append("torch_fl"); import _variant as v; want = v.make(torch.__version__, sys.argv[1])
+print("cp%d%d" % sys.version_info[:2], want.label, v.line_page(want.line), "%d.%d" % want.line)' "$variant")
+  log "node: $("$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__,
+    "gpus", torch.cuda.device_count())'); wants +$label ($pytag)"
+  index=$repo/wheels/$variant have_wheel=0
+  [ "${REBUILD:-0}" != 1 ] && compgen -G "$index/torch_fl-*+$label-$pytag-*.whl" >/dev/null && have_wheel=1
+  if [ "$have_wheel" = 1 ] && [ -f "$index/$page/simple/torch-fl/index.html" ]; then
+    log "index: the carried wheels/$variant has $(cd "$index" && ls torch_fl-*+"$label"-"$pytag"-*.whl) on $page/"
+  else
+    if [ "$have_wheel" = 1 ]; then  # an index of another layout: the wheel is there, its line's page is not
+      log "index: the carried wheels/$variant has the +$label $pytag wheel but no $page/ page; indexing a copy"
+    else
+      log "index: the carried wheels/$variant has no +$label $pytag wheel ($(cd "$index" 2>/dev/null \
+        && ls torch_fl-*.whl 2>/dev/null | tr '\n' ' ')); building it as the builder does"
+      if [ "${REUSE_BUILD:-0}" = 1 ] && compgen -G "/tmp/torch-fl-repaired/*.whl" >/dev/null; then
+        log "build: reusing $(cd /tmp/torch-fl-repaired && ls ./*.whl) (REUSE_BUILD=1)"
+      else
+        excludes=$("$PY" -c 'import sys, tomllib; t = tomllib.load(open("configs/toolchains.toml", "rb"))
+print(*next(r for r in t["toolchains"].values() if r["variant"] == sys.argv[1])["auditwheel"]["exclude"])' "$variant")
+        { VARIANT=$variant BUILD_ENV=CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$PY" docker/scripts/build_wheel.py . "$dist" \
+          && AUDITWHEEL_EXCLUDE=$excludes "$PY" docker/scripts/repair_wheel.py "$dist" /tmp/torch-fl-repaired
+        } >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; echo "build failed: $OUT/build.log"; exit 1; }
+        log "build + repair: $(( $(date +%s) - start )) s: $(cd /tmp/torch-fl-repaired && ls ./*.whl)"
+      fi
+      grep -A12 "(repaired)" /tmp/torch-fl-repaired/auditwheel-show.txt >>"$OUT/node.txt" || true
+    fi
+    carried=$index index=/tmp/torch-fl-index/$variant
+    mkdir -p "$index" && { cp -r "$carried/." "$index/" 2>/dev/null || true; }
+    [ "$have_wheel" = 1 ] || cp /tmp/torch-fl-repaired/*.whl "$index/"
+    "$PY" -c 'import sys; from pathlib import Path; from build_tools import index
+r = index.build(Path(sys.argv[1]), sys.argv[2]); print("index:", ", ".join(d.filename for d in r.dists))' \
+      "$index" "$variant" | tee -a "$OUT/node.txt"
+  fi
+  # The node: a venv over the system site-packages with torch, no torch-fl; the suites and bench run on it. A venv $PY's
+  # site-packages (torch) come through a .pth file. Without pip, no setuptools shadows torch's; $PY's pip fills it.
+  node_py=/tmp/torch-fl-node/bin/python
+  "$PY" -m venv --system-site-packages --without-pip /tmp/torch-fl-node
+  node_pip=("$PY" -m pip --python "$node_py")
+  if ! "${node_pip[@]}" --version >/dev/null 2>&1; then
+    rm -rf /tmp/torch-fl-node && "$PY" -m venv --system-site-packages /tmp/torch-fl-node
+    node_pip=("$node_py" -m pip)
+  fi
+  "$PY" -c 'import sys, sysconfig; sys.prefix != sys.base_prefix and print(sysconfig.get_paths()["purelib"])' \
+    >"$("$node_py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/torch-site.pth"
+  log "install: pip install \"torch==$line.*\" torch-fl --index-url file://$index/$page/simple/"
+  node_install() {
+    (cd /tmp && PIP_CONFIG_FILE=/dev/null "${node_pip[@]}" install --no-cache-dir "$@" \
+       --index-url "file://$index/$page/simple/" "torch==$line.*" torch-fl) >/tmp/torch-fl-pip.log 2>&1
+  }
+  if ! node_install; then  # torch's own requirements, which an offline node may lack and the index cannot give
+    tail -3 /tmp/torch-fl-pip.log | tee -a "$OUT/node.txt"
+    log "WARNING: the pip line failed on torch's own requirements (above); installing torch-fl with --no-deps"
+    node_install --no-deps
+  fi
+  tail -2 /tmp/torch-fl-pip.log | tee -a "$OUT/node.txt"
+  PY=$node_py
+elif [ "${REUSE_BUILD:-0}" = 1 ] && compgen -G "/tmp/torch-fl-wheel/*.whl" >/dev/null; then
   echo "build: reusing $(ls /tmp/torch-fl-wheel)"
 else
   # A fresh CMake cache, since it would keep an earlier compiler; file by file rather than in unity batches, since
@@ -82,13 +151,20 @@ else
     || { tail -40 "$OUT/build.log"; echo "build failed: full log in $OUT/build.log"; exit 1; }
   echo "build: $(( $(date +%s) - start )) s: $(ls /tmp/torch-fl-wheel)"
 fi
-"$PY" -m pip install -q --no-deps --no-compile --target "$site" /tmp/torch-fl-wheel/*.whl
+[ "$mode" = index ] || "$PY" -m pip install -q --no-deps --no-compile --target "$site" /tmp/torch-fl-wheel/*.whl
 
 cd /tmp  # import the installed package, never the checkout
-export FLAGOS_ACCELERATOR=cuda
+export FLAGOS_ACCELERATOR=${FLAGOS_ACCELERATOR:-cuda}
+if [ "$mode" = index ]; then  # the torch-fl that imports is the pip line's, in the venv
+  installed=$("$PY" -c 'from importlib.metadata import version; print(version("torch-fl"))')
+  where=$("$PY" -c 'import torch_fl, os; print(os.path.dirname(torch_fl.__file__))')
+  log "installed: torch-fl $installed at $where"
+  [[ $installed = "0.1.0+$label" && $where = /tmp/torch-fl-node/* ]] \
+    || { log "FAIL: the node venv must hold torch-fl 0.1.0+$label (another torch-fl on the path shadows it?)"; exit 1; }
+fi
 node_checks() {
-  "$PY" -m torch_fl info
-  "$PY" - <<'PY'
+  "$PY" -m torch_fl info ${check:+"$check"}
+  [ "$mode" = index ] || "$PY" - <<'PY'
 import torch, torch_fl
 x = torch.randn(1000, 1000).to("flagos")
 y = (x @ x.T).relu().sum()
@@ -97,17 +173,16 @@ print("smoke: device", x.device, "result", float(y), "reference", float(ref))
 assert torch.allclose(y.cpu(), ref, rtol=1e-3), (y, ref)
 print("memory_allocated", torch.flagos.memory_allocated())
 PY
-  for route in native flaggems; do
+  for route in ${ROUTES:-native flaggems}; do
     FLAGOS_OP_add__Tensor=$route FLAGOS_LOG=dispatch "$PY" -c "
 import torch, torch_fl
 a = torch.randn(101, 3, 320); b = torch.randn(101, 3, 320)
-out = a.to('flagos') + b.to('flagos')
-torch.flagos.synchronize()
-assert torch.equal(out.cpu(), a + b) or torch.allclose(out.cpu(), a + b), 'mismatch'
+out = a.to('flagos') + b.to('flagos'); torch.flagos.synchronize()
+assert torch.allclose(out.cpu(), a + b), 'mismatch'
 print('add ok on route $route')" 2>&1 | grep -E "add.Tensor|add ok|Error|error"
   done
 }
-node_checks 2>&1 | tee "$OUT/node.txt"
+node_checks 2>&1 | tee -a "$OUT/node.txt"
 cd "$repo"
 [ "$mode" = smoke ] && exit 0
 
@@ -294,20 +369,22 @@ case $mode in
         done \
      && "$PY" models/steptime.py --compare /tmp/steps-cuda.jsonl /tmp/steps-flagos.jsonl /tmp/steps-cuda-again.jsonl \
      && exit "$rc") 2>&1 | tee "$OUT/models.txt" ;;
-  *)  # full (any other word too): the suites, then the bench; bench: the bench alone
+  *)  # full and index (any other word too): the suites, then the bench; bench: the bench alone
     t0=$(date +%s)
     if [ "$mode" != bench ]; then
-      (suite routing correctness -rs -n "${SUITE_WORKERS:-8}" --junitxml="$OUT/junit.xml" 2>&1 \
+      # shellcheck disable=SC2086  # PYTEST_ARGS is a list of options
+      (suite routing correctness -rs ${workers:+-n "$workers"} --junitxml="$OUT/junit.xml" ${PYTEST_ARGS:-} 2>&1 \
          | tee "$OUT/pytest.txt"; exit "${PIPESTATUS[0]}") || status=$?
-      echo "routing and correctness suites: $(( $(date +%s) - t0 )) s"
+      log "routing and correctness suites: $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/pytest.txt")"
       t0=$(date +%s)
     fi
     # Straight into $OUT: the bench rewrites its reports after every part, and what is under $OUT comes back even
     # from a call cut at its time limit. The report names the checkout's HEAD, which only the caller can ask.
     commit=${TORCH_FL_COMMIT:-$(git -C "$repo" rev-parse HEAD 2>/dev/null || true)}
     # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
-    (cd "$tests_copy/bench" && TORCH_FL_COMMIT=$commit "$PY" -m harness --accelerator cuda --out "$OUT/bench" \
-       ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt") || status=$?
-    echo "bench: $(( $(date +%s) - t0 )) s" ;;
+    (cd "$tests_copy/bench" && TORCH_FL_COMMIT=$commit "$PY" -m harness --accelerator "${BENCH_ACCELERATOR:-cuda}" \
+       --out "$OUT/bench" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt") || status=$?
+    [ "$mode" != index ] || rm -f "$OUT/bench/bench.png"  # index: at most 7 files
+    log "bench: $(( $(date +%s) - t0 )) s" ;;
 esac
 exit "$status"
