@@ -36,6 +36,11 @@
 # graphs   capture tests, then graphs_check.py add rng provider train (GRAPH_PAIRS=20, GRAPH_SETS=3)  graphs.txt
 set -euo pipefail
 mode=${1:-full}
+case $mode in  # a misspelt mode stops here, not in a long run of another one
+  smoke | full | bench | index | train | models | dist | fsdp | checks | opinfo | mixed | compile | llm) ;;
+  decode | replay | stepops | flaggems | interop | graphs) ;;
+  *) echo "cuda_node.sh: unknown mode '$mode'; the table at the top of $0 lists the modes" >&2; exit 2 ;;
+esac
 workers=${SUITE_WORKERS:-8} wheels=(.whl/*.whl) locked=
 if [ "$mode" = index ]; then  # full's defaults but these; build/node-wheels/ first, no lock
   OUT=${OUT:-reports/index-node} BENCH_ARGS=${BENCH_ARGS:---short} variant=${VARIANT:-cu130} check=--check workers=
@@ -369,7 +374,7 @@ case $mode in
         done \
      && "$PY" models/steptime.py --compare /tmp/steps-cuda.jsonl /tmp/steps-flagos.jsonl /tmp/steps-cuda-again.jsonl \
      && exit "$rc") 2>&1 | tee "$OUT/models.txt" ;;
-  *)  # full and index (any other word too): the suites, then the bench; bench: the bench alone
+  *)  # full and index: the suites, then the bench; bench: the bench alone
     t0=$(date +%s)
     if [ "$mode" != bench ]; then
       # shellcheck disable=SC2086  # PYTEST_ARGS is a list of options
