@@ -253,7 +253,7 @@ def render_table(table: VendorTable) -> str:
 
 def _comment(text: str) -> list[str]:
     return textwrap.wrap(
-        text, 92, initial_indent="# ", subsequent_indent="# ", break_long_words=False, break_on_hyphens=False
+        text, width=92, initial_indent="# ", subsequent_indent="# ", break_long_words=False, break_on_hyphens=False
     )
 
 
@@ -264,8 +264,9 @@ def stale(out_dir: Path, rendered: Mapping[str, str]) -> list[str]:
         path = out_dir / name
         current = path.read_text(encoding="utf-8") if path.is_file() else ""
         if current != text:
-            lines = current.splitlines(keepends=True), text.splitlines(keepends=True)
-            diffs.append("".join(difflib.unified_diff(*lines, f"{path} (committed)", f"{path} (generated)")))
+            old, new = current.splitlines(keepends=True), text.splitlines(keepends=True)
+            names = {"fromfile": f"{path} (committed)", "tofile": f"{path} (generated)"}
+            diffs.append("".join(difflib.unified_diff(old, new, **names)))
     for path in sorted(out_dir.glob("backends_*.conf")):
         if path.name not in rendered:
             diffs.append(f"{path}: no vendor in routes.toml generates it; delete it or add the vendor\n")

@@ -120,8 +120,12 @@ def read_dist(path: Path) -> Dist:
             meta = HeaderParser().parsestr(zf.read(names[0]).decode("utf-8"))
     except zipfile.BadZipFile as exc:
         raise IndexBuildError(f"{path}: not a wheel ({exc}); remove it or rebuild") from None
-    requires = tuple(meta.get_all("Requires-Dist") or ())
-    return Dist(path, context.file_sha256(path), meta.get("Requires-Python"), requires)
+    return Dist(
+        path=path,
+        sha256=context.file_sha256(path),
+        requires_python=meta.get("Requires-Python"),
+        requires_dist=tuple(meta.get_all("Requires-Dist") or ()),
+    )
 
 
 def collect(wheel_dir: Path, variant: str) -> list[Dist]:
@@ -164,8 +168,9 @@ def _render(dists: Iterable[Dist], out: Path, packages_url: str) -> Path:
     lst, site = out / "packages.jsonl", out / "site"
     out.mkdir(parents=True, exist_ok=True)
     lst.write_text("".join(d.package_line() + "\n" for d in dists), encoding="utf-8")
-    args = ["--package-list-json", str(lst), "--output-dir", str(site), "--packages-url", packages_url]
-    if rc := dumb_pypi.main([*args, "--title", "torch-fl", "--no-generate-timestamp", "--no-per-release-json"]):
+    args = ["--package-list-json", str(lst), "--output-dir", str(site), "--packages-url", packages_url,
+            "--title", "torch-fl", "--no-generate-timestamp", "--no-per-release-json"]
+    if rc := dumb_pypi.main(args):
         raise IndexBuildError(f"dumb-pypi exited {rc} while writing {site}")
     return site
 
@@ -206,11 +211,11 @@ def _render_line(dists: list[Dist], work: Path, final: Path) -> Path:
 def _remove(path: Path) -> bool:
     if path.is_dir():
         shutil.rmtree(path)
-    elif path.exists():
+        return True
+    if path.exists():
         path.unlink()
-    else:
-        return False
-    return True
+        return True
+    return False
 
 
 def build(wheel_dir: Path, variant: str) -> Result:

@@ -106,8 +106,8 @@ print("cp%d%d" % sys.version_info[:2], want.label, v.line_page(want.line), "%d.%
       if [ "${REUSE_BUILD:-0}" = 1 ] && compgen -G "/tmp/torch-fl-repaired/*.whl" >/dev/null; then
         log "build: reusing $(cd /tmp/torch-fl-repaired && ls ./*.whl) (REUSE_BUILD=1)"
       else
-        excludes=$("$PY" -c 'import sys, tomllib; t = tomllib.load(open("configs/toolchains.toml", "rb"))
-print(*next(r for r in t["toolchains"].values() if r["variant"] == sys.argv[1])["auditwheel"]["exclude"])' "$variant")
+        excludes=$("$PY" -c 'import sys; from build_tools import matrix
+print(*next(t for t in matrix.load().toolchains.values() if t.variant == sys.argv[1]).auditwheel_exclude)' "$variant")
         { VARIANT=$variant BUILD_ENV=CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$PY" docker/scripts/build_wheel.py . "$dist" \
           && AUDITWHEEL_EXCLUDE=$excludes "$PY" docker/scripts/repair_wheel.py "$dist" /tmp/torch-fl-repaired
         } >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; echo "build failed: $OUT/build.log"; exit 1; }
