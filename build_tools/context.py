@@ -178,8 +178,11 @@ def stage_build(
     vendor_dir = dockerfile.parent
     vendor_files = [f for f in walk_files(vendor_dir) if f != dockerfile] if vendor_dir.is_dir() else []
     sync(((f, root / "vendor" / f.relative_to(vendor_dir)) for f in vendor_files), root / "vendor")
-    dists = [(i, f) for i, d in enumerate(wheelhouses) for f in sorted(d.iterdir()) if f.name.endswith(DIST_SUFFIXES)]
-    sync(((f, root / "wheelhouse" / str(i) / f.name) for i, f in dists if f.is_file()), root / "wheelhouse", link=True)
+    staged = []  # wheelhouse N of PIP_FIND_LINKS -> wheelhouse/N/, its files hard-linked where the disk allows
+    for i, d in enumerate(wheelhouses):
+        staged += [(f, root / "wheelhouse" / str(i) / f.name) for f in sorted(d.iterdir())
+                   if f.is_file() and f.name.endswith(DIST_SUFFIXES)]
+    sync(staged, root / "wheelhouse", link=True)
     return Staged(
         root=root,
         src_digest=tree_digest(root / "src"),

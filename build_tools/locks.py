@@ -208,7 +208,7 @@ def _indexes(lock: Lock, lines: Sequence[str], find_links: Sequence[str]) -> lis
     return args
 
 
-def _compile(uv: Sequence[str], lock: Lock, pinned: bool, find_links: Sequence[str], previous: str = "") -> str:
+def _compile(uv: Sequence[str], lock: Lock, find_links: Sequence[str], *, pinned: bool, previous: str = "") -> str:
     """uv's resolution of ``lock.pinned`` (without dependencies) or ``lock.resolved``; "" when there are none.
     ``previous`` (the lock's current text) is uv's output file, which uv reads as preferences: a pin that still
     fits is kept."""
@@ -254,7 +254,8 @@ def update(locks: Iterable[Lock], repo: Path, uv: Sequence[str], find_links: Seq
     for lock in locks:
         target = repo / lock.path
         previous = target.read_text(encoding="utf-8") if target.is_file() else ""
-        text = render(lock, _compile(uv, lock, False, find_links, previous), _compile(uv, lock, True, find_links))
+        resolved = _compile(uv, lock, find_links, pinned=False, previous=previous)
+        text = render(lock, resolved, _compile(uv, lock, find_links, pinned=True))
         if previous != text or not target.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(target, text)
