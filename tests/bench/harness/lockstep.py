@@ -131,14 +131,18 @@ class _Arm:
         tail = "\n".join(self.stderr.read().splitlines()[-25:])
         return f"{self.name}: the process ended (exit {code}) without answering:\n{tail}"
 
-    def close(self) -> None:
-        if self.proc.poll() is None:
+    def close(self, at_once: bool = False) -> None:
+        """Ask the process to quit (it finishes its turn first); ``at_once`` kills it, as after a failed group,
+        where an arm may still be starting and nothing it would say is waited for."""
+        if self.proc.poll() is None and not at_once:
             try:
                 self.send("quit")
                 self.proc.wait(timeout=30)
             except (LockstepError, subprocess.TimeoutExpired, OSError):
-                self.proc.kill()
-                self.proc.wait()
+                pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
         self.stderr.close()
 
 
@@ -156,7 +160,7 @@ class Group:
                 self.arms[name] = _Arm(name, argv, env)
             self.info = {name: arm.answer(READY, self.deadline) for name, arm in self.arms.items()}
         except BaseException:
-            self.close()
+            self.close(at_once=True)
             raise
 
     def turn(self, name: str, steps: int) -> list[float]:
@@ -179,12 +183,12 @@ class Group:
             out.append({name: self.turn(name, steps) for name in names[k:] + names[:k]})
         return out
 
-    def close(self) -> None:
+    def close(self, at_once: bool = False) -> None:
         for arm in self.arms.values():
-            arm.close()
+            arm.close(at_once)
 
     def __enter__(self) -> Group:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self.close(at_once=exc_type is not None)
