@@ -1,6 +1,4 @@
-"""Provide the CUDA compiler and headers in the cuda builder (run by docker/cuda/Dockerfile).
-
-usage: python cuda_toolkit.py
+"""Provide the CUDA compiler and headers in the cuda builder (run by docker/cuda/Dockerfile, without arguments).
 
 A base image's toolkit (nvidia/cuda devel: /usr/local/cuda/bin/nvcc) is used as it is. Otherwise /usr/local/cuda
 points to the toolkit that PyPI's NVIDIA wheels of the builder's lock unpack under site-packages/nvidia/cu<major>/,

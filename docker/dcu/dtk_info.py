@@ -3,9 +3,7 @@
     python3 dtk_info.py check --python 3.10      the image's Python, its HIP (DAS) torch, DTK and RCCL; exit 1 if unfit
     python3 dtk_info.py variant --family 'dtk*'  the wheel's variant label, read from the image (e.g. dtk2504)
 
-The label is TORCH_FL_VARIANT (also read from BUILD_ENV) when set, else the DTK version file under the DTK root
-(``25.04.1`` -> ``dtk2504``), else the DAS torch's local version (``2.4.1+das.opt1.dtk2504``); the DTK file wins
-over torch with a warning. Python 3.10 compatible (DTK images ship 3.10).
+Where the label comes from, in order: docs/dcu.md. Python 3.10 compatible (DTK images ship 3.10).
 """
 
 from __future__ import annotations

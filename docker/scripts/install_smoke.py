@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import hashlib
+import http.server
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
+import threading
 import zipfile
 from contextlib import ExitStack
 from importlib import metadata
@@ -50,24 +50,20 @@ def pip(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "pip", *args], env=env, check=True)
 
 
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:  # a line per request of pip's would bury the smoke's own
+        pass
+
+
 def serve(directory: Path, stack: ExitStack) -> str:
-    """``directory`` over HTTP on a free loopback port, stopped when ``stack`` closes; returns its base URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(directory)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    stack.callback(lambda: (proc.terminate(), proc.wait(timeout=10)))
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(100):  # up to 10 s for the server to listen
-        try:
-            urllib.request.urlopen(url + "/", timeout=1).close()
-            return url
-        except OSError:
-            if proc.poll() is not None:
-                break
-            time.sleep(0.1)
-    raise SystemExit(f"install-smoke: http.server on {url} did not come up")
+    """``directory`` over HTTP on a free loopback port, answered by a thread while pip runs in a child process and
+    stopped when ``stack`` closes; returns its base URL."""
+    handler = functools.partial(QuietHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    stack.callback(server.server_close)
+    stack.callback(server.shutdown)
+    return f"http://127.0.0.1:{server.server_address[1]}"
 
 
 def _record_hash(data: bytes) -> str:

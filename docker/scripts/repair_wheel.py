@@ -45,10 +45,9 @@ _TORCH_SYMBOL = ("_ZN3c10", "_ZNK3c10", "_ZN2at", "_ZNK2at", "_ZN5torch", "_ZNK5
 
 def _dynamic_symbols(path: Path) -> tuple[set[str], set[str], list[str]]:
     """(defined, undefined strong, DT_NEEDED) dynamic symbols of one ELF file."""
-    from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
 
-    defined, undefined, needed = set(), set(), []
+    defined, undefined = set(), set()
     with path.open("rb") as fh:
         elf = ELFFile(fh)
         dynsym = elf.get_section_by_name(".dynsym")
@@ -58,9 +57,8 @@ def _dynamic_symbols(path: Path) -> tuple[set[str], set[str], list[str]]:
                     undefined.add(sym.name)
             elif sym["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK"):
                 defined.add(sym.name)
-        for section in elf.iter_sections():
-            if isinstance(section, DynamicSection):
-                needed += [t.needed for t in section.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
+        dynamic = elf.get_section_by_name(".dynamic")
+        needed = [t.needed for t in dynamic.iter_tags("DT_NEEDED")] if dynamic else []
     return defined, undefined, needed
 
 
