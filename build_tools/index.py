@@ -7,16 +7,13 @@
     torch-2.13/simple/torch-fl/index.html   project page: ``../../../<wheel>#sha256=...`` per wheel of the line
     torch-2.13/index.html                   flat find-links page (``../<wheel>#sha256=...``)
 
-A page offers only its line's wheels: with every line on one page, pip takes the highest local version
-(``+pt214cpu`` on a torch 2.13 node) and then replaces the node's torch. So no variant-wide page is written (a build
-removes one), and a wheel whose label or torch requirement names another line stops the build. The relative links
-resolve the same under http, file:// and in a published copy. dumb-pypi writes the HTML (with hashes and
+A page offers only its line's wheels, and no variant-wide page is written: docs/cluster.md says why. The relative
+links resolve the same under http, file:// and in a published copy. dumb-pypi writes the HTML (with hashes and
 Requires-Python, the same bytes for the same wheels); each line's tree is swapped in whole (``outputs.publish_dir``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -175,14 +172,6 @@ def _render(dists: Iterable[Dist], out: Path, packages_url: str) -> Path:
     return site
 
 
-def tree_digest(root: Path) -> str:
-    h = hashlib.sha256()
-    if root.exists():
-        for f in sorted(p for p in root.rglob("*") if p.is_file()):
-            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
 @dataclass(frozen=True)
 class Result:
     wheel_dir: Path
@@ -233,12 +222,9 @@ def build(wheel_dir: Path, variant: str) -> Result:
         }
         for line, tree in trees.items():
             final = line_dir(wheel_dir, line)
-            if tree_digest(tree) == tree_digest(final):
+            if context.tree_digest(tree) == context.tree_digest(final):
                 continue
-            tmp = outputs.temp_dir_beside(final)
-            tmp.rmdir()
-            tree.rename(tmp)
-            outputs.publish_dir(tmp, final)
+            outputs.publish_dir(tree, final)
             changed = True
     finally:
         shutil.rmtree(work, ignore_errors=True)
