@@ -1,9 +1,7 @@
-"""Locked Python installs of the toolchain images.
+"""The lock files of the toolchain images; how an image installs one: docker/README.md ("Locks").
 
-Every image installs its Python packages from one lock file (exact versions and sha256 hashes of every package,
-transitive ones included) with ``pip install --require-hashes --no-deps -r <lock>``. ``nox -s lock`` (``python -m
-build_tools.locks``) makes the locks with uv's resolver, keeping every pin that still fits; deleting a lock file
-first re-resolves it to the newest releases. What a lock is made from is derived from the matrix row:
+``nox -s lock`` (``python -m build_tools.locks``) makes them with uv's resolver, keeping every pin that still fits;
+deleting a lock file first re-resolves it to the newest releases. What a lock is made from, by matrix row:
 
 - ``<row>-builder``: the row's torch requirement (none when the image ships torch; pinned without its dependencies
   when ``torch.builder_no_deps``) and ``docker/<dir>/requirements-build.txt``;
@@ -256,8 +254,7 @@ def update(locks: Iterable[Lock], repo: Path, uv: Sequence[str], find_links: Seq
         previous = target.read_text(encoding="utf-8") if target.is_file() else ""
         resolved = _compile(uv, lock, find_links, pinned=False, previous=previous)
         text = render(lock, resolved, _compile(uv, lock, find_links, pinned=True))
-        if previous != text or not target.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
+        if previous != text:  # a missing lock reads as "", never a lock's text
             atomic_write_text(target, text)
             written.append(lock.path)
     return written
