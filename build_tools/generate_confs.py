@@ -29,6 +29,7 @@ if __package__ in (None, ""):  # run as a script (python build_tools/generate_co
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from build_tools.outputs import atomic_write_text  # noqa: E402
 from build_tools.tomlfields import Problems, key, matches, read  # noqa: E402
+from build_tools.wheel_metadata import by_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -36,19 +37,8 @@ SOURCE = CONFIGS / "routes.toml"
 SCRIPT_NAME = "build_tools/generate_confs.py"
 
 
-def _by_path(name: str, relative: str):
-    """A standard-library-only module of torch_fl loaded by path: importing torch_fl needs the built wheel."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_NAMES = _by_path("torch_fl_route_names", "torch_fl/_names.py")
-_QUALIFIED = _by_path("torch_fl_qualified_routes", "torch_fl/qualify/routes.py")
+_NAMES = by_path("torch_fl_route_names", "torch_fl/_names.py")
+_QUALIFIED = by_path("torch_fl_qualified_routes", "torch_fl/qualify/routes.py")
 BUILTIN_ROUTES = _NAMES.BUILTIN_ROUTES
 
 _OP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?")
