@@ -17,6 +17,7 @@ versions, any other change of the inputs shows as a changed digest.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import subprocess
 import sys
@@ -28,7 +29,9 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from .matrix import Matrix, Toolchain
+from .matrix import DEFAULT_PATH, Matrix, Toolchain
+from .matrix import load as load_matrix
+from .outputs import atomic_write_text
 
 # torch's own wheels need glibc >= 2.28; resolving for that floor fits every image (bookworm 2.36, Ubuntu 22.04
 # 2.35), and each lock lists the hashes of every file of a pinned version, so pip still picks the best file.
@@ -179,9 +182,7 @@ def check(lock: Lock, repo: Path) -> list[str]:
         if got is None:
             problems.append(f"{lock.path} is stale: {where} asks for {req.name}, which the lock lacks; {fix}")
         elif req.specifier and not req.specifier.contains(got[0], prereleases=True):
-            problems.append(
-                f"{lock.path} is stale: {where} asks for {req}, the lock has {req.name} {got[0]}; {fix}"
-            )
+            problems.append(f"{lock.path} is stale: {where} asks for {req}, the lock has {req.name} {got[0]}; {fix}")
     unhashed = sorted(name for name, (_, hashes) in pins.items() if hashes == 0)
     if unhashed:
         problems.append(f"{lock.path}: no hash for {', '.join(unhashed)}; {fix}")
@@ -246,8 +247,6 @@ def render(lock: Lock, resolved: str, pinned: str) -> str:
 
 def update(locks: Iterable[Lock], repo: Path, uv: Sequence[str], find_links: Sequence[str]) -> list[Path]:
     """Re-resolve ``locks``; each file is replaced only when its content changes. Returns the files written."""
-    from .outputs import atomic_write_text
-
     written = []
     for lock in locks:
         target = repo / lock.path
@@ -262,12 +261,8 @@ def update(locks: Iterable[Lock], repo: Path, uv: Sequence[str], find_links: Seq
 
 def main(argv: Sequence[str]) -> int:
     """``python -m build_tools.locks [ROW ...]``: re-resolve the locks of the named rows (all by default)."""
-    import os
-
-    from . import matrix as matrix_module
-
     repo = Path(__file__).resolve().parents[1]
-    matrix = matrix_module.load(repo / matrix_module.DEFAULT_PATH)
+    matrix = load_matrix(repo / DEFAULT_PATH)
     unknown = [a for a in argv if a not in matrix.toolchains]
     if unknown:
         print(f"locks: unknown row(s) {', '.join(unknown)}; rows: {', '.join(matrix.toolchains)}", file=sys.stderr)
