@@ -299,8 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"generate_confs: error: {exc}", file=sys.stderr)
         return 2
     if args.check:
-        diffs = stale(args.out_dir, rendered)
-        if diffs:
+        if diffs := stale(args.out_dir, rendered):
             sys.stdout.write("".join(diffs))
             print(f"generate_confs: confs are stale; run: python {SCRIPT_NAME}", file=sys.stderr)
             return 1
