@@ -190,9 +190,8 @@ class _Checks:
         if vendor.qualified is not None and vendor.qualified not in self.spec.qualified:
             self.problems.add(f"{where}.qualified", f"no report for {vendor.qualified!r} in [qualified]; add it there")
         elif report := reports.get(vendor.qualified):
-            report_blocks = _QUALIFIED.blocks(report, bool(vendor.tuned), frozenset(seen))
             # names come from the report's torch, not this one: never filtered, so --check is stable
-            blocks += [(tuple(sorted(ops)), chain, why) for ops, chain, why in report_blocks if ops]
+            blocks += _QUALIFIED.blocks(report, bool(vendor.tuned), frozenset(seen))
             qualified = (vendor.qualified, report.get("provider_version") or "unversioned")
         if vendor.tuned is not None and vendor.qualified is None:
             self.problems.add(f"{where}.tuned", "only a table with 'qualified' can be tuned")
