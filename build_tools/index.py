@@ -317,13 +317,10 @@ def published_variants(wheels: Path, variants: dict[str, str]) -> list[tuple[str
 
 
 def publish(wheel_dir: Path, dest_root: Path) -> Path:
-    """Copy one variant's wheels and its line pages to ``dest_root/<name>/``, swapped in whole (a same filesystem
-    rename).
-
-    A reader of the share sees the previous complete variant or the new one, never a half copy. Only the pages and
-    their wheels go: nothing else in the directory is published."""
+    """Copy one variant's wheels and its line pages to ``dest_root/<name>/``, swapped in whole: a reader of the share
+    sees the previous complete variant or the new one. Nothing else in the directory is published."""
     final = dest_root / wheel_dir.name
-    outputs.sweep_temporaries(dest_root) if dest_root.is_dir() else dest_root.mkdir(parents=True)
+    outputs.sweep_temporaries(dest_root)  # temp_dir_beside makes dest_root where it is missing
     tmp = outputs.temp_dir_beside(final)
     try:
         for w in sorted(wheel_dir.glob(WHEEL_GLOB)):
