@@ -110,7 +110,6 @@ def problems(info: WheelInfo, *, variant: str, python_tag: str, excludes: Sequen
         out.append("no extension module inside")
     if torch_libs := matching(info.grafted, TORCH_LIBS):
         out.append("torch libraries were grafted: " + ", ".join(torch_libs))
-    excluded = [g for g in matching(info.grafted, excludes) if g not in torch_libs]
-    if excluded:
+    if excluded := [g for g in matching(info.grafted, excludes) if g not in torch_libs]:
         out.append("excluded libraries were grafted: " + ", ".join(excluded))
     return out
