@@ -4,10 +4,8 @@
     python build_tools/generate_confs.py            rewrite the confs (atomically, only when changed)
     python build_tools/generate_confs.py --check    exit 1 with a unified diff when a conf is stale
 
-A vendor table with ``qualified = "<provider>"`` takes its provider routes from the committed qualification report
-that ``[qualified]`` names (torch_fl/qualify/routes.py turns it into blocks): the provider for every operator that
-passed, native with the verdict for every other; ``tuned = true`` keeps only those no slower than native.
-Hand-written blocks win over the report. The confs are committed so an installed wheel needs no generator; operator
+How a ``qualified`` vendor table takes its blocks from a committed report (torch_fl/qualify/routes.py) is said above
+``[qualified]`` in configs/routes.toml. The confs are committed so an installed wheel needs no generator; operator
 names are checked against torch's schemas when torch is importable (a bare CI job has none).
 """
 
@@ -31,6 +29,7 @@ if __package__ in (None, ""):  # run as a script (python build_tools/generate_co
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from build_tools.outputs import atomic_write_text  # noqa: E402
 from build_tools.tomlfields import Problems, key, matches, read  # noqa: E402
+from build_tools.wheel_metadata import by_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -38,19 +37,8 @@ SOURCE = CONFIGS / "routes.toml"
 SCRIPT_NAME = "build_tools/generate_confs.py"
 
 
-def _by_path(name: str, relative: str):
-    """A standard-library-only module of torch_fl loaded by path: importing torch_fl needs the built wheel."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_NAMES = _by_path("torch_fl_route_names", "torch_fl/_names.py")
-_QUALIFIED = _by_path("torch_fl_qualified_routes", "torch_fl/qualify/routes.py")
+_NAMES = by_path("torch_fl_route_names", "torch_fl/_names.py")
+_QUALIFIED = by_path("torch_fl_qualified_routes", "torch_fl/qualify/routes.py")
 BUILTIN_ROUTES = _NAMES.BUILTIN_ROUTES
 
 _OP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?")
@@ -202,15 +190,12 @@ class _Checks:
         if vendor.qualified is not None and vendor.qualified not in self.spec.qualified:
             self.problems.add(f"{where}.qualified", f"no report for {vendor.qualified!r} in [qualified]; add it there")
         elif report := reports.get(vendor.qualified):
-            report_blocks = _QUALIFIED.blocks(report, bool(vendor.tuned), frozenset(seen))
             # names come from the report's torch, not this one: never filtered, so --check is stable
-            blocks += [(tuple(sorted(ops)), chain, " ".join(why.split())) for ops, chain, why in report_blocks if ops]
+            blocks += _QUALIFIED.blocks(report, bool(vendor.tuned), frozenset(seen))
             qualified = (vendor.qualified, report.get("provider_version") or "unversioned")
         if vendor.tuned is not None and vendor.qualified is None:
             self.problems.add(f"{where}.tuned", "only a table with 'qualified' can be tuned")
-        # Multi-line TOML strings are reflowed anyway; their line breaks collapse here.
-        summary, default_reason = (" ".join(text.split()) for text in (vendor.summary, vendor.default_reason))
-        return VendorTable(name, summary, vendor.default, default_reason, tuple(blocks), qualified)
+        return VendorTable(name, vendor.summary, vendor.default, vendor.default_reason, tuple(blocks), qualified)
 
     def block(self, block: _Routes, where: str) -> Block:
         self.ops(block.ops, f"{where}.ops")
@@ -224,7 +209,7 @@ class _Checks:
         if twice := sorted(op for op in set(ops) if ops.count(op) > 1):
             self.problems.add(where, f"an operator is listed twice: {', '.join(twice)}")
         self.chain(block.chain, f"{where}.chain")
-        return tuple(sorted(set(ops))), block.chain, " ".join(block.reason.split())
+        return tuple(sorted(set(ops))), block.chain, block.reason
 
 
 def render(source: Mapping[str, Any], *, known_ops: Collection[str] | None = None) -> dict[str, str]:
@@ -252,8 +237,9 @@ def render_table(table: VendorTable) -> str:
 
 
 def _comment(text: str) -> list[str]:
+    flat = " ".join(text.split())  # reflowed: a multi-line TOML string's line breaks are spaces like any other
     return textwrap.wrap(
-        text, width=92, initial_indent="# ", subsequent_indent="# ", break_long_words=False, break_on_hyphens=False
+        flat, width=92, initial_indent="# ", subsequent_indent="# ", break_long_words=False, break_on_hyphens=False
     )
 
 
@@ -312,8 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"generate_confs: error: {exc}", file=sys.stderr)
         return 2
     if args.check:
-        diffs = stale(args.out_dir, rendered)
-        if diffs:
+        if diffs := stale(args.out_dir, rendered):
             sys.stdout.write("".join(diffs))
             print(f"generate_confs: confs are stale; run: python {SCRIPT_NAME}", file=sys.stderr)
             return 1

@@ -7,16 +7,13 @@
     torch-2.13/simple/torch-fl/index.html   project page: ``../../../<wheel>#sha256=...`` per wheel of the line
     torch-2.13/index.html                   flat find-links page (``../<wheel>#sha256=...``)
 
-A page offers only its line's wheels: with every line on one page, pip takes the highest local version
-(``+pt214cpu`` on a torch 2.13 node) and then replaces the node's torch. So no variant-wide page is written (a build
-removes one), and a wheel whose label or torch requirement names another line stops the build. The relative links
-resolve the same under http, file:// and in a published copy. dumb-pypi writes the HTML (with hashes and
+A page offers only its line's wheels, and no variant-wide page is written: docs/cluster.md says why. The relative
+links resolve the same under http, file:// and in a published copy. dumb-pypi writes the HTML (with hashes and
 Requires-Python, the same bytes for the same wheels); each line's tree is swapped in whole (``outputs.publish_dir``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -175,14 +172,6 @@ def _render(dists: Iterable[Dist], out: Path, packages_url: str) -> Path:
     return site
 
 
-def tree_digest(root: Path) -> str:
-    h = hashlib.sha256()
-    if root.exists():
-        for f in sorted(p for p in root.rglob("*") if p.is_file()):
-            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
 @dataclass(frozen=True)
 class Result:
     wheel_dir: Path
@@ -233,12 +222,9 @@ def build(wheel_dir: Path, variant: str) -> Result:
         }
         for line, tree in trees.items():
             final = line_dir(wheel_dir, line)
-            if tree_digest(tree) == tree_digest(final):
+            if context.tree_digest(tree) == context.tree_digest(final):
                 continue
-            tmp = outputs.temp_dir_beside(final)
-            tmp.rmdir()
-            tree.rename(tmp)
-            outputs.publish_dir(tmp, final)
+            outputs.publish_dir(tree, final)
             changed = True
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -331,13 +317,10 @@ def published_variants(wheels: Path, variants: dict[str, str]) -> list[tuple[str
 
 
 def publish(wheel_dir: Path, dest_root: Path) -> Path:
-    """Copy one variant's wheels and its line pages to ``dest_root/<name>/``, swapped in whole (a same filesystem
-    rename).
-
-    A reader of the share sees the previous complete variant or the new one, never a half copy. Only the pages and
-    their wheels go: nothing else in the directory is published."""
+    """Copy one variant's wheels and its line pages to ``dest_root/<name>/``, swapped in whole: a reader of the share
+    sees the previous complete variant or the new one. Nothing else in the directory is published."""
     final = dest_root / wheel_dir.name
-    outputs.sweep_temporaries(dest_root) if dest_root.is_dir() else dest_root.mkdir(parents=True)
+    outputs.sweep_temporaries(dest_root)  # temp_dir_beside makes dest_root where it is missing
     tmp = outputs.temp_dir_beside(final)
     try:
         for w in sorted(wheel_dir.glob(WHEEL_GLOB)):

@@ -1,9 +1,7 @@
-"""Locked Python installs of the toolchain images.
+"""The lock files of the toolchain images; how an image installs one: docker/README.md ("Locks").
 
-Every image installs its Python packages from one lock file (exact versions and sha256 hashes of every package,
-transitive ones included) with ``pip install --require-hashes --no-deps -r <lock>``. ``nox -s lock`` (``python -m
-build_tools.locks``) makes the locks with uv's resolver, keeping every pin that still fits; deleting a lock file
-first re-resolves it to the newest releases. What a lock is made from is derived from the matrix row:
+``nox -s lock`` (``python -m build_tools.locks``) makes them with uv's resolver, keeping every pin that still fits;
+deleting a lock file first re-resolves it to the newest releases. What a lock is made from, by matrix row:
 
 - ``<row>-builder``: the row's torch requirement (none when the image ships torch; pinned without its dependencies
   when ``torch.builder_no_deps``) and ``docker/<dir>/requirements-build.txt``;
@@ -19,6 +17,7 @@ versions, any other change of the inputs shows as a changed digest.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import subprocess
 import sys
@@ -30,7 +29,9 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from .matrix import Matrix, Toolchain
+from .matrix import DEFAULT_PATH, Matrix, Toolchain
+from .matrix import load as load_matrix
+from .outputs import atomic_write_text
 
 # torch's own wheels need glibc >= 2.28; resolving for that floor fits every image (bookworm 2.36, Ubuntu 22.04
 # 2.35), and each lock lists the hashes of every file of a pinned version, so pip still picks the best file.
@@ -181,9 +182,7 @@ def check(lock: Lock, repo: Path) -> list[str]:
         if got is None:
             problems.append(f"{lock.path} is stale: {where} asks for {req.name}, which the lock lacks; {fix}")
         elif req.specifier and not req.specifier.contains(got[0], prereleases=True):
-            problems.append(
-                f"{lock.path} is stale: {where} asks for {req}, the lock has {req.name} {got[0]}; {fix}"
-            )
+            problems.append(f"{lock.path} is stale: {where} asks for {req}, the lock has {req.name} {got[0]}; {fix}")
     unhashed = sorted(name for name, (_, hashes) in pins.items() if hashes == 0)
     if unhashed:
         problems.append(f"{lock.path}: no hash for {', '.join(unhashed)}; {fix}")
@@ -248,16 +247,13 @@ def render(lock: Lock, resolved: str, pinned: str) -> str:
 
 def update(locks: Iterable[Lock], repo: Path, uv: Sequence[str], find_links: Sequence[str]) -> list[Path]:
     """Re-resolve ``locks``; each file is replaced only when its content changes. Returns the files written."""
-    from .outputs import atomic_write_text
-
     written = []
     for lock in locks:
         target = repo / lock.path
         previous = target.read_text(encoding="utf-8") if target.is_file() else ""
         resolved = _compile(uv, lock, find_links, pinned=False, previous=previous)
         text = render(lock, resolved, _compile(uv, lock, find_links, pinned=True))
-        if previous != text or not target.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
+        if previous != text:  # a missing lock reads as "", never a lock's text
             atomic_write_text(target, text)
             written.append(lock.path)
     return written
@@ -265,12 +261,8 @@ def update(locks: Iterable[Lock], repo: Path, uv: Sequence[str], find_links: Seq
 
 def main(argv: Sequence[str]) -> int:
     """``python -m build_tools.locks [ROW ...]``: re-resolve the locks of the named rows (all by default)."""
-    import os
-
-    from . import matrix as matrix_module
-
     repo = Path(__file__).resolve().parents[1]
-    matrix = matrix_module.load(repo / matrix_module.DEFAULT_PATH)
+    matrix = load_matrix(repo / DEFAULT_PATH)
     unknown = [a for a in argv if a not in matrix.toolchains]
     if unknown:
         print(f"locks: unknown row(s) {', '.join(unknown)}; rows: {', '.join(matrix.toolchains)}", file=sys.stderr)

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import tomlfields
+from . import outputs, tomlfields
 from .tomlfields import Problems, given, key, matches, one_line, read, rule
 
 try:
@@ -249,13 +249,11 @@ def key_docs() -> str:
 
 def write_key_docs(readme: Path) -> bool:
     """Replace the generated key tables in ``readme``; True when it changed."""
-    from .outputs import atomic_write_text
-
     text = readme.read_text(encoding="utf-8")
     begin, end = text.index(DOCS_BEGIN), text.index(DOCS_END) + len(DOCS_END)
     new = text[:begin] + key_docs() + text[end:]
     if new != text:
-        atomic_write_text(readme, new)
+        outputs.atomic_write_text(readme, new)
     return new != text
 
 

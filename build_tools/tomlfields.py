@@ -51,10 +51,6 @@ def path_of(f: Field[Any]) -> str:
     return f.metadata.get("toml") or f.name
 
 
-def required(f: Field[Any]) -> bool:
-    return f.default is MISSING and f.default_factory is MISSING
-
-
 class Problems(list[str]):
     """``dotted.key: problem`` lines, in the order they were found."""
 
@@ -136,7 +132,7 @@ def read(cls: type, table: Mapping[str, Any], where: str, problems: Problems, **
         for part in path.split("."):
             node = node.get(part, MISSING) if isinstance(node, dict) else MISSING
         if node is MISSING:
-            if required(f):
+            if f.default is MISSING and f.default_factory is MISSING:
                 problems.add(at, "missing (required)")
             continue
         value = _convert(hints[f.name], node, at, problems)

@@ -2,7 +2,8 @@
 
 The extension only works with the torch minor line it was built against, so the wheel pins it (``torch>=2.13,<2.14``)
 and its local version names that line and the toolchain (``0.1.0+pt213cpu``): builds never collide and indexes
-never mix. The scheme (torch_fl/_variant.py) is loaded by path: the package itself is never imported here.
+never mix. The scheme (torch_fl/_variant.py) is loaded by path (``by_path``, which generate_confs.py uses too): the
+package itself is never imported here.
 """
 
 from __future__ import annotations
@@ -13,16 +14,23 @@ import sys
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 VARIANT_ENV = "TORCH_FL_VARIANT"
-_VARIANT_PY = Path(__file__).resolve().parents[1] / "torch_fl" / "_variant.py"
+_ROOT = Path(__file__).resolve().parents[1]
 
 
-_spec = importlib.util.spec_from_file_location("torch_fl_variant_scheme", _VARIANT_PY)
-variants = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = variants  # dataclasses look their module up while the class is made
-_spec.loader.exec_module(variants)
+def by_path(name: str, relative: str) -> ModuleType:
+    """A standard-library-only module of torch_fl loaded by path: importing torch_fl needs the built wheel."""
+    spec = importlib.util.spec_from_file_location(name, _ROOT / relative)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+variants = by_path("torch_fl_variant_scheme", "torch_fl/_variant.py")
 
 
 def torch_variant(torch_version: str) -> str:

@@ -29,13 +29,10 @@ class WheelError(ValueError):
 @dataclass(frozen=True)
 class WheelInfo:
     path: Path
-    name: str
     version: str
     python_tags: tuple[str, ...]
-    abi_tags: tuple[str, ...]
     platform_tags: tuple[str, ...]
     sha256: str
-    size: int
     extension_modules: tuple[str, ...]
     grafted: tuple[str, ...]
 
@@ -79,7 +76,7 @@ def _unique(values) -> tuple[str, ...]:
 
 def inspect(path: Path) -> WheelInfo:
     try:
-        name, version, _build, tags = parse_wheel_filename(path.name)
+        _name, version, _build, tags = parse_wheel_filename(path.name)
     except InvalidWheelFilename as exc:
         raise WheelError(f"{path}: not a wheel file name ({exc})") from None
     with zipfile.ZipFile(path) as zf:
@@ -89,13 +86,10 @@ def inspect(path: Path) -> WheelInfo:
         raise WheelError(f"{path}: corrupt member {bad}")
     return WheelInfo(
         path=path,
-        name=name,
         version=str(version),
         python_tags=_unique(t.interpreter for t in tags),
-        abi_tags=_unique(t.abi for t in tags),
         platform_tags=_unique(t.platform for t in tags),
         sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
-        size=path.stat().st_size,
         extension_modules=tuple(
             sorted(n for n in names if re.search(r"\.(cpython-[^/]*\.)?so$", n) and ".libs/" not in n)
         ),
@@ -116,7 +110,6 @@ def problems(info: WheelInfo, *, variant: str, python_tag: str, excludes: Sequen
         out.append("no extension module inside")
     if torch_libs := matching(info.grafted, TORCH_LIBS):
         out.append("torch libraries were grafted: " + ", ".join(torch_libs))
-    excluded = [g for g in matching(info.grafted, excludes) if g not in torch_libs]
-    if excluded:
+    if excluded := [g for g in matching(info.grafted, excludes) if g not in torch_libs]:
         out.append("excluded libraries were grafted: " + ", ".join(excluded))
     return out

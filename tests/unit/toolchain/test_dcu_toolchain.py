@@ -306,13 +306,10 @@ def test_hostdev_flags_from_a_fake_dcu_host(dcu):
 def test_wheelcheck_accepts_the_image_label_of_a_family(tmp_path):
     info = wheelcheck.WheelInfo(
         path=tmp_path / "torch_fl-0.1.0+pt204dtk2504-cp310-cp310-manylinux_2_35_x86_64.whl",
-        name="torch_fl",
         version="0.1.0+pt204dtk2504",
         python_tags=("cp310",),
-        abi_tags=("cp310",),
         platform_tags=("manylinux_2_35_x86_64",),
         sha256="0" * 64,
-        size=1,
         extension_modules=("torch_fl/_C.cpython-310-x86_64-linux-gnu.so",),
         grafted=(),
     )
