@@ -1,18 +1,10 @@
 """Stage the docker build context and hash what goes into it.
 
 The context of toolchain ``t`` is ``build/docker/<t>/context/`` (git-ignored), holding exactly what the Dockerfile
-may see, so ``docker build`` never uploads the repository's build outputs and the cache keys are easy to state::
-
-    src/          the build inputs listed in [build] of the matrix (pyproject.toml, CMakeLists.txt, csrc/, ...)
-    scripts/      docker/scripts/ (shared by every toolchain: build, repair, run-tests)
-    vendor/       the Dockerfile's folder minus the Dockerfile (requirement files)
-    shared-lock.txt  what the row's install lock shares with the other rows of its torch.shared_deps group
-    wheelhouse/N/ the N-th local PIP_FIND_LINKS directory (distribution files only; hard links where possible)
-    dist/         the repaired wheel (test image only)
-    tests/        a copy of tests/ minus host-only suites, with a pytest.ini taken from pyproject.toml
-
-Sources are taken as a fresh clone would have them, so a developer's in-tree build products never reach an image.
-Staging is a sync: unchanged files are left alone (BuildKit then transfers nothing), stale files are removed.
+may see, so ``docker build`` never uploads the repository's build outputs and the cache keys are easy to state; its
+layout is drawn in docker/README.md ("What happens"). Sources are taken as a fresh clone would have them, so a
+developer's in-tree build products never reach an image. Staging is a sync: unchanged files are left alone
+(BuildKit then transfers nothing), stale files are removed.
 """
 
 from __future__ import annotations

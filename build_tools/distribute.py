@@ -1,11 +1,6 @@
-"""The flows behind ``nox -s index``, ``nox -s publish -- DEST`` and ``nox -s install-<toolchain>``.
-
-- index:   a PEP 503 tree and a flat page per torch line of every ``wheels/<variant>/`` (build_tools/index.py).
-- publish: copies each indexed variant to DEST/<variant>/ (a directory or a mounted share), swapped in whole.
-- install-<toolchain>: what a cluster node does, in containers without network that have only Python and the
-  row's torch: torch-fl is installed from the variant's index in each of the row's ``install_ways``; pip must pick
-  the wheel of the container's torch line and leave torch as it was (docker/scripts/install_smoke.py).
-"""
+"""The flows behind ``nox -s index``, ``nox -s publish -- DEST`` and ``nox -s install-<toolchain>``, as
+docs/cluster.md describes them. install-<toolchain> does what a cluster node does, in containers without network:
+pip must pick the wheel of the container's torch line and leave torch as it was (docker/scripts/install_smoke.py)."""
 
 from __future__ import annotations
 
