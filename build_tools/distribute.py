@@ -140,10 +140,7 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
     wheel_dir = f.repo / "wheels" / toolchain.wheel_dir
     host = f.host()
     test_base = f.images.resolve_base(toolchain.test_image, toolchain.image_hint)
-    shared = locks.shared_install(f.matrix, toolchain, f.repo)
-    staged = context.stage_build(f.repo, toolchain, f.matrix.build, host.find_links_dirs, shared)
-    torch_args, note = plan.torch_source(toolchain, flow.staged_wheel_names(staged))
-    f.echo(note)
+    staged, torch_args = f.stage(toolchain, host)
     dists = f.runner.ask(
         lambda: offered(f, toolchain, rows),
         unasked="a real run needs the wheels of every torch line and a current index (nox -s index)",
