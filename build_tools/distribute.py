@@ -36,14 +36,13 @@ def index_all(f: flow.Flow, summary: Summary) -> list[index.Result]:
         d = wheels / name
         if not any(d.glob(index.WHEEL_GLOB)):
             continue
-        t0 = time.monotonic()
-        try:
-            res = index.build(d, pattern)
-        except index.IndexBuildError as exc:
-            summary.add(f"index {name}", "failed", time.monotonic() - t0)
-            raise flow.UserError(str(exc)) from None
-        labels = ", ".join(x.filename for x in res.dists)
-        summary.add(f"index {name}", "ran" if res.changed else "up to date", time.monotonic() - t0, labels)
+        with summary.stage(f"index {name}") as stage:
+            try:
+                res = index.build(d, pattern)
+            except index.IndexBuildError as exc:
+                raise flow.UserError(str(exc)) from None
+            stage.status = "ran" if res.changed else "up to date"
+            stage.note = ", ".join(x.filename for x in res.dists)
         for line, page in res.pages.items():
             n = sum(1 for x in res.dists if x.line == line)
             f.echo(f"wheels/{name}/{page.name}/simple/: {n} wheel(s) ({'written' if res.changed else 'unchanged'})")
