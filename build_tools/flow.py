@@ -1,8 +1,7 @@
 """The build flow behind ``nox -s build-<toolchain>`` and the test image that containers.py runs.
 
-A flow takes a ``Flow`` (repository, matrix, echo, and the runner, images and state it works through) and records
-its stages in a ``Summary``. Errors a newcomer can hit are one-line exceptions (``ERRORS``) that the nox session
-turns into ``session.error``.
+A flow records its stages in a ``Summary``; errors a newcomer can hit are one-line exceptions (``ERRORS``) that the
+nox session turns into ``session.error``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""Atomic outputs: an interrupted run never leaves a half wheel or a half report directory. A file or a report
-directory is filled under a temporary name beside its final one, then renamed into place (a directory by two
-renames: old out of the way, new in), so readers see the old complete one or the new complete one."""
+"""Atomic outputs: an interrupted run never leaves a half wheel or a half report directory. Each is filled under a
+temporary name beside its final one, then renamed into place (a directory by two renames: old out, new in)."""
 
 from __future__ import annotations
 
