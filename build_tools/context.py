@@ -97,9 +97,9 @@ def _same(src: Path, dst: Path) -> bool:
     return a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns
 
 
-def sync(pairs: Iterable[tuple[Path, Path]], dest_root: Path, *, link: bool = False) -> int:
+def sync(pairs: Iterable[tuple[Path, Path]], dest_root: Path, *, link: bool = False) -> None:
     """Make ``dest_root`` hold exactly the ``(src_file, dst_file)`` pairs (copies keep their metadata, so an
-    unchanged file is left alone); returns the number of files."""
+    unchanged file is left alone)."""
     wanted: set[Path] = set()
     for src, dst in pairs:
         if not _same(src, dst):
@@ -113,7 +113,6 @@ def sync(pairs: Iterable[tuple[Path, Path]], dest_root: Path, *, link: bool = Fa
             elif f.is_dir() and not any(f.iterdir()):
                 f.rmdir()
     dest_root.mkdir(parents=True, exist_ok=True)
-    return len(wanted)
 
 
 @dataclass(frozen=True)

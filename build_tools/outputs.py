@@ -75,7 +75,7 @@ def temp_dir_beside(final: Path) -> Path:
     return Path(tempfile.mkdtemp(prefix=f".{final.name}{TMP_MARK}", dir=final.parent))
 
 
-def publish_dir(tmp: Path, final: Path) -> Path:
+def publish_dir(tmp: Path, final: Path) -> None:
     """Swap the filled ``tmp`` directory in as ``final``; the previous ``final`` is removed afterwards."""
     for d in [tmp, *(f for f in tmp.rglob("*") if f.is_dir())]:
         os.chmod(d, 0o755)
@@ -88,7 +88,6 @@ def publish_dir(tmp: Path, final: Path) -> Path:
     _fsync(final.parent, strict=False)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-    return final
 
 
 def sweep_temporaries(directory: Path) -> list[Path]:
