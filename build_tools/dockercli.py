@@ -110,10 +110,8 @@ def check_daemon(client: DockerClient, probe: Probe = run_quiet) -> str:
 def inspect_image(client: DockerClient, ref: str, probe: Probe = run_quiet) -> dict | None:
     """``docker image inspect`` of ``ref``; None when the image is not present locally."""
     res = probe([client.exe, "image", "inspect", ref])
-    if res.returncode != 0:
-        return None
     try:
-        data = json.loads(res.stdout)
+        data = json.loads(res.stdout) if res.returncode == 0 else None
     except json.JSONDecodeError:
         return None
     return data[0] if data else None
