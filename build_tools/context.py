@@ -1,18 +1,10 @@
 """Stage the docker build context and hash what goes into it.
 
 The context of toolchain ``t`` is ``build/docker/<t>/context/`` (git-ignored), holding exactly what the Dockerfile
-may see, so ``docker build`` never uploads the repository's build outputs and the cache keys are easy to state::
-
-    src/          the build inputs listed in [build] of the matrix (pyproject.toml, CMakeLists.txt, csrc/, ...)
-    scripts/      docker/scripts/ (shared by every toolchain: build, repair, run-tests)
-    vendor/       the Dockerfile's folder minus the Dockerfile (requirement files)
-    shared-lock.txt  what the row's install lock shares with the other rows of its torch.shared_deps group
-    wheelhouse/N/ the N-th local PIP_FIND_LINKS directory (distribution files only; hard links where possible)
-    dist/         the repaired wheel (test image only)
-    tests/        a copy of tests/ minus host-only suites, with a pytest.ini taken from pyproject.toml
-
-Sources are taken as a fresh clone would have them, so a developer's in-tree build products never reach an image.
-Staging is a sync: unchanged files are left alone (BuildKit then transfers nothing), stale files are removed.
+may see, so ``docker build`` never uploads the repository's build outputs and the cache keys are easy to state; its
+layout is drawn in docker/README.md ("What happens"). Sources are taken as a fresh clone would have them, so a
+developer's in-tree build products never reach an image. Staging is a sync: unchanged files are left alone
+(BuildKit then transfers nothing), stale files are removed.
 """
 
 from __future__ import annotations
@@ -105,9 +97,9 @@ def _same(src: Path, dst: Path) -> bool:
     return a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns
 
 
-def sync(pairs: Iterable[tuple[Path, Path]], dest_root: Path, *, link: bool = False) -> int:
+def sync(pairs: Iterable[tuple[Path, Path]], dest_root: Path, *, link: bool = False) -> None:
     """Make ``dest_root`` hold exactly the ``(src_file, dst_file)`` pairs (copies keep their metadata, so an
-    unchanged file is left alone); returns the number of files."""
+    unchanged file is left alone)."""
     wanted: set[Path] = set()
     for src, dst in pairs:
         if not _same(src, dst):
@@ -121,7 +113,6 @@ def sync(pairs: Iterable[tuple[Path, Path]], dest_root: Path, *, link: bool = Fa
             elif f.is_dir() and not any(f.iterdir()):
                 f.rmdir()
     dest_root.mkdir(parents=True, exist_ok=True)
-    return len(wanted)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,6 @@
-"""The flows behind ``nox -s index``, ``nox -s publish -- DEST`` and ``nox -s install-<toolchain>``.
-
-- index:   a PEP 503 tree and a flat page per torch line of every ``wheels/<variant>/`` (build_tools/index.py).
-- publish: copies each indexed variant to DEST/<variant>/ (a directory or a mounted share), swapped in whole.
-- install-<toolchain>: what a cluster node does, in containers without network that have only Python and the
-  row's torch: torch-fl is installed from the variant's index in each of the row's ``install_ways``; pip must pick
-  the wheel of the container's torch line and leave torch as it was (docker/scripts/install_smoke.py).
-"""
+"""The flows behind ``nox -s index``, ``nox -s publish -- DEST`` and ``nox -s install-<toolchain>``, as
+docs/cluster.md describes them. install-<toolchain> does what a cluster node does, in containers without network:
+pip must pick the wheel of the container's torch line and leave torch as it was (docker/scripts/install_smoke.py)."""
 
 from __future__ import annotations
 
@@ -41,14 +36,13 @@ def index_all(f: flow.Flow, summary: Summary) -> list[index.Result]:
         d = wheels / name
         if not any(d.glob(index.WHEEL_GLOB)):
             continue
-        t0 = time.monotonic()
-        try:
-            res = index.build(d, pattern)
-        except index.IndexBuildError as exc:
-            summary.add(f"index {name}", "failed", time.monotonic() - t0)
-            raise flow.UserError(str(exc)) from None
-        labels = ", ".join(x.filename for x in res.dists)
-        summary.add(f"index {name}", "ran" if res.changed else "up to date", time.monotonic() - t0, labels)
+        with summary.stage(f"index {name}") as stage:
+            try:
+                res = index.build(d, pattern)
+            except index.IndexBuildError as exc:
+                raise flow.UserError(str(exc)) from None
+            stage.status = "ran" if res.changed else "up to date"
+            stage.note = ", ".join(x.filename for x in res.dists)
         for line, page in res.pages.items():
             n = sum(1 for x in res.dists if x.line == line)
             f.echo(f"wheels/{name}/{page.name}/simple/: {n} wheel(s) ({'written' if res.changed else 'unchanged'})")
@@ -145,10 +139,7 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
     wheel_dir = f.repo / "wheels" / toolchain.wheel_dir
     host = f.host()
     test_base = f.images.resolve_base(toolchain.test_image, toolchain.image_hint)
-    shared = locks.shared_install(f.matrix, toolchain, f.repo)
-    staged = context.stage_build(f.repo, toolchain, f.matrix.build, host.find_links_dirs, shared)
-    torch_args, note = plan.torch_source(toolchain, flow.staged_wheel_names(staged))
-    f.echo(note)
+    staged, torch_args = f.stage(toolchain, host)
     dists = f.runner.ask(
         lambda: offered(f, toolchain, rows),
         unasked="a real run needs the wheels of every torch line and a current index (nox -s index)",

@@ -13,8 +13,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .gpu import parse_runtimes
-
 ENV_OVERRIDE = "TORCH_FL_DOCKER"
 BUILDKIT_ENV = {"DOCKER_BUILDKIT": "1"}
 
@@ -112,10 +110,8 @@ def check_daemon(client: DockerClient, probe: Probe = run_quiet) -> str:
 def inspect_image(client: DockerClient, ref: str, probe: Probe = run_quiet) -> dict | None:
     """``docker image inspect`` of ``ref``; None when the image is not present locally."""
     res = probe([client.exe, "image", "inspect", ref])
-    if res.returncode != 0:
-        return None
     try:
-        data = json.loads(res.stdout)
+        data = json.loads(res.stdout) if res.returncode == 0 else None
     except json.JSONDecodeError:
         return None
     return data[0] if data else None
@@ -141,6 +137,8 @@ def image_refs(client: DockerClient, *selector: str, probe: Probe = run_quiet) -
 def runtime_names(client: DockerClient, probe: Probe = run_quiet) -> list[str] | None:
     """The daemon's container runtimes (``docker info``: runc, nvidia, ...); None when they cannot be read."""
     res = probe([client.exe, "info", "--format", "{{json .Runtimes}}"])
-    if res.returncode != 0:
+    try:
+        runtimes = json.loads(res.stdout or "") if res.returncode == 0 else None
+    except json.JSONDecodeError:
         return None
-    return parse_runtimes((res.stdout or "").strip())
+    return sorted(runtimes) if isinstance(runtimes, dict) else None

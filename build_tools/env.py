@@ -1,14 +1,5 @@
-"""What passes from the host into docker builds and test runs.
-
-Air-gapped and proxied hosts are first-class:
-
-- pip's index, extra index, trusted host and find-links settings go into a ``pip.conf`` passed as the BuildKit
-  secret ``pipconf`` (index URLs may carry credentials: never in a build arg, a layer or ``docker history``);
-  local find-links directories are staged into the build context (``wheelhouse/<n>/``).
-- The CA bundle named by ``PIP_CERT`` (else ``REQUESTS_CA_BUNDLE``) becomes the secret ``cacert``.
-- Proxies pass by name only (``--build-arg HTTP_PROXY``, ``-e HTTP_PROXY``): docker takes the value from its own
-  environment, so it is never printed, and keeps its predefined proxy build args out of ``docker history``.
-"""
+"""What passes from the host into docker builds and test runs: pip's settings, the CA bundle and the proxies of an
+air-gapped or proxied host, each as the table in docker/README.md ("Air-gapped and proxied hosts") says."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The build flow behind ``nox -s build-<toolchain>`` and the test image that containers.py runs.
 
-A flow takes a ``Flow`` (repository, matrix, echo, and the runner, images and state it works through) and records
-its stages in a ``Summary``. Errors a newcomer can hit are one-line exceptions (``ERRORS``) that the nox session
-turns into ``session.error``.
+A flow records its stages in a ``Summary``; errors a newcomer can hit are one-line exceptions (``ERRORS``) that the
+nox session turns into ``session.error``.
 """
 
 from __future__ import annotations
@@ -61,6 +60,15 @@ class Flow:
         title = "pip.conf passed as the BuildKit secret 'pipconf' (credentials redacted here):\n"
         return self.runner.secret_file("pip.conf", text, title + shown)
 
+    def stage(self, toolchain: Toolchain, host: env.HostEnv) -> tuple[context.Staged, list[str]]:
+        """Stage the build context of ``toolchain``; returns it with the pip args of the torch its images install."""
+        shared = locks.shared_install(self.matrix, toolchain, self.repo)
+        staged = context.stage_build(self.repo, toolchain, self.matrix.build, host.find_links_dirs, shared)
+        wheels = sorted(p.name for p in (staged.root / "wheelhouse").glob("*/*") if p.is_file())
+        torch_args, note = plan.torch_source(toolchain, wheels)
+        self.echo(note)
+        return staged, torch_args
+
 
 @dataclass
 class Built:
@@ -97,10 +105,6 @@ class Built:
                 key=key,
                 source_date_epoch=git.source_date_epoch(flow.repo),
             )
-
-
-def staged_wheel_names(staged: context.Staged) -> list[str]:
-    return sorted(p.name for p in (staged.root / "wheelhouse").glob("*/*") if p.is_file())
 
 
 def build(flow: Flow, name: str, summary: Summary, *, test_deps: bool = False) -> Built:
@@ -153,10 +157,7 @@ def _stage(flow: Flow, toolchain: Toolchain) -> Built:
         flow.echo(line)
     builder_base = flow.images.resolve_base(toolchain.builder_image, toolchain.image_hint)
     test_base = flow.images.resolve_base(toolchain.test_image, toolchain.image_hint)
-    shared = locks.shared_install(flow.matrix, toolchain, flow.repo)
-    staged = context.stage_build(flow.repo, toolchain, flow.matrix.build, host.find_links_dirs, shared)
-    torch_args, torch_note = plan.torch_source(toolchain, staged_wheel_names(staged))
-    flow.echo(torch_note)
+    staged, torch_args = flow.stage(toolchain, host)
     if toolchain.collectives:
         flow.echo(f"collectives: {toolchain.collectives}")
     digests = (staged.src_digest, staged.scripts_digest, staged.wheelhouse_digest, staged.dockerfile_digest)

@@ -8,7 +8,6 @@ skipped) after a long build. ``problem`` is pure; ``device_nodes`` and ``find_ho
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -39,15 +38,6 @@ def device_nodes(dev: Path = Path("/dev")) -> list[str]:
 def find_hook(which: Callable[[str], str | None] = shutil.which) -> str | None:
     """Path of the NVIDIA Container Toolkit's hook, when it is on PATH (docker's ``--gpus`` runs it)."""
     return next((path for name in HOOKS if (path := which(name))), None)
-
-
-def parse_runtimes(docker_info_runtimes: str) -> list[str] | None:
-    """Runtime names from ``docker info --format '{{json .Runtimes}}'``; None when that output is unusable."""
-    try:
-        data = json.loads(docker_info_runtimes)
-    except (json.JSONDecodeError, TypeError):
-        return None
-    return sorted(data) if isinstance(data, dict) else None
 
 
 def problem(

@@ -1,11 +1,8 @@
 """What a test container's ``--device`` flags and optional mounts need from the docker host (DCU and the like).
 
-``missing_devices`` names the passed device nodes the host lacks, so test-<toolchain> stops before a long build.
-``run_flags`` adds what depends on the host: the optional mounts whose host path exists (hyhal on Hygon hosts) and
-``--group-add=<gid>`` for the group of every passed device node, since the container runs as the caller's uid and
-the numeric group is right whatever the image calls it (``video`` or ``render``). The host is passed in
-(``exists``, ``stat``, ``listdir``), so the unit tests fake it.
-"""
+The container runs as the caller's uid, so it joins the group of every passed device node by number, which is right
+whatever the image calls it (``video`` or ``render``). The host is passed in (``exists``, ``stat``, ``listdir``), so
+the unit tests fake it."""
 
 from __future__ import annotations
 

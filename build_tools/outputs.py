@@ -1,6 +1,5 @@
-"""Atomic outputs: an interrupted run never leaves a half wheel or a half report directory. A file or a report
-directory is filled under a temporary name beside its final one, then renamed into place (a directory by two
-renames: old out of the way, new in), so readers see the old complete one or the new complete one."""
+"""Atomic outputs: an interrupted run never leaves a half wheel or a half report directory. Each is filled under a
+temporary name beside its final one, then renamed into place (a directory by two renames: old out, new in)."""
 
 from __future__ import annotations
 
@@ -76,7 +75,7 @@ def temp_dir_beside(final: Path) -> Path:
     return Path(tempfile.mkdtemp(prefix=f".{final.name}{TMP_MARK}", dir=final.parent))
 
 
-def publish_dir(tmp: Path, final: Path) -> Path:
+def publish_dir(tmp: Path, final: Path) -> None:
     """Swap the filled ``tmp`` directory in as ``final``; the previous ``final`` is removed afterwards."""
     for d in [tmp, *(f for f in tmp.rglob("*") if f.is_dir())]:
         os.chmod(d, 0o755)
@@ -89,7 +88,6 @@ def publish_dir(tmp: Path, final: Path) -> Path:
     _fsync(final.parent, strict=False)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-    return final
 
 
 def sweep_temporaries(directory: Path) -> list[Path]:

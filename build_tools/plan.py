@@ -1,10 +1,8 @@
 """The docker commands of each step, as data (pure: unit-tested, printed by ``--dry-run``).
 
-Every toolchain's Dockerfile takes the same build args (``build_args``; docker/README.md lists them) and has the
-targets ``build`` (compiled + repaired wheel), ``wheel`` (scratch stage holding only the repaired wheel and its build
-report, exported with ``--output``), ``test-deps`` (the test image's packages, built alongside the wheel) and
-``test`` (compiler-free, wheel installed, suites in /opt/torch-fl-tests). Every package comes from the row's lock
-files; where torch may come from reaches pip through the pip.conf secret.
+Every toolchain's Dockerfile has the targets and takes the build args (``build_args``) of docker/README.md ("The
+Dockerfile contract"). Every package comes from the row's lock files; where torch may come from reaches pip through
+the pip.conf secret.
 """
 
 from __future__ import annotations
