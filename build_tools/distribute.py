@@ -149,9 +149,8 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
     key = context.combine("node", toolchain.fingerprint(), *digests, test_base.id, *torch_args)
     t0 = time.monotonic()
     with f.pipconf(host, torch_args) as pipconf:
-        inp = plan.BuildInputs(
-            staged.root, f.repo / NODE_DOCKERFILE, test_base.ref, test_base.ref, torch_args, pipconf, host, key
-        )
+        inp = plan.BuildInputs(context=staged.root, dockerfile=f.repo / NODE_DOCKERFILE, builder_image=test_base.ref,
+                               test_image=test_base.ref, pipconf=pipconf, host=host, key=key)
         node = plan_node_image(client.exe, toolchain, inp)
         built = f.runner.run(node.command)
     if built.planned:

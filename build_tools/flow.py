@@ -99,7 +99,6 @@ class Built:
                 dockerfile=flow.repo / self.toolchain.dockerfile,
                 builder_image=self.builder_base.ref,
                 test_image=self.test_base.ref,
-                torch_pip_args=self.torch_args,
                 pipconf=conf,
                 host=self.host,
                 key=key,

@@ -87,7 +87,6 @@ class BuildInputs:
     dockerfile: Path
     builder_image: str
     test_image: str
-    torch_pip_args: Sequence[str]
     pipconf: Path
     host: HostEnv
     key: str

@@ -40,7 +40,6 @@ def _inputs(tmp_path):
         REPO / distribute.NODE_DOCKERFILE,
         "torch-fl/debian:bookworm",
         "torch-fl/debian:bookworm",
-        [],
         tmp_path / "pip.conf",
         env.from_environ({"PIP_CERT": __file__, "HTTPS_PROXY": "http://user:secret@proxy:3128"}),
         "f" * 64,

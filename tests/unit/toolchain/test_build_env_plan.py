@@ -74,7 +74,6 @@ def inputs(tmp_path: Path, host: env.HostEnv) -> plan.BuildInputs:
         dockerfile=tmp_path / "docker/cpu/Dockerfile",
         builder_image="b:1",
         test_image="t:1",
-        torch_pip_args=[],
         pipconf=tmp_path / "secret/pip.conf",
         host=host,
         key="ab" * 32,

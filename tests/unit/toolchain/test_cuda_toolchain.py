@@ -87,7 +87,7 @@ def test_dockerfile_has_the_contract_targets_and_bases(cuda):
         "test-deps": "${TEST_IMAGE}",
         "test": "test-deps",
     }
-    inputs = plan.BuildInputs(Path("ctx"), DOCKERFILE, "b", "t", [], Path("pip.conf"), env.from_environ({}), "k")
+    inputs = plan.BuildInputs(Path("ctx"), DOCKERFILE, "b", "t", Path("pip.conf"), env.from_environ({}), "k")
     passed = [a.split("=", 1)[0] for a in plan.build_args(cuda, inputs) if "=" in a]
     for arg in passed:
         assert re.search(rf"^ARG {arg}\b", text, re.M), f"build arg {arg} is passed but not declared"
