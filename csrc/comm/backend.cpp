@@ -9,7 +9,6 @@
 #include "runtime/runtime.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
-#include <torch/csrc/utils/pybind.h>
 
 #include <utility>
 #include <vector>
@@ -284,16 +283,15 @@ class FlagosBackend final : public c10d::Backend {
 
 } // namespace
 
-void bind_comm(pybind11::module_& m) {
-  m.def("comm_backend", [](c10::intrusive_ptr<c10d::Backend> vendor) -> c10::intrusive_ptr<c10d::Backend> {
-    TORCH_CHECK(vendor, "comm_backend: no vendor backend given");
-    return c10::make_intrusive<FlagosBackend>(std::move(vendor));
-  }, pybind11::arg("vendor"), "Wrap the vendor's c10d backend so that it runs collectives on flagos tensors.");
-  m.def("comm_vendor_backend", [](const c10::intrusive_ptr<c10d::Backend>& backend) -> c10::intrusive_ptr<c10d::Backend> {
-    auto* ours = dynamic_cast<FlagosBackend*>(backend.get());
-    TORCH_CHECK(ours != nullptr, "comm_vendor_backend: ", backend->getBackendName(), " is not a flagos backend");
-    return ours->vendor();
-  }, pybind11::arg("backend"), "The vendor backend inside a flagos backend (for diagnostics).");
+c10::intrusive_ptr<c10d::Backend> wrap_vendor_backend(c10::intrusive_ptr<c10d::Backend> vendor) {
+  TORCH_CHECK(vendor, "comm_backend: no vendor backend given");
+  return c10::make_intrusive<FlagosBackend>(std::move(vendor));
+}
+
+c10::intrusive_ptr<c10d::Backend> vendor_backend_of(const c10::intrusive_ptr<c10d::Backend>& backend) {
+  auto* ours = dynamic_cast<FlagosBackend*>(backend.get());
+  TORCH_CHECK(ours != nullptr, "comm_vendor_backend: ", backend->getBackendName(), " is not a flagos backend");
+  return ours->vendor();
 }
 
 } // namespace torch_fl

@@ -1,6 +1,5 @@
 // torch_fl._C: the Python face of the runtime and the router. Python parses the
 // confs and environment; this module only receives finished decisions.
-#include "comm/backend.h"
 #include "dispatch/counters.h"
 #include "dispatch/data_movement.h"
 #include "dispatch/decompositions.h"
@@ -24,6 +23,7 @@
 namespace py = pybind11;
 
 namespace torch_fl {
+void bind_comm(py::module_& m);        // comm.cpp
 void bind_host_access(py::module_& m); // host_access.cpp
 void bind_compile_alloc(py::module_& m); // compile_alloc.cpp
 void bind_graph_impl(py::module_& m);    // graph_impl.cpp
