@@ -1,10 +1,12 @@
-"""auditwheel-repair the freshly built wheel inside the builder image (run by the Dockerfile's `build` stage).
+"""auditwheel-repair the freshly built wheels inside the builder image (run by the Dockerfile's `build` stage): one,
+or one per CPython when the build made several (build_wheel.py).
 
 usage: python repair_wheel.py DIST_DIR OUT_DIR
 
 The platform tag comes from this image's glibc (auditwheel may still pick an older policy). AUDITWHEEL_EXCLUDE's
 soname globs are never grafted: the user's torch install brings them; torch/lib is on auditwheel's library path so
-they resolve. Writes OUT_DIR/<repaired wheel>, OUT_DIR/auditwheel-show.txt and OUT_DIR/build-info.json.
+they resolve; the core library (libtorch_fl_core.so) ships in the wheel beside the modules that load it. Writes
+OUT_DIR/<repaired wheel> for each wheel, OUT_DIR/auditwheel-show.txt and OUT_DIR/build-info.json (of them all).
 """
 
 from __future__ import annotations
@@ -97,15 +99,44 @@ def run(cmd: list[str], env: dict[str, str]) -> str:
     return res.stdout + res.stderr
 
 
+# the wheel's own core library, found beside the modules through their $ORIGIN rpath: never grafted
+CORE_LIBRARY = "libtorch_fl_core.so"
+
+
+def repair(wheel: Path, out: Path, excludes: list[str], plat: str, lib: str, env: dict[str, str]) -> dict:
+    """Repair one wheel into ``out``; its part of auditwheel-show.txt and build-info.json."""
+    auditwheel = [sys.executable, "-m", "auditwheel"]
+    before = set(out.glob("*.whl"))
+    shown = run([*auditwheel, "show", str(wheel)], env)
+    cmd = [*auditwheel, "repair", "--plat", plat, "-w", str(out)]
+    for pattern in [*excludes, CORE_LIBRARY]:
+        cmd += ["--exclude", pattern]
+    run([*cmd, str(wheel)], env)
+    repaired = sorted(set(out.glob("*.whl")) - before)
+    if len(repaired) != 1:
+        raise SystemExit(f"repair_wheel: auditwheel produced {[w.name for w in repaired]} from {wheel.name}")
+    check_torch_symbols(repaired[0], lib)
+    shown_repaired = run([*auditwheel, "show", str(repaired[0])], env)
+    with zipfile.ZipFile(repaired[0]) as zf:
+        grafted = sorted(n for n in zf.namelist() if ".libs/" in n)
+    print(f"repair_wheel: {repaired[0].name} (requested {plat}; grafted: {grafted or 'nothing'})", flush=True)
+    return {
+        "show": f"$ auditwheel show {wheel.name}  (as built)\n{shown}\n"
+        f"$ auditwheel show {repaired[0].name}  (repaired)\n{shown_repaired}",
+        "wheel": repaired[0].name,
+        "built_wheel": wheel.name,
+        "grafted": grafted,
+    }
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
     dist, out = Path(argv[0]), Path(argv[1])
     wheels = sorted(dist.glob("*.whl"))
-    if len(wheels) != 1:
-        raise SystemExit(f"repair_wheel: expected one wheel in {dist}, found {[w.name for w in wheels]}")
-    wheel = wheels[0]
+    if not wheels:
+        raise SystemExit(f"repair_wheel: no wheel in {dist}")
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -115,35 +146,19 @@ def main(argv: list[str]) -> int:
         raise SystemExit("repair_wheel: torch/lib is missing from this builder image")
     env = dict(os.environ)
     env["AUDITWHEEL_LD_LIBRARY_PATH"] = ":".join(p for p in (lib, env.get("AUDITWHEEL_LD_LIBRARY_PATH")) if p)
-    auditwheel = [sys.executable, "-m", "auditwheel"]
-    shown = run([*auditwheel, "show", str(wheel)], env)
-    cmd = [*auditwheel, "repair", "--plat", plat, "-w", str(out)]
-    for pattern in excludes:
-        cmd += ["--exclude", pattern]
-    run([*cmd, str(wheel)], env)
-    repaired = sorted(out.glob("*.whl"))
-    if len(repaired) != 1:
-        raise SystemExit(f"repair_wheel: auditwheel produced {[w.name for w in repaired]}")
-    check_torch_symbols(repaired[0], lib)
-    shown_repaired = run([*auditwheel, "show", str(repaired[0])], env)
-    (out / "auditwheel-show.txt").write_text(
-        f"$ auditwheel show {wheel.name}  (as built)\n{shown}\n"
-        f"$ auditwheel show {repaired[0].name}  (repaired)\n{shown_repaired}"
-    )
-    with zipfile.ZipFile(repaired[0]) as zf:
-        grafted = sorted(n for n in zf.namelist() if ".libs/" in n)
+    done = [repair(wheel, out, excludes, plat, lib, env) for wheel in wheels]
+    (out / "auditwheel-show.txt").write_text("\n".join(d["show"] for d in done))
     info = {
-        "wheel": repaired[0].name,
-        "built_wheel": wheel.name,
+        "wheels": [d["wheel"] for d in done],
+        "built_wheels": [d["built_wheel"] for d in done],
         "requested_plat": plat,
         "glibc": os.confstr("CS_GNU_LIBC_VERSION"),
-        "python": platform.python_version(),
+        "builder_python": platform.python_version(),
         "excludes": excludes,
-        "grafted": grafted,
+        "grafted": sorted({g for d in done for g in d["grafted"]}),
         "torch_lib_dir": lib,
     }
     (out / "build-info.json").write_text(json.dumps(info, indent=2) + "\n")
-    print(f"repair_wheel: {repaired[0].name} (requested {plat}; grafted: {grafted or 'nothing'})", flush=True)
     return 0
 
 
