@@ -49,7 +49,7 @@ def _fit() -> dict[str, Any]:
         "fits": not problems,
         "problems": problems,
         "wanted": wanted.label,
-        # the node's own pip line: its torch line pinned, the page of that line only ($TORCH_FL_INDEX: the README)
+        # the node's own pip line: its torch pinned, the page of its line only ($TORCH_FL_INDEX: the README)
         "install": _variant.install_line("$TORCH_FL_INDEX", toolchain, torch.__version__),
     }
 
