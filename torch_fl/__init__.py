@@ -14,11 +14,16 @@ from pathlib import Path
 
 import torch
 
-from . import _torch_floor
+from . import _launch, _torch_floor, _torch_line
 
 # A torch older than the floor stops here, before the extension fails to load with an undefined symbol.
 if (_too_old := _torch_floor.refusal(torch.__version__, str(Path(torch.__file__).parent))) is not None:
     raise _too_old
+# So does a torch of another line than the installed wheel's, with the pip line of the torch that is there.
+if (_wrong_line := _torch_line.check(torch, Path(__file__).parent)) is not None:
+    if _launch.launched_as_cli():
+        raise SystemExit(str(_wrong_line))  # `python -m torch_fl info --check`: the message and exit 1, no traceback
+    raise _wrong_line
 
 try:
     from . import _C as _C

@@ -28,7 +28,7 @@ def _fit() -> dict[str, Any]:
 
     import torch_fl
 
-    from . import _variant
+    from . import _torch_line, _variant
 
     hip = getattr(torch.version, "hip", None)
     toolchain = _variant.toolchain_from_torch(torch.__version__, torch.version.cuda, hip)
@@ -49,8 +49,11 @@ def _fit() -> dict[str, Any]:
         "fits": not problems,
         "problems": problems,
         "wanted": wanted.label,
-        # the node's own pip line: its torch line pinned, the page of that line only ($TORCH_FL_INDEX: the README)
-        "install": _variant.install_line("$TORCH_FL_INDEX", toolchain, torch.__version__),
+        # the node's own pip line: its torch pinned, the page of its line only ($TORCH_FL_INDEX: the README); the
+        # same line as import torch_fl's TorchLineError gives
+        "install": _variant.install_line(
+            _torch_line.INDEX_BASE, toolchain, _torch_line.installed_torch(torch.__version__)
+        ),
     }
 
 

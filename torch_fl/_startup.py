@@ -16,6 +16,7 @@ import torch
 
 from . import _C, _dispatcher, _env, _one_accelerator, _publish, _routes, compile, flagos, providers, replay
 from ._errors import ConfigError
+from ._launch import launched_as_cli
 from ._routing import RouteTable
 from .providers.flaggems import FlagGemsProvider
 
@@ -31,13 +32,6 @@ def accelerator() -> str:
 
 # The configuration error that `python -m torch_fl` defers (launched_as_cli): the CLI reports it as a finding.
 deferred: ConfigError | None = None
-
-
-def launched_as_cli() -> bool:
-    """Whether this import is `python -m torch_fl ...` locating its __main__: Python sets argv[0] to "-m" while
-    it imports the package, and the interpreter's own command line names torch_fl as the module."""
-    argv = list(getattr(sys, "orig_argv", ()))
-    return sys.argv[:1] == ["-m"] and "-m" in argv and argv[argv.index("-m") + 1 :][:1] == ["torch_fl"]
 
 
 def _host_cache_through_flagos() -> None:

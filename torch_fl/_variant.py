@@ -153,12 +153,25 @@ def page_path(directory: str, line: tuple[int, int]) -> str:
 
 
 def install_line(base: str, toolchain: str, torch_version: str) -> str:
-    """The pip line of a node whose torch is ``torch_version`` (a ``toolchain`` build): its torch line pinned and
-    the torch-fl page of that line as an extra index, so torch stays what it is."""
-    return pip_line(base, index_dir(toolchain), torch_line(torch_version))
+    """The pip line of a node whose installed torch is ``torch_version`` (a ``toolchain`` build): that very torch
+    pinned and the torch-fl page of its line as an extra index (``keep_torch_line``)."""
+    return keep_torch_line(base, page_path(index_dir(toolchain), torch_line(torch_version)), torch_version)
+
+
+def keep_torch_line(base: str, page: str, torch: str) -> str:
+    """The one form of the pip line that installs torch-fl beside a node's torch and never changes that torch.
+
+    ``torch`` is the installed torch's version as pip knows it, local label included (``2.15.0+cpu``): the
+    installed build satisfies the pin, so pip keeps it and fetches no torch, and a page of another line can only
+    make pip refuse. The local label stays in: ``==2.15.0+cpu`` matches that build only, where ``==2.15.0`` would
+    also match ``2.15.0+cu130``. The README writes this line with shell variables for ``torch`` and the line in
+    ``page`` (tests/unit/distribution/test_keep_torch_pip.py holds the two to this function).
+    """
+    return f'pip install "torch=={torch}" torch-fl --extra-index-url "{base.rstrip("/")}/{page}/simple/"'
 
 
 def pip_line(base: str, directory: str, line: tuple[int, int]) -> str:
-    """The pip line for torch ``line`` from the index directory ``directory`` under ``base`` (a URL)."""
+    """The pip line for torch ``line`` from the index directory ``directory`` under ``base`` (a URL): a new
+    environment's, as it pins only the line and so lets pip choose the torch of that line."""
     page = page_path(directory, line)
     return f'pip install "torch=={line[0]}.{line[1]}.*" torch-fl --extra-index-url "{base.rstrip("/")}/{page}/simple/"'

@@ -23,6 +23,8 @@ MODULES = {
     "torch_fl_env": "torch_fl._env",
     "torch_fl_routing": "torch_fl._routing",
     "torch_fl_torch_floor": "torch_fl._torch_floor",
+    "torch_fl_torch_line": "torch_fl._torch_line",
+    "torch_fl_variant": "torch_fl._variant",
 }
 SCRIPTS = {
     "generate_confs": ROOT / "build_tools" / "generate_confs.py",

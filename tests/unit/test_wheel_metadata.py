@@ -53,3 +53,15 @@ def test_metadata_explains_missing_torch(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(wheel_metadata.metadata, "version", missing)
     with pytest.raises(RuntimeError, match="--no-build-isolation"):
         wheel_metadata.dynamic_metadata({"base-version": "0.1.0"}, {})
+
+
+def test_the_readmes_dcp_example_names_the_extra_that_brings_numpy() -> None:
+    """dcp.save needs numpy and torch does not require it: the README's DCP example asks for the extra that adds
+    it. An extra, not a dependency, so the offline install checks' indexes need no numpy."""
+    import tomllib
+
+    root = _PATH.parents[1]
+    extras = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    assert "numpy" in extras["dcp"]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert 0 <= readme.index('pip install "torch-fl[dcp]"') < readme.index("dcp.save(")

@@ -3,37 +3,26 @@ keeps its torch, with a torch index that offers torch 2.14 beside it, as in the 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import platform
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from build_tools import index
 
-REPO = Path(__file__).resolve().parents[3]
 torch = pytest.importorskip("torch")
 LINE = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
 PY = f"cp{sys.version_info[0]}{sys.version_info[1]}"
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64", reason="the synthetic wheels are x86_64")
-
-_spec = importlib.util.spec_from_file_location("install_smoke", REPO / "docker" / "scripts" / "install_smoke.py")
-assert _spec is not None and _spec.loader is not None
-smoke = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(smoke)
 
 
 def _label(line):
     return f"pt{line[0]}{line[1]:02d}cpu"
 
 
-def _dry_run(*args: str) -> list[dict]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+def _dry_run(env: dict[str, str], *args: str) -> list[dict]:
     cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", *args]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd="/tmp")
     assert res.returncode == 0, res.stderr[-2000:]
@@ -49,37 +38,37 @@ def variant_index(tmp_path, wheel_factory):
     return d
 
 
-def test_the_page_of_this_torch_line_never_offers_the_next_lines_build(variant_index):
+def test_the_page_of_this_torch_line_never_offers_the_next_lines_build(variant_index, pip_env):
     page = variant_index / index.variants.line_page(LINE)
-    installs = _dry_run("--index-url", (page / "simple").as_uri() + "/", "torch-fl")
+    installs = _dry_run(pip_env, "--index-url", (page / "simple").as_uri() + "/", "torch-fl")
     assert [(x["name"], x["version"]) for x in installs] == [("torch-fl", f"0.1.0+{_label(LINE)}")]
 
 
-def test_find_links_on_the_flat_page_of_the_line(variant_index):
+def test_find_links_on_the_flat_page_of_the_line(variant_index, pip_env):
     page = variant_index / index.variants.line_page(LINE)
-    installs = _dry_run("--no-index", "--find-links", str(page / "index.html"), "torch-fl")
+    installs = _dry_run(pip_env, "--no-index", "--find-links", str(page / "index.html"), "torch-fl")
     assert [x["version"] for x in installs] == [f"0.1.0+{_label(LINE)}"]
 
 
-def test_a_torch_index_with_a_newer_torch_beside_the_page_leaves_torch_alone(variant_index, tmp_path):
+def test_a_torch_index_with_a_newer_torch_beside_the_page_leaves_torch_alone(variant_index, tmp_path, smoke, pip_env):
     newer = f"{LINE[0]}.{LINE[1] + 1}.0"
     stub = smoke.stub_torch_index(tmp_path / "torch-index", newer)
     torch_index = (stub / "simple").as_uri() + "/"
     page = (variant_index / index.variants.line_page(LINE) / "simple").as_uri() + "/"
     # the stub is a valid candidate: asked for, pip takes it
-    assert [x["version"] for x in _dry_run("--index-url", torch_index, f"torch=={newer}")] == [newer]
+    assert [x["version"] for x in _dry_run(pip_env, "--index-url", torch_index, f"torch=={newer}")] == [newer]
     for args in (
         ["--index-url", page, "--extra-index-url", torch_index, "torch-fl"],
         [f"torch=={LINE[0]}.{LINE[1]}.*", "torch-fl", "--index-url", torch_index, "--extra-index-url", page],
     ):
-        installs = _dry_run(*args)
+        installs = _dry_run(pip_env, *args)
         assert [(x["name"], x["version"]) for x in installs] == [("torch-fl", f"0.1.0+{_label(LINE)}")], args
 
 
-def test_every_line_in_one_place_is_the_trap_the_pages_avoid(variant_index, tmp_path):
+def test_every_line_in_one_place_is_the_trap_the_pages_avoid(variant_index, tmp_path, smoke, pip_env):
     """The same wheels and torch index without the per-line page: pip takes the next line's build and its torch."""
     newer = f"{LINE[0]}.{LINE[1] + 1}.0"
     stub = smoke.stub_torch_index(tmp_path / "torch-index", newer)
     args = ["--index-url", (stub / "simple").as_uri() + "/", "--find-links", str(variant_index), "torch-fl"]
-    installs = {x["name"]: x["version"] for x in _dry_run(*args)}
+    installs = {x["name"]: x["version"] for x in _dry_run(pip_env, *args)}
     assert installs == {"torch-fl": f"0.1.0+{_label((LINE[0], LINE[1] + 1))}", "torch": newer}

@@ -107,10 +107,15 @@ def test_fit_flags_an_extension_without_the_runtime():
         ("dtk2604", "2.9.0+das.opt1.dtk2604", "dcu/torch-2.9"),  # every DTK release shares dcu/
     ],
 )
-def test_install_line_pins_the_node_torch_line_and_reads_only_its_page(toolchain, torch_version, page):
+def test_install_line_pins_the_node_torch_and_reads_only_its_lines_page(toolchain, torch_version, page):
     line = variant.install_line("https://wheels.example/torch-fl/", toolchain, torch_version)
-    pin = page.split("torch-")[1]
     assert line == (
-        f'pip install "torch=={pin}.*" torch-fl --extra-index-url "https://wheels.example/torch-fl/{page}/simple/"'
+        f'pip install "torch=={torch_version}" torch-fl '
+        f'--extra-index-url "https://wheels.example/torch-fl/{page}/simple/"'
     )
     assert variant.page_path(variant.index_dir(toolchain), variant.torch_line(torch_version)) == page
+
+
+def test_a_new_environments_line_pins_only_the_torch_line():
+    line = variant.pip_line("file:///srv/wheels", "cpu", (2, 13))
+    assert line == 'pip install "torch==2.13.*" torch-fl --extra-index-url "file:///srv/wheels/cpu/torch-2.13/simple/"'
