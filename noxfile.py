@@ -24,7 +24,9 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from build_tools import containers, context, distribute, flow, locks, matrix, plan, torch_headers, upkeep  # noqa: E402
+from build_tools import (  # noqa: E402
+    containers, context, distribute, flow, locks, matrix, plan, release, torch_headers, upkeep
+)
 from build_tools.summary import Summary  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
@@ -94,6 +96,22 @@ for _name in MATRIX.toolchains:
 def base_image(session: nox.Session) -> None:
     """Make the local base image(s) with debootstrap + docker import (hosts that cannot pull); idempotent."""
     _run(session, "base-image", "base-image", upkeep.base_image)
+
+
+@nox.session(python=False)
+def wheels(session: nox.Session) -> None:
+    """The release: every row of the matrix for every Python of its `pythons`, then `index` (resumable: what is
+    built and current is skipped); `-- --list` prints the wheel matrix, one line per wheel, without building."""
+    opts = plan.Options()
+    f = flow.Flow(ROOT, MATRIX, opts, echo=session.log)
+    summary = Summary("wheels")
+    try:
+        release.build_all(f, summary, session.posargs)
+    except flow.ERRORS as exc:
+        summary.show()
+        session.error(str(exc))
+    if session.posargs != ["--list"]:
+        summary.show()
 
 
 @nox.session

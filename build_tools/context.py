@@ -12,11 +12,11 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import outputs
+from . import hostpython, outputs
 from .matrix import BuildSpec, Toolchain
 
 try:
@@ -122,6 +122,7 @@ class Staged:
     scripts_digest: str
     wheelhouse_digest: str
     dockerfile_digest: str
+    pythons_digest: str = ""
 
 
 def context_dir(repo: Path, name: str) -> Path:
@@ -156,9 +157,15 @@ SHARED_LOCK = "shared-lock.txt"
 
 
 def stage_build(
-    repo: Path, toolchain: Toolchain, spec: BuildSpec, wheelhouses: Iterable[Path], shared_lock: str = ""
+    repo: Path,
+    toolchain: Toolchain,
+    spec: BuildSpec,
+    wheelhouses: Iterable[Path],
+    shared_lock: str = "",
+    host_pythons: Mapping[str, Path] | None = None,
 ) -> Staged:
-    """Stage src/, scripts/, vendor/, wheelhouse/ and ``shared_lock`` (locks.shared_install) for ``toolchain``."""
+    """Stage src/, scripts/, vendor/, wheelhouse/, ``shared_lock`` (locks.shared_install) and pythons/X.Y/ (the host
+    installations ``host_pythons`` names, hard-linked where the disk allows) for ``toolchain``."""
     root = context_dir(repo, toolchain.name)
     if not (root / SHARED_LOCK).is_file() or (root / SHARED_LOCK).read_text(encoding="utf-8") != shared_lock:
         outputs.atomic_write_text(root / SHARED_LOCK, shared_lock)
@@ -174,12 +181,19 @@ def stage_build(
         staged += [(f, root / "wheelhouse" / str(i) / f.name) for f in sorted(d.iterdir())
                    if f.is_file() and f.name.endswith(DIST_SUFFIXES)]
     sync(staged, root / "wheelhouse", link=True)
+    pythons = [
+        (f, root / "pythons" / version / rel)
+        for version, prefix in sorted((host_pythons or {}).items())
+        for f, rel in hostpython.files(prefix)
+    ]
+    sync(pythons, root / "pythons", link=True)
     return Staged(
         root=root,
         src_digest=tree_digest(root / "src"),
         scripts_digest=combine(tree_digest(root / "scripts"), tree_digest(root / "vendor"), shared_lock),
         wheelhouse_digest=tree_digest(root / "wheelhouse", content=False),
         dockerfile_digest=file_sha256(dockerfile) if dockerfile.is_file() else "missing",
+        pythons_digest=combine(*(f"{v}={p}" for v, p in sorted((host_pythons or {}).items()))),
     )
 
 

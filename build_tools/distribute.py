@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import context, dockercli, flow, index, locks, matrix, plan
-from .matrix import INSTALL_WAYS, Matrix, Toolchain
+from . import context, dockercli, env, flow, index, locks, matrix, plan
+from .matrix import INSTALL_WAYS, Matrix, PythonSource, Toolchain
 from .summary import ImageRef, Summary
 from .wheel_metadata import variants
 
@@ -77,19 +77,22 @@ class NodeImage:
     command: plan.Command
 
 
-def plan_node_image(docker: str, toolchain: Toolchain, inp: plan.BuildInputs) -> NodeImage:
-    """``docker build`` of the bare node image (Python and the row's torch) from the staged context."""
-    tag = plan.image_tag(toolchain.name, "node", inp.key)
-    lock = plan.vendor_path(toolchain, locks.lock_path(toolchain, "install"))
-    args = ("--build-arg", f"BASE_IMAGE={inp.test_image}", "--build-arg", f"INSTALL_LOCK={lock}")
+def plan_node_image(docker: str, toolchain: Toolchain, inp: plan.BuildInputs, python: PythonSource) -> NodeImage:
+    """``docker build`` of the bare node image (``python`` and the row's torch) from the staged context."""
+    tag = plan.image_tag(toolchain.name, f"node{python.tag}", inp.key)
+    lock = plan.vendor_path(toolchain, locks.lock_path(toolchain, "install", python.version))
+    args = (
+        "--build-arg", f"BASE_IMAGE={inp.test_image}", "--build-arg", f"INSTALL_LOCK={lock}",
+        "--build-arg", f"PYTHON_VERSION={python.version}", "--build-arg", f"PYTHON_SOURCE={python.source}",
+    )
     argv = (*plan.docker_build(docker, inp.dockerfile), *args, *inp.host.proxy_flags("--build-arg"), *plan.secrets(inp))
     argv += (*plan.labels(toolchain, "node", inp.key), "-t", tag, str(inp.context))
-    title = f"install {toolchain.name}: the bare node image {tag}"
-    return NodeImage(tag, plan.build_command(title, argv, f"{toolchain.name}/docker-build-node.log"))
+    title = f"install {toolchain.name}: the bare node image of Python {python.version}, {tag}"
+    return NodeImage(tag, plan.build_command(title, argv, f"{toolchain.name}/docker-build-node-{python.tag}.log"))
 
 
 def plan_install_run(
-    docker: str, toolchain: Toolchain, image: str, wheel_dir: Path, how: str, expect: str
+    docker: str, toolchain: Toolchain, image: str, wheel_dir: Path, how: str, expect: str, python: str = ""
 ) -> plan.Command:
     """``docker run`` of one install check: no network (an HTTP index is served on the container's loopback), the
     variant's directory read-only at /index, the row's test environment."""
@@ -101,7 +104,8 @@ def plan_install_run(
     argv += ["-e", "FLAGOS_ACCELERATOR=cpu"] if toolchain.test_env.get("FLAGOS_ACCELERATOR", "cpu") != "cpu" else []
     argv += [image, "python", "/opt/torch-fl/install_smoke.py", "--how", how]
     argv += ["--index", INDEX_IN_CONTAINER, "--expect", expect]
-    return plan.Command(f"install {toolchain.name}: {how}", tuple(argv), log_name=f"{toolchain.name}/install-{how}.log")
+    log = f"{toolchain.name}/install-{how}{'-' + python if python else ''}.log"
+    return plan.Command(f"install {toolchain.name}{' ' + python if python else ''}: {how}", tuple(argv), log_name=log)
 
 
 def require_index(f: flow.Flow, toolchain: Toolchain) -> list[index.Dist]:
@@ -134,58 +138,86 @@ def offered(f: flow.Flow, toolchain: Toolchain, rows: list[Toolchain]) -> list[i
 
 
 def install(f: flow.Flow, name: str, summary: Summary) -> None:
+    """The install checks of ``name``: on each of its install Pythons, a bare node image (that Python and the
+    row's torch) installs torch-fl from the index in every way of the row, as a node does."""
     toolchain = f.toolchain(name)
     rows = line_rows(f.matrix, toolchain)
-    wheel_dir = f.repo / "wheels" / toolchain.wheel_dir
     host = f.host()
-    test_base = f.images.resolve_base(toolchain.test_image, toolchain.image_hint)
     staged, torch_args = f.stage(toolchain, host)
     dists = f.runner.ask(
         lambda: offered(f, toolchain, rows),
         unasked="a real run needs the wheels of every torch line and a current index (nox -s index)",
     )
+    failed: list[str] = []
+    for version in toolchain.checked_pythons:
+        python = f.matrix.python(version)
+        failed += _install_on(f, toolchain, python, staged, torch_args, host, dists, summary)
+    if failed:
+        raise flow.UserError(f"install-{name} failed: " + "; ".join(failed))
+
+
+def _install_on(
+    f: flow.Flow,
+    toolchain: Toolchain,
+    python: PythonSource,
+    staged: context.Staged,
+    torch_args: list[str],
+    host: env.HostEnv,
+    dists: list[index.Dist] | None,
+    summary: Summary,
+) -> list[str]:
+    """The install checks on one Python; the failed ones."""
+    wheel_dir = f.repo / "wheels" / toolchain.wheel_dir
+    base = f.images.resolve_base(python.image, toolchain.image_hint)
     client = f.images.client()
-    digests = (staged.wheelhouse_digest, staged.scripts_digest, context.file_sha256(f.repo / NODE_DOCKERFILE))
-    key = context.combine("node", toolchain.fingerprint(), *digests, test_base.id, *torch_args)
+    digests = (
+        staged.wheelhouse_digest, staged.scripts_digest, staged.pythons_digest,
+        context.file_sha256(f.repo / NODE_DOCKERFILE),
+    )
+    key = context.combine("node", toolchain.fingerprint(), python.version, *digests, base.id, *torch_args)
     t0 = time.monotonic()
     with f.pipconf(host, torch_args) as pipconf:
-        inp = plan.BuildInputs(context=staged.root, dockerfile=f.repo / NODE_DOCKERFILE, builder_image=test_base.ref,
-                               test_image=test_base.ref, pipconf=pipconf, host=host, key=key)
-        node = plan_node_image(client.exe, toolchain, inp)
+        inp = plan.BuildInputs(context=staged.root, dockerfile=f.repo / NODE_DOCKERFILE, builder_image=base.ref,
+                               test_image=base.ref, pipconf=pipconf, host=host, key=key)
+        node = plan_node_image(client.exe, toolchain, inp, python)
         built = f.runner.run(node.command)
     if built.planned:
         for how in toolchain.install_ways:
-            f.runner.run(plan_install_run(client.exe, toolchain, node.tag, wheel_dir, how, "<pt line of its torch>"))
-        summary.add("install checks", "planned")
-        return
-    summary.add("node image", "ran", time.monotonic() - t0, f"{test_base.ref} + {toolchain.torch.requirement}")
-    summary.images["node"] = ImageRef(node.tag, dockercli.image_id(client, node.tag) or "?")
-    f.images.prune_old(plan.image_repo(name, "node"), node.tag)
+            expect = "<pt line of its torch>"
+            f.runner.run(plan_install_run(client.exe, toolchain, node.tag, wheel_dir, how, expect, python.version))
+        summary.add(f"install checks {python.version}", "planned")
+        return []
+    what = f"{base.ref} + Python {python.version} + {toolchain.torch.requirement}"
+    summary.add(f"node image {python.version}", "ran", time.monotonic() - t0, what)
+    summary.images[f"node {python.version}"] = ImageRef(node.tag, dockercli.image_id(client, node.tag) or "?")
+    f.images.prune_old(plan.image_repo(toolchain.name, f"node{python.tag}"), node.tag)
     ask = "import torch; print(torch.__version__, torch.version.cuda or '')"
     probe = dockercli.run_quiet([client.exe, "run", "--rm", "--network", "none", node.tag, "python", "-c", ask])
     if probe.returncode != 0:
         raise flow.UserError(f"the node image's torch does not import: {probe.stderr.strip()[-400:]}")
     torch_version, cuda = (probe.stdout.split() + [""])[:2]
     expect = _expected_label(torch_version, cuda or None, toolchain)
-    if expect not in {x.label for x in dists}:
+    if expect not in {x.label for x in dists or ()}:
         raise flow.UserError(
             f"the node has torch {torch_version} but wheels/{toolchain.wheel_dir} has no +{expect} wheel"
         )
     page = variants.line_page(variants.torch_line(torch_version))
-    on_page = sorted(x.filename for x in dists if variants.line_page(x.line) == page)
-    f.echo(f"node torch {torch_version}: wheels/{toolchain.wheel_dir}/{page}/ offers {', '.join(on_page)}")
-    f.echo(f"pip must choose +{expect} and leave torch {torch_version} as it is ({', '.join(toolchain.install_ways)})")
+    on_page = sorted(x.filename for x in dists or () if variants.line_page(x.line) == page)
+    f.echo(f"node torch {torch_version}, Python {python.version}: {toolchain.wheel_dir}/{page}/ offers "
+           f"{', '.join(on_page)}")
+    f.echo(f"pip must choose +{expect} for {python.tag} and leave torch {torch_version} as it is "
+           f"({', '.join(toolchain.install_ways)})")
     failed = []
     for how in toolchain.install_ways:
         t1 = time.monotonic()
-        cmd = plan_install_run(client.exe, toolchain, node.tag, wheel_dir, how, expect)
+        cmd = plan_install_run(client.exe, toolchain, node.tag, wheel_dir, how, expect, python.version)
         res = f.runner.run(cmd, check=False, passthrough=True)
         ok = res.returncode == 0
-        summary.add(f"install ({how})", "ran" if ok else "failed", time.monotonic() - t1, f"chose +{expect}")
+        summary.add(f"install {python.version} ({how})", "ran" if ok else "failed", time.monotonic() - t1,
+                    f"chose +{expect}")
         if not ok:
-            failed.append(f"{how} (exit {res.returncode}, log {res.log})")
-    if failed:
-        raise flow.UserError(f"install-{name} failed: " + "; ".join(failed))
+            failed.append(f"{python.version} {how} (exit {res.returncode}, log {res.log})")
+    return failed
 
 
 def _expected_label(torch_version: str, cuda: str | None, toolchain: Toolchain) -> str:

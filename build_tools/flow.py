@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import context, dockercli, env, git, locks, outputs, plan, wheelcheck
+from . import context, dockercli, env, git, hostpython, locks, outputs, plan, wheelcheck
 from .images import Images
 from .matrix import BuildSpec, Matrix, MatrixError, Toolchain
 from .runner import Runner, StepFailed, UserError
@@ -20,7 +20,8 @@ from .state import State
 from .summary import ImageRef, Summary
 
 ERRORS = (
-    UserError, StepFailed, dockercli.DockerError, MatrixError, env.EnvError, FileNotFoundError, wheelcheck.WheelError
+    UserError, StepFailed, dockercli.DockerError, MatrixError, env.EnvError, FileNotFoundError, wheelcheck.WheelError,
+    hostpython.HostPythonError,
 )
 
 
@@ -60,10 +61,29 @@ class Flow:
         title = "pip.conf passed as the BuildKit secret 'pipconf' (credentials redacted here):\n"
         return self.runner.secret_file("pip.conf", text, title + shown)
 
+    def build_pythons(self, toolchain: Toolchain) -> tuple[str, ...]:
+        """The Pythons a build of ``toolchain`` makes wheels for: all of the row's for ``nox -s wheels``, else its
+        test's and install checks'; none for a row whose image brings its own interpreter."""
+        if toolchain.torch.from_image:
+            return ()
+        return toolchain.release_pythons if self.options.all_pythons else toolchain.session_pythons
+
+    def python_sources(self, toolchain: Toolchain) -> dict[str, str]:
+        """X.Y -> where it comes from, for every Python a build or an image of ``toolchain`` may use."""
+        if toolchain.torch.from_image:
+            return {}
+        wanted = {*toolchain.release_pythons, toolchain.python, *toolchain.checked_pythons}
+        return {v: self.matrix.python(v).source for v in sorted(wanted)}
+
     def stage(self, toolchain: Toolchain, host: env.HostEnv) -> tuple[context.Staged, list[str]]:
         """Stage the build context of ``toolchain``; returns it with the pip args of the torch its images install."""
         shared = locks.shared_install(self.matrix, toolchain, self.repo)
-        staged = context.stage_build(self.repo, toolchain, self.matrix.build, host.find_links_dirs, shared)
+        needed = {*self.build_pythons(toolchain), *(() if toolchain.torch.from_image else (toolchain.python,)),
+                  *(() if toolchain.torch.from_image else toolchain.checked_pythons)}
+        host_pythons = {v: hostpython.find(v) for v in sorted(needed) if self.matrix.python(v).from_host}
+        staged = context.stage_build(
+            self.repo, toolchain, self.matrix.build, host.find_links_dirs, shared, host_pythons
+        )
         wheels = sorted(p.name for p in (staged.root / "wheelhouse").glob("*/*") if p.is_file())
         torch_args, note = plan.torch_source(toolchain, wheels)
         self.echo(note)
@@ -83,8 +103,9 @@ class Built:
     key: str
     sources: str  # the digest built_wheel compares
     wheel_dir: Path
-    wheel: Path = Path()
+    wheel: Path = Path()  # the wheel of the row's test Python
     info: wheelcheck.WheelInfo | None = None
+    others: dict[str, Path] = field(default_factory=dict)  # the wheels of its other Pythons, by tag
 
     @property
     def builder_tag(self) -> str:
@@ -103,6 +124,8 @@ class Built:
                 host=self.host,
                 key=key,
                 source_date_epoch=git.source_date_epoch(flow.repo),
+                pythons=flow.build_pythons(self.toolchain),
+                python_sources=flow.python_sources(self.toolchain),
             )
 
 
@@ -159,7 +182,10 @@ def _stage(flow: Flow, toolchain: Toolchain) -> Built:
     staged, torch_args = flow.stage(toolchain, host)
     if toolchain.collectives:
         flow.echo(f"collectives: {toolchain.collectives}")
-    digests = (staged.src_digest, staged.scripts_digest, staged.wheelhouse_digest, staged.dockerfile_digest)
+    digests = (
+        staged.src_digest, staged.scripts_digest, staged.wheelhouse_digest, staged.dockerfile_digest,
+        staged.pythons_digest,
+    )
     key = context.combine("build", toolchain.fingerprint(), *digests, builder_base.id, *torch_args)
     sources = context.sources_digest(flow.repo, toolchain, flow.matrix.build)
     wheel_dir = flow.repo / "wheels" / toolchain.wheel_dir
@@ -173,8 +199,14 @@ def _up_to_date(flow: Flow, built: Built) -> Path | None:
     state = flow.state.read(built.toolchain.name)
     if flow.options.rebuild or state.get("key") != built.key:
         return None
-    wheel = built.wheel_dir / state.get("wheel", "")
-    return wheel if wheel.is_file() and context.file_sha256(wheel) == state.get("sha256") else None
+    if not set(flow.build_pythons(built.toolchain)) <= set(state.get("pythons", ())):
+        return None  # the last build made fewer Pythons' wheels than this one wants
+    made = {state.get("wheel", ""): state.get("sha256"), **state.get("others", {})}
+    for name, sha in made.items():
+        if not (built.wheel_dir / name).is_file() or context.file_sha256(built.wheel_dir / name) != sha:
+            return None
+    built.others = {wheelcheck.inspect(built.wheel_dir / n).python_tags[0]: built.wheel_dir / n for n in state.get("others", {})}
+    return built.wheel_dir / state["wheel"]
 
 
 def _build_wheel(flow: Flow, built: Built) -> Path | None:
@@ -184,7 +216,10 @@ def _build_wheel(flow: Flow, built: Built) -> Path | None:
         with built.inputs(flow, built.key) as inputs:
             cmds = plan.plan_build(flow.images.client().exe, built.toolchain, inputs, export)
             results = [flow.runner.run(cmd) for cmd in cmds]
-        return None if results[-1].planned else _accept_wheel(flow, built.toolchain, export, built.wheel_dir)
+        if results[-1].planned:
+            return None
+        built.others = _accept_wheels(flow, built.toolchain, export, built.wheel_dir)
+        return built.wheel_dir / built.others.pop(built.toolchain.python_tag)
     finally:
         flow.runner.remove(export)
 
@@ -192,24 +227,35 @@ def _build_wheel(flow: Flow, built: Built) -> Path | None:
 def _take(flow: Flow, built: Built, wheel: Path, *, new: bool = False) -> None:
     """Make ``wheel`` the build's and record it (a ``new`` one with the key it was built from)."""
     built.wheel, built.info = wheel, wheelcheck.inspect(wheel)
-    made = dict(key=built.key, wheel=wheel.name, sha256=built.info.sha256, builder_image=built.builder_tag)
+    made = dict(
+        key=built.key, wheel=wheel.name, sha256=built.info.sha256, builder_image=built.builder_tag,
+        pythons=list(flow.build_pythons(built.toolchain)),
+        others={p.name: context.file_sha256(p) for p in built.others.values()},
+    )
     flow.state.write(built.toolchain.name, sources=built.sources, **(made if new else {}))
 
 
-def _accept_wheel(flow: Flow, toolchain: Toolchain, export: Path, wheel_dir: Path) -> Path:
-    """Check the one exported wheel and move it into ``wheel_dir`` (with the build's reports into build/state)."""
-    wheels = sorted(export.glob("*.whl"))
-    if len(wheels) != 1:
-        raise UserError(f"the build exported {[w.name for w in wheels]} instead of one wheel ({export})")
-    info = wheelcheck.inspect(wheels[0])
-    bad = wheelcheck.problems(
-        info, variant=toolchain.variant, python_tag=toolchain.python_tag, excludes=toolchain.auditwheel_exclude
-    )
-    if bad:
-        raise UserError(f"repaired wheel {info.path.name} is not acceptable: " + "; ".join(bad))
+def _accept_wheels(flow: Flow, toolchain: Toolchain, export: Path, wheel_dir: Path) -> dict[str, Path]:
+    """Check the exported wheels, one per Python of the build, and move them into ``wheel_dir`` (with the build's
+    reports into build/state); returns them by Python tag."""
+    wanted = {flow.matrix.python(v).tag for v in flow.build_pythons(toolchain)} or {toolchain.python_tag}
+    found: dict[str, Path] = {}
+    for wheel in sorted(export.glob("*.whl")):
+        info = wheelcheck.inspect(wheel)
+        tag = info.python_tags[0] if len(info.python_tags) == 1 else ".".join(info.python_tags)
+        bad = wheelcheck.problems(info, variant=toolchain.variant, python_tag=tag, excludes=toolchain.auditwheel_exclude)
+        if tag not in wanted or tag in found:
+            bad.append(f"python tag {tag} is not one of this build's ({', '.join(sorted(wanted))}) or came twice")
+        if bad:
+            raise UserError(f"repaired wheel {info.path.name} is not acceptable: " + "; ".join(bad))
+        found[tag] = wheel
+    if missing := sorted(wanted - set(found)):
+        raise UserError(f"the build exported no wheel for {', '.join(missing)} ({export})")
     wheel_dir.mkdir(parents=True, exist_ok=True)
-    final = wheel_dir / wheels[0].name
-    os.replace(wheels[0], final)  # same filesystem: atomic, never a half wheel
+    final = {}
+    for tag, wheel in found.items():
+        final[tag] = wheel_dir / wheel.name
+        os.replace(wheel, final[tag])  # same filesystem: atomic, never a half wheel
     for name in BUILD_REPORTS:
         if (export / name).is_file():
             outputs.atomic_copy(export / name, flow.state.reports(toolchain.name) / name)

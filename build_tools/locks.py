@@ -4,10 +4,10 @@
 deleting a lock file first re-resolves it to the newest releases. What a lock is made from, by matrix row:
 
 - ``<row>-builder``: the row's torch requirement (none when the image ships torch; pinned without its dependencies
-  when ``torch.builder_no_deps``) and ``docker/<dir>/requirements-build.txt``;
+  when ``torch.builder_no_deps``), ``docker/<dir>/requirements-build.txt`` and the row's ``builder_requirements``;
 - ``<row>-test``: torch and ``requirements-test.txt``, plus ``requirements-models.txt`` pinned without
   dependencies (torchvision pins torch exactly: its own resolution must never choose a torch);
-- ``<row>-install``: torch alone (the bare node of ``nox -s install-<row>``);
+- ``<row>-install``: torch alone (the bare node of ``nox -s install-<row>``), one per Python it installs on;
 - ``<row>-node``: for rows in ``NODES``, the build backend for the Python of a GPU node that builds its own wheel.
 
 ``check`` compares a lock with its inputs without the network: an unsatisfied requirement is named with both
@@ -101,6 +101,7 @@ def locks_of(toolchain: Toolchain, repo: Path, matrix_path: str, suites: Sequenc
         return requirement_lines(here / name, repo) if (repo / here / name).is_file() else []
 
     no_deps, build = toolchain.torch.builder_no_deps, reqs("requirements-build.txt")
+    build += [(r, f"{row} builder_requirements") for r in toolchain.builder_requirements]
     models = reqs("requirements-models.txt") if "models" in suites else []
     stages = {
         "builder": ([*([] if no_deps else torch), *build], torch if no_deps else []),
@@ -109,9 +110,17 @@ def locks_of(toolchain: Toolchain, repo: Path, matrix_path: str, suites: Sequenc
     if torch:
         stages["install"] = (torch, [])
     index = toolchain.torch.index_url
+    # the builder's lock is for its own interpreter; torch's install lock for the test's Python and each install
+    # check's (a node image of that Python)
+    pythons = {
+        "builder": (toolchain.builder_python or toolchain.python,),
+        "test": (toolchain.python,),
+        "install": tuple(sorted({toolchain.python, *toolchain.checked_pythons})),
+    }
     out = [
-        Lock(toolchain.name, stage, toolchain.python, lock_path(toolchain, stage), tuple(res), tuple(pin), index)
+        Lock(toolchain.name, stage, py, lock_path(toolchain, stage, py), tuple(res), tuple(pin), index)
         for stage, (res, pin) in stages.items()
+        for py in pythons[stage]
     ]
     if toolchain.name in NODES:
         python, names = NODES[toolchain.name]
@@ -178,6 +187,8 @@ def check(lock: Lock, repo: Path) -> list[str]:
         except InvalidRequirement as exc:
             problems.append(f"{where}: {requirement!r} is not a requirement ({exc})")
             continue
+        if req.marker and not req.marker.evaluate({"python_version": lock.python, "python_full_version": lock.python}):
+            continue  # a requirement of another Python (requirements-test.txt pins per Python where they differ)
         got = pins.get(canonicalize_name(req.name))
         if got is None:
             problems.append(f"{lock.path} is stale: {where} asks for {req.name}, which the lock lacks; {fix}")

@@ -72,6 +72,35 @@ def _is_mount(mount: str) -> bool:
 _mount = rule(_is_mount, "{v!r}: write '/host/path:/container/path[:ro]'")
 
 
+_SUITE_RE = re.compile(r"^[a-z]+$")
+
+
+@dataclass(frozen=True)
+class PythonSource:
+    """Where the images get one CPython: a ``[pythons."X.Y"]`` table."""
+
+    version: str = given(matches(_PYTHON_RE, '"X.Y" (e.g. "3.12")'), quoted=True)
+    source: str = key(
+        '"host": the host\'s own `pythonX.Y` (its whole installation is staged into the build context; the images '
+        "run it, the builders take its headers); or a Debian suite whose packages pythonX.Y, pythonX.Y-venv and "
+        "libpythonX.Y-dev bring it (the builders fetch only the headers package from that suite)",
+        check=matches(_SUITE_RE, '"host" or a Debian suite name (e.g. "sid")'),
+    )
+    image: str = key(
+        "the base image of the install check's node image for this Python (a suite's own Debian image; a host "
+        "interpreter runs on a Debian at least as new as the host's)",
+        check=_image,
+    )
+
+    @property
+    def from_host(self) -> bool:
+        return self.source == "host"
+
+    @property
+    def tag(self) -> str:
+        return "cp" + self.version.replace(".", "")
+
+
 @dataclass(frozen=True)
 class TorchSpec:
     requirement: str = key(
@@ -92,6 +121,11 @@ class TorchSpec:
         "torch needs none of its nvidia-* libraries); the test image installs them",
         default=False,
     )
+    line: str = key(
+        '(optional) "M.m": the torch line of the torch an image brings (torch.from_image), for `nox -s wheels -- '
+        "--list`; other rows take it from requirement",
+        default="",
+    )
     shared_deps: str = key(
         "(optional) a group name: the images of the rows naming it first install, as one layer they share, the "
         "packages that all their install locks pin alike (the CUDA libraries of two torch lines)",
@@ -109,12 +143,33 @@ class Toolchain:
 
     name: str = given(rule(_NAME_RE.match, "toolchain names are lower-case letters and digits"))
     summary: str = key("one line, shown by `nox -l`", check=one_line)
+    extends: str = key(
+        "(optional) another row whose keys this row takes, overriding those it sets (tables key by key)", default=""
+    )
     dockerfile: str = key("path (repo-relative) of the Dockerfile with `build`, `wheel` and `test` targets")
     builder_image: str = key("base image of the builder stage (compilers are installed on top of it)", check=_image)
     test_image: str = key("base image of the test stage (no compilers)", check=_image)
     python: str = key(
-        '"X.Y" of the interpreter the images use; the wheel\'s cpXY tag must match',
+        '"X.Y" of the interpreter the test image runs the suites with (a [pythons] entry)',
         check=matches(_PYTHON_RE, '"X.Y" (e.g. "3.11")'),
+    )
+    builder_python: str = key(
+        '(optional) "X.Y" of the builder image\'s own interpreter, which runs CMake and pip (default: python); the '
+        "wheels' Pythons need only their headers there",
+        check=matches(_PYTHON_RE, '"X.Y" (e.g. "3.11")'),
+        default="",
+    )
+    pythons: tuple[str, ...] = key(
+        "(optional) every CPython the row's wheels are built for: `nox -s wheels` builds them all, one core and one "
+        "torch_fl._C each (default: python alone)",
+        check=matches(_PYTHON_RE, '"X.Y" (e.g. "3.12")'),
+        default=(),
+    )
+    install_pythons: tuple[str, ...] = key(
+        "(optional) the CPythons `install-<toolchain>` installs the wheel on as a node does, each in a node image "
+        "of that Python; `build-<toolchain>` builds these and python (default: python alone)",
+        check=matches(_PYTHON_RE, '"X.Y" (e.g. "3.12")'),
+        default=(),
     )
     variant: str = key(
         "local version label and wheelhouse name: the wheel is `torch_fl-<v>+pt<torch line><variant>-...` in "
@@ -125,6 +180,12 @@ class Toolchain:
         ),
     )
     torch: TorchSpec = key("the `torch.*` keys below")
+    builder_requirements: tuple[str, ...] = key(
+        "(optional) requirements the builder installs beside requirements-build.txt, pinned in its lock: what one "
+        "torch line needs and its sibling rows do not (the CUDA toolkit wheels of that torch's CUDA release)",
+        check=_requirement,
+        default=(),
+    )
     auditwheel_exclude: tuple[str, ...] = key(
         "sonames (globs for versioned sonames) never grafted into the wheel: torch's own libraries and the vendor "
         "runtime, which the user's torch install provides",
@@ -192,9 +253,28 @@ class Toolchain:
     def python_tag(self) -> str:
         return "cp" + self.python.replace(".", "")
 
+    @property
+    def release_pythons(self) -> tuple[str, ...]:
+        """Every Python the row's wheels are built for (``nox -s wheels``)."""
+        return _sorted_pythons(self.pythons or (self.python,))
+
+    @property
+    def checked_pythons(self) -> tuple[str, ...]:
+        """The Pythons the install checks run on."""
+        return _sorted_pythons(self.install_pythons or (self.python,))
+
+    @property
+    def session_pythons(self) -> tuple[str, ...]:
+        """The Pythons ``build-<toolchain>`` builds: the test's and the install checks'."""
+        return _sorted_pythons({self.python, *self.checked_pythons})
+
     def fingerprint(self) -> str:
         """A stable hash of the row: part of the build and test cache keys."""
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=list).encode()).hexdigest()
+
+
+def _sorted_pythons(versions) -> tuple[str, ...]:
+    return tuple(sorted(set(versions), key=lambda v: tuple(int(x) for x in v.split("."))))
 
 
 @dataclass(frozen=True)
@@ -234,7 +314,12 @@ class BuildSpec:
     )
 
 
-TABLES = (("[build]", BuildSpec), ('[local_bases."<image>"]', LocalBase), ("[toolchains.<name>]", Toolchain))
+TABLES = (
+    ("[build]", BuildSpec),
+    ('[local_bases."<image>"]', LocalBase),
+    ('[pythons."X.Y"]', PythonSource),
+    ("[toolchains.<name>]", Toolchain),
+)
 DOCS_BEGIN = "<!-- matrix keys: generated by `python -m build_tools.matrix` from build_tools/matrix.py -->"
 DOCS_END = "<!-- end of matrix keys -->"
 
@@ -266,6 +351,14 @@ class Matrix:
     build: BuildSpec = key("[build]")
     toolchains: Mapping[str, Toolchain] = key("[toolchains.<name>]", default_factory=dict)
     local_bases: Mapping[str, LocalBase] = key('[local_bases."<image>"]', default_factory=dict)
+    pythons: Mapping[str, PythonSource] = key('[pythons."X.Y"]', default_factory=dict)
+
+    def python(self, version: str) -> PythonSource:
+        try:
+            return self.pythons[version]
+        except KeyError:
+            known = ", ".join(sorted(self.pythons)) or "none"
+            raise MatrixError(f'{self.path}: no [pythons."{version}"] table (known: {known})') from None
 
     def suites(self, toolchain: Toolchain) -> tuple[str, ...]:
         """The suites the test container of ``toolchain`` runs."""
@@ -286,9 +379,43 @@ class Matrix:
         return None
 
 
+def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _extended(rows: Any, problems: Problems) -> Any:
+    """The toolchain tables with ``extends = "<row>"`` resolved: a row takes every key of the row it names and
+    overrides what it sets (a torch line of a vendor differs from its sibling in a few keys)."""
+    if not isinstance(rows, dict):
+        return rows
+    out: dict[str, Any] = {}
+
+    def resolve(name: str, seen: tuple[str, ...]) -> Any:
+        row = rows[name]
+        if not isinstance(row, dict) or "extends" not in row:
+            return row
+        parent = row["extends"]
+        where = f"toolchains.{name}.extends"
+        if parent not in rows or not isinstance(rows[parent], dict):
+            problems.add(where, f"no [toolchains.{parent}] table to extend")
+            return {k: v for k, v in row.items() if k != "extends"}
+        if parent in seen:
+            problems.add(where, f"extends itself through {' -> '.join((*seen, parent))}")
+            return {k: v for k, v in row.items() if k != "extends"}
+        return _deep_merge(resolve(parent, (*seen, parent)), row)
+
+    for name in rows:
+        out[name] = resolve(name, (name,))
+    return out
+
+
 def parse(data: Mapping[str, Any], path: Path) -> Matrix:
     """Validate an already-parsed TOML document; every problem at once in one ``MatrixError``."""
     problems = Problems()
+    data = {**data, "toolchains": _extended(data.get("toolchains"), problems)}
     if data.get("schema") != SCHEMA:
         problems.add("schema", f"expected {SCHEMA}, got {data.get('schema')!r} (this tooling reads schema {SCHEMA})")
     build = data.get("build")
@@ -301,6 +428,15 @@ def parse(data: Mapping[str, Any], path: Path) -> Matrix:
         if extra := sorted(set(row.test_suites) - set(matrix.build.test_suites)):
             suites = ", ".join(matrix.build.test_suites)
             problems.add(f"toolchains.{name}.test_suites", f"{', '.join(extra)} not in [build].test_suites ({suites})")
+        if row.torch.from_image:
+            continue  # the image's own interpreter: no [pythons] entry, one Python
+        for field_name, versions in (("python", (row.python,)), ("pythons", row.pythons),
+                                     ("install_pythons", row.install_pythons)):
+            if unknown := [v for v in versions if v not in matrix.pythons]:
+                known = ", ".join(sorted(matrix.pythons)) or "none"
+                problems.add(f"toolchains.{name}.{field_name}", f"{', '.join(unknown)}: no [pythons] table ({known})")
+        if row.pythons and (outside := sorted(set(row.session_pythons) - set(row.pythons))):
+            problems.add(f"toolchains.{name}.pythons", f"misses {', '.join(outside)} (python and install_pythons)")
     if problems:
         raise MatrixError("\n".join(f"{path}: {p}" for p in problems))
     return matrix

@@ -91,6 +91,8 @@ class BuildInputs:
     host: HostEnv
     key: str
     source_date_epoch: str = "315532800"  # the commit's time (git.source_date_epoch); 1980-01-01 when unknown
+    pythons: tuple[str, ...] = ()  # the Pythons whose wheels this build makes
+    python_sources: Mapping[str, str] = field(default_factory=dict)  # X.Y -> "host" or a Debian suite
 
 
 def vendor_path(toolchain: Toolchain, path: Path) -> str:
@@ -104,7 +106,9 @@ def build_args(toolchain: Toolchain, inp: BuildInputs) -> list[str]:
         "TEST_IMAGE": inp.test_image,
         "PYTHON_VERSION": toolchain.python,
         "VARIANT": toolchain.variant,
-        "BUILDER_LOCK": vendor_path(toolchain, locks.lock_path(toolchain, "builder")),
+        "BUILDER_LOCK": vendor_path(
+            toolchain, locks.lock_path(toolchain, "builder", toolchain.builder_python or toolchain.python)
+        ),
         "TEST_LOCK": vendor_path(toolchain, locks.lock_path(toolchain, "test")),
         "BUILD_ENV": " ".join(f"{k}={v}" for k, v in sorted(toolchain.build_env.items())),
         "AUDITWHEEL_EXCLUDE": " ".join(toolchain.auditwheel_exclude),
@@ -112,6 +116,10 @@ def build_args(toolchain: Toolchain, inp: BuildInputs) -> list[str]:
     }
     if not toolchain.torch.from_image:  # torch's own lock, which the test stage installs first
         args["INSTALL_LOCK"] = vendor_path(toolchain, locks.lock_path(toolchain, "install"))
+        # the Pythons: the test image's, and those the build compiles torch_fl._C for (with their headers' source)
+        args["PYTHON_SOURCE"] = inp.python_sources.get(toolchain.python, "")
+        args["PYTHONS"] = " ".join(inp.pythons)
+        args["PYTHON_HEADER_SOURCES"] = " ".join(f"{v}={inp.python_sources.get(v, '')}" for v in inp.pythons)
     return [a for k, v in args.items() for a in ("--build-arg", f"{k}={v}")] + inp.host.proxy_flags("--build-arg")
 
 
@@ -267,6 +275,7 @@ class Options:
     rebuild: bool = False
     bench: str = "short"  # short | full | none
     tool_args: tuple[str, ...] = ()  # after the separator: for pytest (test-*), the benchmark (bench-*), qualify
+    all_pythons: bool = False  # build every Python of the row (`nox -s wheels`), not only its test's and installs'
 
 
 def parse_posargs(posargs: Sequence[str], action: str = "test", session: str = "") -> Options:

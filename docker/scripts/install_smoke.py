@@ -6,8 +6,11 @@ DIR is a variant's index; the node takes the page of its own torch line, DIR/tor
 container's loopback (http), as a file:// index (file), with --no-index --find-links (find-links), or with the
 README's pip line beside a loopback torch index that offers the next minor (extra-index). pip sees only those
 sources, so it must pick the wheel whose torch pin the installed torch satisfies and leave that torch as it is.
-Then the installed version must carry LABEL, ``import torch_fl`` must route and compute ``add.Tensor``, and
-``pip check`` and ``python -m torch_fl info`` must pass; the last line is ``install-smoke: OK ...``.
+Then the installed version must carry LABEL, ``import torch_fl`` must route and compute ``add.Tensor``, the
+README's first use (``FIRST_USE``) must train, and ``pip check`` and ``python -m torch_fl info`` must pass. With
+``--how find-links``, a wheel of another torch line for this Python (where the index has one) is then forced in:
+``import torch_fl`` must refuse it with the TorchLineError and ``info --check`` print that message and exit 1. The
+last line is ``install-smoke: OK ...``.
 """
 
 from __future__ import annotations
@@ -38,6 +41,18 @@ out = (a.to("flagos") + b.to("flagos")).cpu()
 torch_fl.set_dispatch_log(False)
 assert torch.equal(out, a + b), (out, a + b)
 print("route of add.Tensor:", torch_fl.route("add.Tensor").route)
+"""
+
+# README.md's "First use" block, as a new user pastes it (tests/unit/distribution checks that they agree)
+FIRST_USE = r"""
+import torch, torch_fl                        # importing torch_fl registers the device
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).to("flagos")
+opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+x, y = torch.randn(256, 32, device="flagos"), torch.randn(256, 1, device="flagos")
+for step in range(20):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+print(f"loss {loss.item():.4f} on {loss.device}")    # every op went through the router
 """
 
 
@@ -170,9 +185,45 @@ def main(argv: list[str]) -> int:
         raise SystemExit("install-smoke: the routing smoke test failed (or logged no route for add.Tensor)")
     routed = next(ln for ln in res.stderr.splitlines() if "add.Tensor -> " in ln)
     print(f"install-smoke: dispatch log: {routed.strip()}", flush=True)
+    first = subprocess.run([sys.executable, "-c", FIRST_USE], cwd="/tmp", capture_output=True, text=True)
+    if first.returncode != 0 or "on flagos:0" not in first.stdout:
+        sys.stderr.write(first.stdout + first.stderr)
+        raise SystemExit("install-smoke: the README's first use failed")
+    print(f"install-smoke: the README's first use: {first.stdout.strip()}", flush=True)
     subprocess.run([sys.executable, "-m", "torch_fl", "info"], cwd="/tmp", check=True)
+    if args.how == "find-links":
+        check_wrong_line(args.index, major, minor, before)
     print(f"install-smoke: OK {args.how}: torch-fl {version} for torch {before}, torch unchanged", flush=True)
     return 0
+
+
+def check_wrong_line(index: Path, major: int, minor: int, torch_version: str) -> None:
+    """Force in this Python's wheel of another torch line: the import must refuse it with the line check's error
+    (never the dynamic loader's), and ``info --check`` must print the same and exit 1."""
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    others = sorted(w for w in index.glob(f"torch_fl-*-{tag}-{tag}-*.whl") if f"+pt{major}{minor:02d}" not in w.name)
+    if not others:
+        print(f"install-smoke: no wheel of another torch line for {tag} in {index}: the wrong-line check needs one",
+              flush=True)
+        return
+    pip("install", "--no-deps", "--force-reinstall", str(others[-1]))
+    imp = subprocess.run([sys.executable, "-c", "import torch_fl"], cwd="/tmp", capture_output=True, text=True)
+    info = subprocess.run([sys.executable, "-m", "torch_fl", "info", "--check"], cwd="/tmp", capture_output=True,
+                          text=True)
+    wheel_line = re.search(r"\+pt(\d)(\d\d)", others[-1].name)
+    built = f"torch {int(wheel_line.group(1))}.{int(wheel_line.group(2))}"
+    problems = []
+    if imp.returncode == 0 or "TorchLineError" not in imp.stderr or "undefined symbol" in imp.stderr:
+        problems.append(f"import torch_fl: exit {imp.returncode}, {imp.stderr.strip()[-300:]!r}")
+    for needed in (built, torch_version, "pip install"):
+        if needed not in imp.stderr:
+            problems.append(f"the import error does not name {needed!r}")
+    if info.returncode == 0 or built not in info.stdout + info.stderr or "Traceback" in info.stdout + info.stderr:
+        problems.append(f"info --check: exit {info.returncode}, {(info.stdout + info.stderr).strip()[-300:]!r}")
+    if problems:
+        raise SystemExit("install-smoke: a wheel of another line: " + "; ".join(problems))
+    print(f"install-smoke: {others[-1].name} under torch {major}.{minor}: import refused, info --check exit "
+          f"{info.returncode}", flush=True)
 
 
 if __name__ == "__main__":

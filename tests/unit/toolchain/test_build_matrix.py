@@ -16,6 +16,10 @@ MINIMAL = {
     "local_bases": {
         "x/debian:bookworm": {"tool": "debootstrap", "suite": "bookworm", "stands_for": ["debian:bookworm-slim"]}
     },
+    "pythons": {
+        "3.11": {"source": "bookworm", "image": "debian:bookworm-slim"},
+        "3.12": {"source": "host", "image": "debian:bookworm-slim"},
+    },
     "toolchains": {
         "cpu": {
             "summary": "cpu",
@@ -67,8 +71,8 @@ def test_every_toolchain_row_is_complete(repo):
     m = matrix.load(repo / "configs" / "toolchains.toml")
     for toolchain in m.toolchains.values():
         assert toolchain.summary and "\n" not in toolchain.summary
-        # a row of another torch line of a variant (cpu214) reuses that variant's Dockerfile
-        owners = [c.name for c in m.toolchains.values() if c.wheel_dir == toolchain.wheel_dir]
+        # a row of another torch line of a vendor (cpu214, cuda215) reuses that vendor's Dockerfile
+        owners = [c.name for c in m.toolchains.values() if c.accelerator == toolchain.accelerator]
         assert toolchain.dockerfile in {f"docker/{v}/Dockerfile" for v in owners}
         assert (repo / toolchain.dockerfile).is_file()
         assert toolchain.torch.requirement
@@ -222,3 +226,30 @@ def test_every_key_of_the_matrix_file_is_documented(repo):
     for table in [*data["toolchains"].values(), *data["local_bases"].values()]:
         used |= keys(table)
     assert used <= documented, sorted(used - documented)
+
+
+def test_a_python_is_a_column_each_row_names_from_the_pythons_table():
+    m = parse_with(toolchains__cpu__pythons=["3.12", "3.11"], toolchains__cpu__install_pythons=["3.12"])
+    cpu = m.toolchain("cpu")
+    assert cpu.release_pythons == ("3.11", "3.12")
+    assert cpu.session_pythons == ("3.11", "3.12")
+    assert m.python("3.12").from_host and m.python("3.12").tag == "cp312"
+    with pytest.raises(matrix.MatrixError, match=r"toolchains\.cpu\.pythons: 3\.13: no \[pythons\] table"):
+        parse_with(toolchains__cpu__pythons=["3.11", "3.13"])
+    with pytest.raises(matrix.MatrixError, match=r"toolchains\.cpu\.pythons: misses 3\.12"):
+        parse_with(toolchains__cpu__pythons=["3.11"], toolchains__cpu__install_pythons=["3.12"])
+
+
+def test_a_row_extends_another_and_overrides_what_it_sets():
+    data = copy.deepcopy(MINIMAL)
+    data["toolchains"]["cpu2"] = {"extends": "cpu", "summary": "two", "torch": {"requirement": "torch==2.12.0"}}
+    m = matrix.parse(data, P)
+    two = m.toolchain("cpu2")
+    assert two.torch.requirement == "torch==2.12.0" and two.summary == "two"
+    assert two.auditwheel_exclude == m.toolchain("cpu").auditwheel_exclude  # taken from cpu
+    data["toolchains"]["cpu2"]["extends"] = "nope"
+    with pytest.raises(matrix.MatrixError, match=r"toolchains\.cpu2\.extends: no \[toolchains\.nope\] table"):
+        matrix.parse(data, P)
+    data["toolchains"]["cpu2"]["extends"] = "cpu2"
+    with pytest.raises(matrix.MatrixError, match="extends itself"):
+        matrix.parse(data, P)

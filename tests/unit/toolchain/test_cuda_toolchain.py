@@ -184,7 +184,7 @@ def test_build_cuda_dry_run_plans_both_builds_and_runs_nothing(fake_repo, empty_
         assert args["PYTHON_VERSION"] == cuda.python and args["VARIANT"] == cuda.variant
         # torch and every other package come from the row's locks (build_tools/locks.py)
         assert args["BUILDER_LOCK"] == "locks/cuda-builder-py311.txt"
-        assert args["TEST_LOCK"] == "locks/cuda-test-py311.txt"
+        assert args["TEST_LOCK"] == "locks/cuda-test-py312.txt"  # the GPU nodes' Python
         assert args["SOURCE_DATE_EPOCH"].isdigit()
         excluded = args["AUDITWHEEL_EXCLUDE"].split()
         assert excluded == list(cuda.auditwheel_exclude)

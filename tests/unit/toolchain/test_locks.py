@@ -132,7 +132,7 @@ def test_test_images_start_like_the_bare_node_image_so_they_share_its_torch_laye
         assert stage[: len(node)] == node, dockerfile
     # and the test lock keeps every pin of the install lock, so its install leaves that torch as it is
     for lock in locks.all_locks(MATRIX, REPO):
-        if lock.stage == "install":
+        if lock.stage == "install" and lock.python == MATRIX.toolchain(lock.row).python:
             test = REPO / lock.path.with_name(lock.path.name.replace("-install-", "-test-"))
             installed = {n: v for n, (v, _) in locks.read_pins((REPO / lock.path).read_text()).items()}
             tested = {n: v for n, (v, _) in locks.read_pins(test.read_text()).items()}

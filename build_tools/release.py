@@ -1,0 +1,115 @@
+"""``nox -s wheels``: the operator's release command. Builds every wheel of the matrix into wheels/ and indexes them.
+
+The matrix is the rows of configs/toolchains.toml times each row's ``pythons``: one build per row (the core once,
+torch_fl._C once per Python), one wheel per Python. A row whose last build is current and made all of its Pythons
+is skipped (the build flow's own up-to-date check), so a stopped run resumes where it stopped. A row that cannot
+be built on this host (its base image cannot be had, e.g. the DTK image) is reported and left out; the others
+still build. ``--list`` prints the matrix without building anything.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from . import dockercli, distribute, flow
+from .matrix import Matrix, Toolchain
+from .summary import Summary
+from .wheel_metadata import variants
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One wheel of the matrix."""
+
+    toolchain: Toolchain
+    line: str  # "2.15"
+    python_tag: str  # "cp312"
+
+    def describe(self) -> str:
+        return f"{self.toolchain.wheel_dir} torch-{self.line} {self.python_tag}"
+
+
+def torch_line(toolchain: Toolchain) -> str:
+    """The torch line a row builds for: from its requirement, or, for an image that brings torch, its ``torch.line``
+    key; "?" where neither says."""
+    if toolchain.torch.from_image:
+        return toolchain.torch.line or "?"
+    spec = toolchain.torch.requirement.split("==", 1)
+    if len(spec) != 2:
+        return toolchain.torch.line or "?"
+    major, minor = variants.torch_line(spec[1])
+    return f"{major}.{minor}"
+
+
+def entries(matrix: Matrix) -> list[Entry]:
+    """Every wheel of the matrix, by variant, torch line and Python."""
+    out = []
+    for row in matrix.toolchains.values():
+        for version in row.release_pythons:
+            out.append(Entry(row, torch_line(row), "cp" + version.replace(".", "")))
+    return sorted(out, key=lambda e: (e.toolchain.wheel_dir, _line_key(e.line), int(e.python_tag[2:])))
+
+
+def _line_key(line: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in line.split(".")) if line != "?" else (0,)
+
+
+def listing(matrix: Matrix) -> str:
+    """``--list``: one line per wheel."""
+    return "\n".join(e.describe() for e in entries(matrix))
+
+
+def build_all(f: flow.Flow, summary: Summary, posargs: Sequence[str]) -> None:
+    """Build every row for all of its Pythons, then index wheels/."""
+    if list(posargs) == ["--list"]:
+        f.echo(f"the wheel matrix of {f.matrix.path}, {len(entries(f.matrix))} wheels:")
+        print(listing(f.matrix))
+        return
+    if posargs:
+        raise flow.UserError(f"nox -s wheels takes no arguments but --list, got {' '.join(posargs)}")
+    f.options = replace(f.options, all_pythons=True)
+    failed = []
+    for row in f.matrix.toolchains.values():
+        t0 = time.monotonic()
+        pythons = ", ".join(row.release_pythons)
+        try:
+            f.toolchain(row.name)
+            if row.image_hint and not f.runner.ask(lambda: dockercli.image_id(f.images.client(), row.builder_image)):
+                summary.add(f"wheels {row.name}", "skipped", 0.0, f"{row.builder_image} is not on this host")
+                continue
+            built = flow.build(f, row.name, Summary(row.name))
+        except flow.ERRORS as exc:
+            summary.add(f"wheels {row.name}", "failed", time.monotonic() - t0, str(exc).splitlines()[0][:120])
+            failed.append(row.name)
+            continue
+        made = [built.wheel.name, *(w.name for w in built.others.values())]
+        summary.add(f"wheels {row.name}", "ran", time.monotonic() - t0, f"torch {torch_line(row)}: {pythons}")
+        for name in sorted(made):
+            f.echo(f"{row.name}: wheels/{row.wheel_dir}/{name}")
+    distribute.index_all(f, summary)
+    if failed:
+        raise flow.UserError(f"nox -s wheels: {', '.join(failed)} did not build (the summary says why)")
+
+
+def _span(versions: Sequence[str]) -> str:
+    """("3.10", "3.11", "3.12") -> "3.10–3.12"; a gap keeps the list."""
+    minors = [int(v.split(".")[1]) for v in versions]
+    if len(versions) > 2 and minors == list(range(minors[0], minors[-1] + 1)):
+        return f"{versions[0]}–{versions[-1]}"
+    return ", ".join(versions)
+
+
+def wheel_table(matrix: Matrix) -> str:
+    """README.md's table of the wheels that exist: one row per (index directory, set of Pythons), its torch lines."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for row in matrix.toolchains.values():
+        pythons = tuple(sorted({e.python_tag for e in entries(matrix) if e.toolchain is row}, key=lambda t: int(t[2:])))
+        span = _span([f"{t[2]}.{t[3:]}" for t in pythons])
+        groups.setdefault((variants.index_dir(row.wheel_dir), span), []).append(torch_line(row))
+    lines = ["| index directory | torch lines | CPython |", "|---|---|---|"]
+    for (directory, span), torch_lines in sorted(groups.items()):
+        ordered = ", ".join(sorted(set(torch_lines), key=_line_key))
+        lines.append(f"| `{directory}/` | {ordered} | {span} |")
+    return "\n".join(lines)
