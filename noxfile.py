@@ -38,6 +38,9 @@ try:
 except matrix.MatrixError as exc:  # one clear line instead of a traceback
     sys.exit(f"noxfile: {exc}")
 
+# The row whose wheel the host suites install: torch 2.13's CPU build is in the machine's wheelhouse for the host's
+# Python 3.11, small beside the main line's torch 2.15, which exists here only as PyPI's CUDA build.
+HOST_ROW = "cpu213"
 OPINFO_SAMPLES = "1"  # samples per (operator, dtype) in the host session's OpInfo runs; 0 = all
 # The torch whose headers and hipify the HIP compile check uses: the DAS torch line of the DCU default image
 # ([vendors.dcu] in configs/toolchains.toml), taken from PyPI's wheel of that line (headers only, never imported).
@@ -153,14 +156,14 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Host tests, no docker: tests/unit, then test-cpu's repaired wheel installed here for what needs the host (a
-    compiler for torch.compile, both cores for torch's op database); the suites of the matrix run in the test
-    containers. Needs `nox -s test-cpu` first (build-cpu's wheel of this checkout; CI runs it before)."""
-    cpu = MATRIX.toolchain("cpu")
+    """Host tests, no docker: tests/unit, then build-cpu213's repaired wheel installed here for what needs the host
+    (a compiler for torch.compile, both cores for torch's op database); the suites of the matrix run in the test
+    containers. Needs `nox -s build-cpu213` first (CI runs it before)."""
+    cpu = MATRIX.toolchain(HOST_ROW)
     try:  # before any install: a missing or stale wheel stops the session at once
         wheel = flow.built_wheel(ROOT, cpu, MATRIX.build)
     except flow.UserError as exc:
-        session.error(f"nox -s tests installs the cpu wheel of `nox -s test-cpu`: {exc}")
+        session.error(f"nox -s tests installs the {HOST_ROW} wheel of `nox -s build-{HOST_ROW}`: {exc}")
     host = flow.env.from_environ(os.environ)
     wheelhouses = [p.name for d in host.find_links_dirs for p in d.iterdir()]
     torch_args, note = plan.torch_source(cpu, wheelhouses)
@@ -171,8 +174,6 @@ def tests(session: nox.Session) -> None:
         "-r", "build_tools/requirements-index.txt",  # tests/unit/distribution writes real indexes
         "nox==2026.10.20",  # tests/unit/toolchain drives the noxfile itself
     )
-    # the model suite's torchvision pins torch exactly (docker/cpu/requirements-models.txt)
-    session.install("--no-deps", "-r", "docker/cpu/requirements-models.txt")
     hipify_torch = torch_headers.unpack(ROOT / "build" / "hipify-torch", HIPIFY_TORCH, session.log)
     session.run(
         "pytest", "tests/unit", "-n", "auto", *session.posargs, env={"TORCH_FL_HIPIFY_TORCH": str(hipify_torch)}

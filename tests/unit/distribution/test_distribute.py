@@ -16,15 +16,18 @@ M = matrix.load(REPO / "configs" / "toolchains.toml")
 
 
 def test_cpu_variant_has_two_torch_lines_and_cuda_one():
-    assert [c.name for c in distribute.line_rows(M, M.toolchain("cpu"))] == ["cpu", "cpu214", "cpu29", "cpu210"]
-    assert [c.name for c in distribute.line_rows(M, M.toolchain("cuda"))] == ["cuda"]
-    assert distribute.variant_dirs(M) == {"cpu": "cpu", "cu130": "cu130", "dcu": "dtk*"}
+    rows = [c.name for c in distribute.line_rows(M, M.toolchain("cpu"))]
+    assert rows == ["cpu", "cpu213", "cpu214", "cpu29", "cpu210", "cpu211", "cpu212"]
+    cuda = [c.name for c in distribute.line_rows(M, M.toolchain("cuda"))]
+    assert cuda == ["cuda", "cuda212", "cuda213", "cuda214"]  # cu130; torch 2.15 is a CUDA 13.2 build
+    assert distribute.variant_dirs(M) == {"cpu": "cpu", "cu130": "cu130", "cu132": "cu132", "dcu": "dtk*"}
 
 
 def test_second_cpu_line_builds_cpu_only_against_a_torch_without_its_nvidia_libraries():
     row = M.toolchain("cpu214")
     assert row.variant == "cpu" and row.dockerfile == M.toolchain("cpu").dockerfile
-    assert row.torch.builder_no_deps and not M.toolchain("cpu").torch.builder_no_deps
+    # the wheelhouse's CPU build of torch 2.13 is the one line built with torch's own dependencies
+    assert row.torch.builder_no_deps and not M.toolchain("cpu213").torch.builder_no_deps
     assert row.build_env["SKBUILD_CMAKE_DEFINE"] == "TORCH_FL_VENDOR_RUNTIME=OFF"
     # the builder's lock pins torch alone, without the nvidia-* libraries the test image's lock resolves
     builder = (REPO / "docker/cpu/locks/cpu214-builder-py311.txt").read_text()
@@ -47,12 +50,13 @@ def _inputs(tmp_path):
 
 
 def test_node_image_has_python_and_torch_only_and_no_secret_in_args(tmp_path):
-    cpu = M.toolchain("cpu")
-    node = distribute.plan_node_image("docker", cpu, _inputs(tmp_path))
+    cpu = M.toolchain("cpu213")
+    node = distribute.plan_node_image("docker", cpu, _inputs(tmp_path), M.python("3.11"))
     argv = list(node.command.argv)
-    assert node.tag == "torch-fl/cpu-node:ffffffffffff"
+    assert node.tag == "torch-fl/cpu213-nodecp311:ffffffffffff"
     assert argv[argv.index("-f") + 1].endswith("docker/install/Dockerfile")
-    assert "INSTALL_LOCK=locks/cpu-install-py311.txt" in argv
+    assert "INSTALL_LOCK=locks/cpu213-install-py311.txt" in argv
+    assert "PYTHON_VERSION=3.11" in argv and "PYTHON_SOURCE=bookworm" in argv
     assert "BASE_IMAGE=torch-fl/debian:bookworm" in argv
     assert f"id=pipconf,src={tmp_path / 'pip.conf'}" in argv
     assert "HTTPS_PROXY" in argv and not any("user:secret" in a for a in argv)  # the value stays in docker's env
@@ -114,27 +118,25 @@ def test_install_names_the_build_or_index_command_that_is_missing(tmp_path, whee
     with pytest.raises(flow.UserError, match="nox -s build-cpu`"):
         distribute.require_index(f, M.toolchain("cpu"))
     d = f.repo / "wheels" / "cpu"
-    a, b = wheel_factory(d, "pt213cpu"), wheel_factory(d, "pt214cpu")
+    a = wheel_factory(d, "pt215cpu")
     f.state.write("cpu", wheel=a.name)
-    with pytest.raises(flow.UserError, match="nox -s build-cpu214"):
-        distribute.require_index(f, M.toolchain("cpu"))
-    f.state.write("cpu214", wheel=b.name)
-    with pytest.raises(flow.UserError, match="nox -s build-cpu29`"):
-        distribute.require_index(f, M.toolchain("cpu"))
-    for row, label in (("cpu29", "pt209cpu"), ("cpu210", "pt210cpu")):
-        f.state.write(row, wheel=wheel_factory(d, label).name)
     with pytest.raises(flow.UserError, match="nox -s index"):
         distribute.require_index(f, M.toolchain("cpu"))
     index.build(d, "cpu")
-    labels = [x.label for x in distribute.require_index(f, M.toolchain("cpu"))]
+    rows = distribute.line_rows(M, M.toolchain("cpu"))
+    with pytest.raises(flow.UserError, match="holds one torch line.*build-cpu214"):
+        distribute.offered(f, M.toolchain("cpu"), rows)  # pip must have a line to refuse
+    for label in ("pt209cpu", "pt214cpu"):
+        wheel_factory(d, label)
+    with pytest.raises(flow.UserError, match="nox -s index"):
+        distribute.require_index(f, M.toolchain("cpu"))  # new wheels make the index stale
+    index.build(d, "cpu")
+    labels = [x.label for x in distribute.offered(f, M.toolchain("cpu"), rows)]
     (d / "simple").mkdir()  # a variant-wide page would offer every line to every node
     with pytest.raises(flow.UserError, match="variant-wide.*nox -s index"):
         distribute.require_index(f, M.toolchain("cpu"))
     (d / "simple").rmdir()
-    assert sorted(labels) == ["pt209cpu", "pt210cpu", "pt213cpu", "pt214cpu"]
-    wheel_factory(d, "pt215cpu")  # a new wheel makes the index stale
-    with pytest.raises(flow.UserError, match="nox -s index"):
-        distribute.require_index(f, M.toolchain("cpu"))
+    assert sorted(labels) == ["pt209cpu", "pt214cpu", "pt215cpu"]
 
 
 def test_publish_refuses_a_bad_destination(tmp_path):

@@ -13,7 +13,8 @@ CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
 @pytest.fixture
 def cpu(repo) -> matrix.Toolchain:
-    return matrix.load(repo / "configs" / "toolchains.toml").toolchain("cpu")
+    # the row whose torch is the machine's wheelhouse's CPU build (the main line's is PyPI's)
+    return matrix.load(repo / "configs" / "toolchains.toml").toolchain("cpu213")
 
 
 @pytest.fixture
@@ -96,8 +97,8 @@ def test_build_commands_use_secrets_and_never_carry_credentials(cpu, host_env, t
             assert secret not in line
         assert "--build-arg BUILDER_IMAGE=b:1" in line
         assert "--build-arg PYTHON_VERSION=3.11" in line
-        assert "--build-arg BUILDER_LOCK=locks/cpu-builder-py311.txt" in line
-    assert "-t torch-fl/cpu-builder:abababababab" in cmds[0].shell()
+        assert "--build-arg BUILDER_LOCK=locks/cpu213-builder-py311.txt" in line
+    assert "-t torch-fl/cpu213-builder:abababababab" in cmds[0].shell()
     assert "--label org.torch-fl.key=" + "ab" * 32 in cmds[0].shell()
     assert f"--output type=local,dest={tmp_path / 'export'}" in cmds[1].shell()
     assert cmds[0].argv[-1] == str(tmp_path / "ctx")
