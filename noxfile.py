@@ -24,9 +24,7 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from build_tools import (  # noqa: E402
-    containers, context, distribute, flow, locks, matrix, plan, release, torch_headers, upkeep
-)
+from build_tools import containers, context, distribute, flow, locks, matrix, plan, release, torch_headers, upkeep  # noqa: E402
 from build_tools.summary import Summary  # noqa: E402
 
 nox.options.default_venv_backend = "venv"

@@ -205,7 +205,8 @@ def _up_to_date(flow: Flow, built: Built) -> Path | None:
     for name, sha in made.items():
         if not (built.wheel_dir / name).is_file() or context.file_sha256(built.wheel_dir / name) != sha:
             return None
-    built.others = {wheelcheck.inspect(built.wheel_dir / n).python_tags[0]: built.wheel_dir / n for n in state.get("others", {})}
+    others = [built.wheel_dir / n for n in state.get("others", {})]
+    built.others = {wheelcheck.inspect(w).python_tags[0]: w for w in others}
     return built.wheel_dir / state["wheel"]
 
 
@@ -243,7 +244,8 @@ def _accept_wheels(flow: Flow, toolchain: Toolchain, export: Path, wheel_dir: Pa
     for wheel in sorted(export.glob("*.whl")):
         info = wheelcheck.inspect(wheel)
         tag = info.python_tags[0] if len(info.python_tags) == 1 else ".".join(info.python_tags)
-        bad = wheelcheck.problems(info, variant=toolchain.variant, python_tag=tag, excludes=toolchain.auditwheel_exclude)
+        excludes = toolchain.auditwheel_exclude
+        bad = wheelcheck.problems(info, variant=toolchain.variant, python_tag=tag, excludes=excludes)
         if tag not in wanted or tag in found:
             bad.append(f"python tag {tag} is not one of this build's ({', '.join(sorted(wanted))}) or came twice")
         if bad:

@@ -117,11 +117,19 @@ def locks_of(toolchain: Toolchain, repo: Path, matrix_path: str, suites: Sequenc
         "test": (toolchain.python,),
         "install": tuple(sorted({toolchain.python, *toolchain.checked_pythons})),
     }
-    out = [
-        Lock(toolchain.name, stage, py, lock_path(toolchain, stage, py), tuple(res), tuple(pin), index)
-        for stage, (res, pin) in stages.items()
-        for py in pythons[stage]
-    ]
+    # a node of another Python than the test's takes torch.node_requirement where the row names one
+    node_torch = toolchain.torch.node_requirement
+    node = [(node_torch, f"{row} torch.node_requirement")] if node_torch else []
+
+    def made_of(stage: str, py: str, res: list, pin: list) -> tuple[list, list]:
+        return (node, pin) if stage == "install" and node and py != toolchain.python else (res, pin)
+
+    out = []
+    for stage, (res, pin) in stages.items():
+        for py in pythons[stage]:
+            resolved, pinned = made_of(stage, py, res, pin)
+            path = lock_path(toolchain, stage, py)
+            out.append(Lock(toolchain.name, stage, py, path, tuple(resolved), tuple(pinned), index))
     if toolchain.name in NODES:
         python, names = NODES[toolchain.name]
         backend = tuple(r for r in build if canonicalize_name(Requirement(r[0]).name) in names)

@@ -121,6 +121,13 @@ class TorchSpec:
         "torch needs none of its nvidia-* libraries); the test image installs them",
         default=False,
     )
+    node_requirement: str = key(
+        "(optional) what the node images of the install checks on other Pythons than python install instead of "
+        "requirement: a torch whose CPU build is at hand for one Python only (torch 2.13.0+cpu in the machine's "
+        "wheelhouse) is PyPI's build of the same version on the others",
+        check=_requirement,
+        default="",
+    )
     line: str = key(
         '(optional) "M.m": the torch line of the torch an image brings (torch.from_image), for `nox -s wheels -- '
         "--list`; other rows take it from requirement",

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from . import dockercli, distribute, flow
+from . import distribute, dockercli, flow
 from .matrix import Matrix, Toolchain
 from .summary import Summary
 from .wheel_metadata import variants
@@ -76,7 +76,8 @@ def build_all(f: flow.Flow, summary: Summary, posargs: Sequence[str]) -> None:
         pythons = ", ".join(row.release_pythons)
         try:
             f.toolchain(row.name)
-            if row.image_hint and not f.runner.ask(lambda: dockercli.image_id(f.images.client(), row.builder_image)):
+            image = row.builder_image
+            if row.image_hint and not f.runner.ask(lambda image=image: dockercli.image_id(f.images.client(), image)):
                 summary.add(f"wheels {row.name}", "skipped", 0.0, f"{row.builder_image} is not on this host")
                 continue
             built = flow.build(f, row.name, Summary(row.name))

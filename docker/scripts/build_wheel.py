@@ -13,10 +13,10 @@ pip builds is then split into one wheel per Python (``split_per_python``), each 
 from __future__ import annotations
 
 import hashlib
-import re
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -162,7 +162,7 @@ def main(argv: list[str]) -> int:
         print(f"build_wheel: expected one wheel in {dist}, found {[w.name for w in wheels]}", file=sys.stderr)
         return 1
     print(f"build_wheel: built {wheels[0].name} in {time.monotonic() - start:.0f}s", flush=True)
-    if pythons and pythons != ["%d.%d" % sys.version_info[:2]]:  # the wheel's tag is this interpreter's
+    if pythons and pythons != [f"{sys.version_info[0]}.{sys.version_info[1]}"]:  # the wheel's tag is this Python's
         split = split_per_python(wheels[0], pythons, dist)
         print(f"build_wheel: split into {', '.join(w.name for w in split)}", flush=True)
     return 0

@@ -18,11 +18,15 @@ usage() {
   exit 2
 }
 
+# sid's Release files carry a Valid-Until a week ahead; a mirror that holds a snapshot of sid serves them past it.
+# The signatures are still checked: only the freshness window is not.
+APT_FRESHNESS=(-o Acquire::Check-Valid-Until=false)
+
 step_apt() {
   [ "$#" -gt 0 ] || usage
   rm -f /etc/apt/sources.list.d/cuda*.list /etc/apt/sources.list.d/cuda*.sources
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update
+  apt-get "${APT_FRESHNESS[@]}" update
   apt-get install -y --no-install-recommends "$@"
   rm -rf /var/lib/apt/lists/*
 }
@@ -83,7 +87,8 @@ python_headers_from_debian() {
   mkdir -p "$tmp/lists/partial" "$tmp/archives/partial"
   echo "deb $mirror $suite main" >"$tmp/sources.list"
   local opts=(-o "Dir::Etc::SourceList=$tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
-    -o "Dir::State::Lists=$tmp/lists" -o "Dir::Cache::Archives=$tmp/archives" -o APT::Sandbox::User=root)
+    -o "Dir::State::Lists=$tmp/lists" -o "Dir::Cache::Archives=$tmp/archives" -o APT::Sandbox::User=root
+    "${APT_FRESHNESS[@]}")
   apt-get "${opts[@]}" update
   (cd "$tmp" && apt-get "${opts[@]}" download "libpython$version-dev")
   dpkg-deb -x "$tmp"/libpython"$version"-dev_*.deb "$tmp/root"
