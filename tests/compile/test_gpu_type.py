@@ -15,7 +15,7 @@ ON_A_CUDA_NODE = """
 import sys, torch, torch_fl
 torch.cuda.is_available = lambda: True                # what Inductor sees on a CUDA node
 import torch.utils._triton
-torch.utils._triton.has_triton = lambda: False        # its device check would query the GPU this host lacks
+torch.utils._triton.has_triton = lambda **_: False    # its device check would query the GPU this host lacks
 import torch._inductor.fx_passes.joint_graph          # a module that binds get_gpu_type by name, loaded first
 import torch.testing._internal.inductor_utils as testing
 from torch._inductor import comm_analysis, utils

@@ -24,7 +24,7 @@ def declare_gpu() -> None:
 
 
 # Modules that bind ``torch._inductor.utils.get_gpu_type`` by name (checked by ``problems``). Others found in
-# sys.modules are rebound too; these are the ones torch 2.11-2.14 have.
+# sys.modules are rebound too; these are the ones torch 2.11-2.15 have.
 GPU_TYPE_USERS = (
     "torch._inductor.fx_passes.joint_graph",
     "torch._inductor.fx_passes.post_grad",
