@@ -182,10 +182,9 @@ def _stage(flow: Flow, toolchain: Toolchain) -> Built:
     staged, torch_args = flow.stage(toolchain, host)
     if toolchain.collectives:
         flow.echo(f"collectives: {toolchain.collectives}")
-    digests = (
-        staged.src_digest, staged.scripts_digest, staged.wheelhouse_digest, staged.dockerfile_digest,
-        staged.pythons_digest,
-    )
+    # Not the staged host Pythons: a wheel needs only their headers, whose ABI is fixed within a minor version, and
+    # `nox -s wheels` stages more of them than `build-<row>` does; the state's Python set decides what is missing.
+    digests = (staged.src_digest, staged.scripts_digest, staged.wheelhouse_digest, staged.dockerfile_digest)
     key = context.combine("build", toolchain.fingerprint(), *digests, builder_base.id, *torch_args)
     sources = context.sources_digest(flow.repo, toolchain, flow.matrix.build)
     wheel_dir = flow.repo / "wheels" / toolchain.wheel_dir
