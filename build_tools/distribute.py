@@ -139,8 +139,9 @@ def offered(f: flow.Flow, toolchain: Toolchain, rows: list[Toolchain]) -> list[i
 
 
 def install(f: flow.Flow, name: str, summary: Summary) -> None:
-    """The install checks of ``name``: on each of its install Pythons, a bare node image (that Python and the
-    row's torch) installs torch-fl from the index in every way of the row, as a node does."""
+    """The install checks of ``name``: on each of its install Pythons (``--all-pythons``: each of its ``pythons``),
+    a bare node image (that Python and the row's torch) installs torch-fl from the index in every way of the row,
+    as a node does."""
     toolchain = f.toolchain(name)
     rows = line_rows(f.matrix, toolchain)
     host = f.host()
@@ -150,7 +151,7 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
         unasked="a real run needs the wheels of every torch line and a current index (nox -s index)",
     )
     failed: list[str] = []
-    for version in toolchain.checked_pythons:
+    for version in toolchain.release_pythons if f.options.all_pythons else toolchain.checked_pythons:
         python = f.matrix.python(version)
         failed += _install_on(f, toolchain, python, staged, torch_args, host, dists, summary)
     if failed:

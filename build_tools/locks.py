@@ -110,26 +110,25 @@ def locks_of(toolchain: Toolchain, repo: Path, matrix_path: str, suites: Sequenc
     if torch:
         stages["install"] = (torch, [])
     index = toolchain.torch.index_url
-    # the builder's lock is for its own interpreter; torch's install lock for the test's Python and each install
-    # check's (a node image of that Python)
+    # the builder's lock is for its own interpreter; torch's install lock for the test's Python and each Python of
+    # the row (a node image of that Python: `install-<row> -- --all-pythons` checks them all)
     pythons = {
         "builder": (toolchain.builder_python or toolchain.python,),
         "test": (toolchain.python,),
-        "install": tuple(sorted({toolchain.python, *toolchain.checked_pythons})),
+        "install": tuple(sorted({toolchain.python, *toolchain.checked_pythons, *toolchain.release_pythons})),
     }
     # a node of another Python than the test's takes torch.node_requirement where the row names one
     node_torch = toolchain.torch.node_requirement
     node = [(node_torch, f"{row} torch.node_requirement")] if node_torch else []
 
-    def made_of(stage: str, py: str, res: list, pin: list) -> tuple[list, list]:
-        return (node, pin) if stage == "install" and node and py != toolchain.python else (res, pin)
-
     out = []
     for stage, (res, pin) in stages.items():
         for py in pythons[stage]:
-            resolved, pinned = made_of(stage, py, res, pin)
             path = lock_path(toolchain, stage, py)
-            out.append(Lock(toolchain.name, stage, py, path, tuple(resolved), tuple(pinned), index))
+            if stage == "install" and node and py != toolchain.python:  # PyPI's build: not the row's torch index
+                out.append(Lock(toolchain.name, stage, py, path, tuple(node), tuple(pin)))
+            else:
+                out.append(Lock(toolchain.name, stage, py, path, tuple(res), tuple(pin), index))
     if toolchain.name in NODES:
         python, names = NODES[toolchain.name]
         backend = tuple(r for r in build if canonicalize_name(Requirement(r[0]).name) in names)

@@ -251,13 +251,14 @@ SESSION_FLAGS = {
     "--bench-full": "run the full benchmark after the suites (default: the short one)",
     "--no-bench": "run no benchmark after the suites",
     "--all": "also remove the local base images and the BuildKit cache",
+    "--all-pythons": "check every Python of the row's `pythons` (after `nox -s wheels`), not only its install_pythons",
 }
 FLAGS_OF = {
     "build": ("--dry-run", "--rebuild"),
     "test": ("--dry-run", "--rebuild", "--bench-full", "--no-bench"),
     "bench": ("--dry-run", "--rebuild"),
     "qualify": ("--dry-run", "--rebuild"),
-    "install": ("--dry-run",),
+    "install": ("--dry-run", "--all-pythons"),
     "base-image": ("--dry-run", "--rebuild"),
     "clean": ("--dry-run", "--all"),
 }
@@ -298,7 +299,10 @@ def parse_posargs(posargs: Sequence[str], action: str = "test", session: str = "
     bench = "full" if "--bench-full" in args else "none" if "--no-bench" in args else "short"
     if "--bench-full" in args and "--no-bench" in args:
         raise UsageError(f"{session}: --bench-full and --no-bench exclude each other")
-    return Options(dry_run="--dry-run" in args, rebuild="--rebuild" in args, bench=bench, tool_args=rest)
+    return Options(
+        dry_run="--dry-run" in args, rebuild="--rebuild" in args, bench=bench, tool_args=rest,
+        all_pythons="--all-pythons" in args,
+    )
 
 
 def failed_step(log_lines: Sequence[str]) -> str | None:

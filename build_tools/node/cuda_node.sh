@@ -8,7 +8,7 @@
 # smoke    torch_fl info, a matmul, add on ROUTES="native flaggems"; FLAGOS_ACCELERATOR=cuda              node.txt
 # full     routing + correctness suites (SUITE_WORKERS=8; 0: one process; PYTEST_ARGS), then bench  pytest.txt junit.xml
 # bench    the route A/B bench (BENCH_ARGS, BENCH_ACCELERATOR=cuda, TORCH_FL_COMMIT=HEAD)      bench.txt bench/*
-# index    full into reports/index-node with no workers and BENCH_ARGS=--short, but torch-fl pip-installed into a venv
+# index    full into reports/index-node, no workers unless SUITE_WORKERS, BENCH_ARGS=--short, torch-fl pip-installed into a venv
 #          from the carried wheels/$VARIANT/ (cu130) index as on a cluster; lacking the node's wheel (or REBUILD=1),
 #          it builds that the builder's way and indexes a copy. build/node-wheels/ (the tools) joins .whl/
 # train    training flagos against cuda (train_check.py), TIME_PAIRS=5 alternating step times        train.txt
@@ -43,7 +43,8 @@ case $mode in  # a misspelt mode stops here, not in a long run of another one
 esac
 workers=${SUITE_WORKERS:-8} wheels=(.whl/*.whl) locked=
 if [ "$mode" = index ]; then  # full's defaults but these; build/node-wheels/ first, no lock
-  OUT=${OUT:-reports/index-node} BENCH_ARGS=${BENCH_ARGS:---short} variant=${VARIANT:-cu130} check=--check workers=
+  OUT=${OUT:-reports/index-node} BENCH_ARGS=${BENCH_ARGS:---short} variant=${VARIANT:-cu130} check=--check
+  workers=${SUITE_WORKERS:-}
   wheels=(build/node-wheels/*.whl .whl/*.whl) dist=/tmp/torch-fl-dist
 fi
 OUT=${OUT:-reports/cuda-node}
