@@ -7,13 +7,12 @@
 #include "dispatch/retag.h"
 #include "dispatch/router.h"
 #include "replay/plan.h"
+#include "runtime/autograd_threads.h"
 #include "runtime/runtime.h"
 
 #include <ATen/core/Generator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <torch/csrc/DynamicTypes.h>
-#include <ATen/ops/zeros.h>
-#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/tensor_memoryformats.h>
 #include <torch/csrc/utils/pybind.h>
@@ -136,19 +135,6 @@ Route to_route(const py::tuple& t) {
 // (stream_id, device_index, device_type): the fields torch.Stream is built from.
 py::tuple stream_fields(const c10::Stream& s) {
   return py::make_tuple(s.id(), int(s.device_index()), int(s.device_type()));
-}
-
-// The autograd engine runs flagos backward work on one thread per device index. Such a thread can still be
-// releasing Python objects (or first taking the GIL) just after backward() has returned; if the interpreter is
-// finalising by then, that thread aborts the process. A tiny backward on every device in use waits until each
-// thread has finished what it had and is idle again. Called at exit with the GIL released.
-void settle_autograd_threads() {
-  if (!runtime_ready()) return;
-  for (c10::DeviceIndex i = 0; i < runtime().device_count(); ++i) {
-    if (!runtime().in_use(i)) continue;
-    at::Tensor x = at::zeros({1}, at::TensorOptions().device(flagos_device(i))).requires_grad_(true);
-    torch::autograd::backward({x.sum()});
-  }
 }
 
 const at::Generator& default_generator(int index) {

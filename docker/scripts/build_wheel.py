@@ -6,8 +6,8 @@ Environment: BUILD_ENV="K=V K2=V2" (the matrix row's build_env) applies to the b
 TORCH_FL_VARIANT, the wheel's local version label; SKBUILD_CACHE, when set, is a persistent (BuildKit cache-mounted)
 directory holding one scikit-build-core build directory per toolchain key, so rebuilds are incremental.
 PYTHONS="3.10 3.11 ..." names the CPythons to build for and PYTHON_HEADERS the directory with X.Y/Python.h of each
-one other than this interpreter's: CMake builds the core once and torch_fl._C once per Python, and the one wheel
-pip builds is then split into one wheel per Python (``split_per_python``), each with its own _C module.
+one other than this interpreter's: CMake builds the core once and torch_fl._C once per Python, all in the one wheel
+pip builds; repair_wheel.py repairs it once and splits it into one wheel per Python (split_wheel.py).
 """
 
 from __future__ import annotations
@@ -16,11 +16,9 @@ import hashlib
 import importlib.metadata
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -91,41 +89,6 @@ def settle_mtimes(src: Path, build_dir: Path) -> tuple[int, int]:
     return kept, renewed
 
 
-_MODULE_RE = re.compile(r"^_C\.cpython-(?P<tag>\d+)-[^/]*\.so$")
-
-
-def split_per_python(wheel: Path, pythons: list[str], dist: Path) -> list[Path]:
-    """One wheel per CPython from ``wheel``, which holds torch_fl/_C.cpython-<XY>-*.so for each of ``pythons``: each
-    keeps every file but the other Pythons' modules and is tagged cpXY-cpXY-<platform>. ``wheel unpack``/``pack``
-    rewrite the RECORD. Replaces ``wheel`` (the split of its own Python may take its name); returns the new wheels."""
-    wanted = {"".join(p.split(".")) for p in pythons}
-    with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "wheel", "unpack", "-d", tmp, str(wheel)], check=True)
-        wheel.unlink()
-        (tree,) = Path(tmp).iterdir()
-        modules = {m["tag"]: path for path in (tree / "torch_fl").iterdir() if (m := _MODULE_RE.match(path.name))}
-        if missing := sorted(wanted - set(modules)):
-            raise SystemExit(f"build_wheel: {wheel.name} has no torch_fl._C for cp{', cp'.join(missing)}")
-        (info,) = tree.glob("*.dist-info")
-        meta = (info / "WHEEL").read_text()
-        platform = re.search(r"^Tag: [^-\s]+-[^-\s]+-(\S+)$", meta, re.M).group(1)
-        out: list[Path] = []
-        for tag in sorted(wanted, key=int):
-            for other, path in modules.items():
-                if other != tag:
-                    path.rename(Path(tmp) / path.name)  # out of the tree for this wheel, back for the next
-            # the headers end at the first blank line: the new tag goes among them
-            kept = re.sub(r"^Tag: .*\n", "", meta, flags=re.M).rstrip("\n") + f"\nTag: cp{tag}-cp{tag}-{platform}\n"
-            (info / "WHEEL").write_text(kept)
-            before = set(dist.glob("*.whl"))
-            subprocess.run([sys.executable, "-m", "wheel", "pack", "-d", str(dist), str(tree)], check=True)
-            out += sorted(set(dist.glob("*.whl")) - before)
-            for other, path in modules.items():
-                if other != tag:
-                    (Path(tmp) / path.name).rename(path)
-    return out
-
-
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -162,9 +125,6 @@ def main(argv: list[str]) -> int:
         print(f"build_wheel: expected one wheel in {dist}, found {[w.name for w in wheels]}", file=sys.stderr)
         return 1
     print(f"build_wheel: built {wheels[0].name} in {time.monotonic() - start:.0f}s", flush=True)
-    if pythons and pythons != [f"{sys.version_info[0]}.{sys.version_info[1]}"]:  # the wheel's tag is this Python's
-        split = split_per_python(wheels[0], pythons, dist)
-        print(f"build_wheel: split into {', '.join(w.name for w in split)}", flush=True)
     return 0
 
 

@@ -1,12 +1,13 @@
-"""auditwheel-repair the freshly built wheels inside the builder image (run by the Dockerfile's `build` stage): one,
-or one per CPython when the build made several (build_wheel.py).
+"""auditwheel-repair the freshly built wheel inside the builder image (run by the Dockerfile's `build` stage), then,
+when it holds torch_fl._C for several CPythons (PYTHONS, build_wheel.py), split it into one wheel per Python
+(split_wheel.py): auditwheel runs once for all of them.
 
 usage: python repair_wheel.py DIST_DIR OUT_DIR
 
 The platform tag comes from this image's glibc (auditwheel may still pick an older policy). AUDITWHEEL_EXCLUDE's
 soname globs are never grafted: the user's torch install brings them; torch/lib is on auditwheel's library path so
 they resolve; the core library (libtorch_fl_core.so) ships in the wheel beside the modules that load it. Writes
-OUT_DIR/<repaired wheel> for each wheel, OUT_DIR/auditwheel-show.txt and OUT_DIR/build-info.json (of them all).
+OUT_DIR/<repaired wheel> for each Python, OUT_DIR/auditwheel-show.txt and OUT_DIR/build-info.json.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import split_wheel  # noqa: E402  (beside this script)
 
 
 def manylinux_tag(libc: str | None = None, machine: str | None = None) -> str:
@@ -103,30 +107,24 @@ def run(cmd: list[str], env: dict[str, str]) -> str:
 CORE_LIBRARY = "libtorch_fl_core.so"
 
 
-def repair(wheel: Path, out: Path, excludes: list[str], plat: str, lib: str, env: dict[str, str]) -> dict:
-    """Repair one wheel into ``out``; its part of auditwheel-show.txt and build-info.json."""
+def repair(wheel: Path, out: Path, excludes: list[str], plat: str, lib: str, env: dict[str, str]) -> tuple[Path, str]:
+    """The repaired wheel in ``out`` and the report of auditwheel show before and after."""
     auditwheel = [sys.executable, "-m", "auditwheel"]
-    before = set(out.glob("*.whl"))
     shown = run([*auditwheel, "show", str(wheel)], env)
     cmd = [*auditwheel, "repair", "--plat", plat, "-w", str(out)]
     for pattern in [*excludes, CORE_LIBRARY]:
         cmd += ["--exclude", pattern]
     run([*cmd, str(wheel)], env)
-    repaired = sorted(set(out.glob("*.whl")) - before)
+    repaired = sorted(out.glob("*.whl"))
     if len(repaired) != 1:
         raise SystemExit(f"repair_wheel: auditwheel produced {[w.name for w in repaired]} from {wheel.name}")
     check_torch_symbols(repaired[0], lib)
     shown_repaired = run([*auditwheel, "show", str(repaired[0])], env)
-    with zipfile.ZipFile(repaired[0]) as zf:
-        grafted = sorted(n for n in zf.namelist() if ".libs/" in n)
-    print(f"repair_wheel: {repaired[0].name} (requested {plat}; grafted: {grafted or 'nothing'})", flush=True)
-    return {
-        "show": f"$ auditwheel show {wheel.name}  (as built)\n{shown}\n"
-        f"$ auditwheel show {repaired[0].name}  (repaired)\n{shown_repaired}",
-        "wheel": repaired[0].name,
-        "built_wheel": wheel.name,
-        "grafted": grafted,
-    }
+    report = (
+        f"$ auditwheel show {wheel.name}  (as built)\n{shown}\n"
+        f"$ auditwheel show {repaired[0].name}  (repaired)\n{shown_repaired}"
+    )
+    return repaired[0], report
 
 
 def main(argv: list[str]) -> int:
@@ -135,8 +133,8 @@ def main(argv: list[str]) -> int:
         return 2
     dist, out = Path(argv[0]), Path(argv[1])
     wheels = sorted(dist.glob("*.whl"))
-    if not wheels:
-        raise SystemExit(f"repair_wheel: no wheel in {dist}")
+    if len(wheels) != 1:
+        raise SystemExit(f"repair_wheel: expected one wheel in {dist}, found {[w.name for w in wheels]}")
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -146,19 +144,30 @@ def main(argv: list[str]) -> int:
         raise SystemExit("repair_wheel: torch/lib is missing from this builder image")
     env = dict(os.environ)
     env["AUDITWHEEL_LD_LIBRARY_PATH"] = ":".join(p for p in (lib, env.get("AUDITWHEEL_LD_LIBRARY_PATH")) if p)
-    done = [repair(wheel, out, excludes, plat, lib, env) for wheel in wheels]
-    (out / "auditwheel-show.txt").write_text("\n".join(d["show"] for d in done))
+    with tempfile.TemporaryDirectory() as tmp:
+        repaired, report = repair(wheels[0], Path(tmp), excludes, plat, lib, env)
+        with zipfile.ZipFile(repaired) as zf:
+            grafted = sorted(n for n in zf.namelist() if ".libs/" in n)
+        pythons = os.environ.get("PYTHONS", "").split()
+        if pythons and pythons != [f"{sys.version_info[0]}.{sys.version_info[1]}"]:  # the tag is this Python's
+            made = split_wheel.per_python(repaired, pythons, out)
+        else:
+            made = [out / repaired.name]
+            shutil.move(str(repaired), made[0])
+    (out / "auditwheel-show.txt").write_text(report)
     info = {
-        "wheels": [d["wheel"] for d in done],
-        "built_wheels": [d["built_wheel"] for d in done],
+        "wheels": [w.name for w in made],
+        "built_wheel": wheels[0].name,
         "requested_plat": plat,
         "glibc": os.confstr("CS_GNU_LIBC_VERSION"),
         "builder_python": platform.python_version(),
         "excludes": excludes,
-        "grafted": sorted({g for d in done for g in d["grafted"]}),
+        "grafted": grafted,
         "torch_lib_dir": lib,
     }
     (out / "build-info.json").write_text(json.dumps(info, indent=2) + "\n")
+    print(f"repair_wheel: {', '.join(w.name for w in made)} (requested {plat}; grafted: {grafted or 'nothing'})",
+          flush=True)
     return 0
 
 

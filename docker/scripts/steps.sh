@@ -14,7 +14,8 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: steps apt PACKAGE... | check-python | python X.Y SOURCE | python-headers X.Y=SOURCE... | lock FILE | wheel DIR [NAME]" >&2
+  echo "usage: steps apt PACKAGE... | check-python | python X.Y SOURCE | python-headers X.Y=SOURCE..." >&2
+  echo "       steps lock FILE | wheel DIR [NAME]" >&2
   exit 2
 }
 

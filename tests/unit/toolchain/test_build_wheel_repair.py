@@ -198,8 +198,11 @@ def test_the_symbol_check_accepts_a_wheel_of_its_torch_and_refuses_a_foreign_tor
         repair.check_torch_symbols(wheel, str(tmp_path))
 
 
+PLATFORMS = "manylinux_2_34_x86_64.manylinux_2_36_x86_64"
+
+
 def _built_wheel(path: Path, tags: list[str]) -> Path:
-    """A wheel as the build makes it before the split: one torch_fl._C per CPython beside the shared core."""
+    """A repaired wheel before the split: one torch_fl._C per CPython beside the shared core."""
     from wheel.wheelfile import WheelFile
 
     with WheelFile(path, "w") as wf:
@@ -210,20 +213,20 @@ def _built_wheel(path: Path, tags: list[str]) -> Path:
         dist_info = "torch_fl-0.1.0+pt213cpu.dist-info"
         wf.writestr(f"{dist_info}/METADATA", "Metadata-Version: 2.1\nName: torch-fl\nVersion: 0.1.0+pt213cpu\n")
         wf.writestr(f"{dist_info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
-                    "Tag: cp311-cp311-linux_x86_64\n\n")  # a blank line ends it, as scikit-build-core writes it
+                    "Tag: cp311-cp311-manylinux_2_34_x86_64\nTag: cp311-cp311-manylinux_2_36_x86_64\n\n")
     return path
 
 
 def test_one_build_is_split_into_one_wheel_per_python_with_only_its_module(tmp_path):
     from wheel.wheelfile import WheelFile
 
-    build = load_script("build_wheel")
+    split = load_script("split_wheel")
     dist = tmp_path / "dist"
     dist.mkdir()
-    built = _built_wheel(dist / "torch_fl-0.1.0+pt213cpu-cp311-cp311-linux_x86_64.whl", ["310", "311", "314"])
-    wheels = build.split_per_python(built, ["3.10", "3.11", "3.14"], dist)
+    built = _built_wheel(dist / f"torch_fl-0.1.0+pt213cpu-cp311-cp311-{PLATFORMS}.whl", ["310", "311", "314"])
+    wheels = split.per_python(built, ["3.10", "3.11", "3.14"], dist)
     assert sorted(w.name for w in wheels) == [
-        f"torch_fl-0.1.0+pt213cpu-cp{t}-cp{t}-linux_x86_64.whl" for t in ("310", "311", "314")
+        f"torch_fl-0.1.0+pt213cpu-cp{t}-cp{t}-{PLATFORMS}.whl" for t in ("310", "311", "314")
     ]
     assert not built.exists() or built in wheels
     for wheel in wheels:
@@ -236,11 +239,13 @@ def test_one_build_is_split_into_one_wheel_per_python_with_only_its_module(tmp_p
         assert contents[modules[0]] == f"\x7fELF {tag}".encode()
         assert "torch_fl/libtorch_fl_core.so" in names
         wheel_meta = next(contents[n].decode() for n in names if n.endswith(".dist-info/WHEEL"))
-        assert wheel_meta.count("Tag: ") == 1 and f"Tag: cp{tag}-cp{tag}-linux_x86_64" in wheel_meta
+        # auditwheel's two platform tags, each on a Tag line of its own
+        assert wheel_meta.count("Tag: ") == 2 and f"Tag: cp{tag}-cp{tag}-manylinux_2_36_x86_64" in wheel_meta
 
 
 def test_a_python_the_build_made_no_module_for_stops_the_split(tmp_path):
-    build = load_script("build_wheel")
-    built = _built_wheel(tmp_path / "torch_fl-0.1.0+pt213cpu-cp311-cp311-linux_x86_64.whl", ["311"])
+    split = load_script("split_wheel")
+    built = _built_wheel(tmp_path / f"torch_fl-0.1.0+pt213cpu-cp311-cp311-{PLATFORMS}.whl", ["311"])
     with pytest.raises(SystemExit, match="no torch_fl._C for cp312"):
-        build.split_per_python(built, ["3.11", "3.12"], tmp_path)
+        split.per_python(built, ["3.11", "3.12"], tmp_path)
+    assert built.is_file()  # nothing is consumed when the split cannot be made
