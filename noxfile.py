@@ -102,7 +102,8 @@ def base_image(session: nox.Session) -> None:
 @nox.session(python=False)
 def wheels(session: nox.Session) -> None:
     """The release: every row of the matrix for every Python of its `pythons`, then `index` (resumable: what is
-    built and current is skipped); `-- --list` prints the wheel matrix, one line per wheel, without building."""
+    built and current is skipped); `-- ROW...` those rows only; `-- --list` prints the wheel matrix, one line per
+    wheel, without building."""
     opts = plan.Options()
     f = flow.Flow(ROOT, MATRIX, opts, echo=session.log)
     summary = Summary("wheels")

@@ -4,7 +4,8 @@ The matrix is the rows of configs/toolchains.toml times each row's ``pythons``: 
 torch_fl._C once per Python), one wheel per Python. A row whose last build is current and made all of its Pythons
 is skipped (the build flow's own up-to-date check), so a stopped run resumes where it stopped. A row that cannot
 be built on this host (its base image cannot be had, e.g. the DTK image) is reported and left out; the others
-still build. ``--list`` prints the matrix without building anything.
+still build. ``--list`` prints the matrix without building anything; row names build those rows only (`nox -s
+wheels -- cpu cpu29`).
 """
 
 from __future__ import annotations
@@ -67,11 +68,14 @@ def build_all(f: flow.Flow, summary: Summary, posargs: Sequence[str]) -> None:
         f.echo(f"the wheel matrix of {f.matrix.path}, {len(entries(f.matrix))} wheels:")
         print(listing(f.matrix))
         return
-    if posargs:
-        raise flow.UserError(f"nox -s wheels takes no arguments but --list, got {' '.join(posargs)}")
+    if unknown := [a for a in posargs if a not in f.matrix.toolchains]:
+        rows = ", ".join(f.matrix.toolchains)
+        raise flow.UserError(f"nox -s wheels takes --list or row names ({rows}), not {' '.join(unknown)}")
     f.options = replace(f.options, all_pythons=True)
     failed = []
     for row in f.matrix.toolchains.values():
+        if posargs and row.name not in posargs:
+            continue
         t0 = time.monotonic()
         pythons = ", ".join(row.release_pythons)
         try:

@@ -32,3 +32,14 @@ def test_the_readme_shows_the_table_of_the_matrix():
     assert release.wheel_table(MATRIX) in (REPO / "README.md").read_text(encoding="utf-8"), (
         "README.md's wheel table is not the matrix's: paste build_tools.release.wheel_table()'s output there"
     )
+
+
+def test_the_release_refuses_an_unknown_row_by_name(tmp_path):
+    import pytest
+
+    from build_tools import flow, plan
+    from build_tools.summary import Summary
+
+    f = flow.Flow(tmp_path, MATRIX, plan.Options(dry_run=True), echo=lambda s: None, environ={})
+    with pytest.raises(flow.UserError, match="takes --list or row names .*not cpu999"):
+        release.build_all(f, Summary("wheels"), ["cpu999"])
