@@ -107,7 +107,7 @@ def _span(versions: Sequence[str]) -> str:
 
 
 def wheel_table(matrix: Matrix) -> str:
-    """README.md's table of the wheels that exist: one row per (index directory, set of Pythons), its torch lines."""
+    """README.md's table of the release's wheels: one row per (index directory, set of Pythons), its torch lines."""
     groups: dict[tuple[str, str], list[str]] = {}
     for row in matrix.toolchains.values():
         pythons = tuple(sorted({e.python_tag for e in entries(matrix) if e.toolchain is row}, key=lambda t: int(t[2:])))
