@@ -186,9 +186,11 @@ def tests(session: nox.Session) -> None:
         (copy / "pytest.ini").write_text(context.pytest_ini(ROOT / "pyproject.toml"))
         session.chdir(copy)
         # host-only suites: Inductor compiles C++ kernels at run time and the test image has no compiler
-        # (tests/compile); the README's examples need the checkout's README (tests/docs)
+        # (tests/compile); the README's examples need the checkout's README (tests/docs). Each test is a process of
+        # its own or a compile, so two workers halve the time; loadscope keeps a module's fixtures on one worker.
         session.run(
-            "pytest", "compile", "docs", "-p", "no:cacheprovider", "-m", cpu.pytest_markers, *session.posargs,
+            "pytest", "compile", "docs", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadscope",
+            "-m", cpu.pytest_markers, *session.posargs,
             env={"TORCH_FL_README": str(ROOT / "README.md")},
         )
         # torch's op database on flagos, each operator once, on the native or the cpu route (a stable hash of its

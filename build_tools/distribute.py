@@ -216,10 +216,19 @@ def _install_on(
         res = f.runner.run(cmd, check=False, passthrough=True)
         ok = res.returncode == 0
         summary.add(f"install {python.version} ({how})", "ran" if ok else "failed", time.monotonic() - t1,
-                    f"chose +{expect}")
+                    f"chose +{expect}; {_wrong_line_outcome(res.log)}" if ok else f"expected +{expect}")
         if not ok:
             failed.append(f"{python.version} {how} (exit {res.returncode}, log {res.log})")
+    if f.options.all_pythons:  # a release check visits every Python once: keep the disk for the next node image
+        f.images.remove(node.tag)
     return failed
+
+
+def _wrong_line_outcome(log: Path | None) -> str:
+    """What install_smoke.py's last line says of the wheel of another torch line (refused, or none to force in)."""
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log and log.is_file() else []
+    said = [ln.partition("; ")[2] for ln in lines if ln.startswith("install-smoke: OK ")]
+    return said[-1] if said and said[-1] else "wrong line: not reported"
 
 
 def _expected_label(torch_version: str, cuda: str | None, toolchain: Toolchain) -> str:

@@ -92,6 +92,12 @@ class Images:
         if old:
             dockercli.run_quiet([client.exe, "rmi", *old])
 
+    def remove(self, ref: str) -> None:
+        """Remove an image that served its one use (a release check's node image: 5-7 GB each, one per Python)."""
+        client = self.client()
+        if self.runner.ask(lambda: dockercli.image_id(client, ref)):
+            dockercli.run_quiet([client.exe, "rmi", ref])
+
     def check_history(self, images: list[str], host: env.HostEnv, summary: Summary) -> None:
         """Fail when ``docker history --no-trunc`` of an image shows a CA certificate, proxy value or index secret."""
         t0 = time.monotonic()

@@ -7,10 +7,10 @@ container's loopback (http), as a file:// index (file), with --no-index --find-l
 README's pip line beside a loopback torch index that offers the next minor (extra-index). pip sees only those
 sources, so it must pick the wheel whose torch pin the installed torch satisfies and leave that torch as it is.
 Then the installed version must carry LABEL, ``import torch_fl`` must route and compute ``add.Tensor``, the
-README's first use (``FIRST_USE``) must train, and ``pip check`` and ``python -m torch_fl info`` must pass. With
-``--how find-links``, a wheel of another torch line for this Python (where the index has one) is then forced in:
-``import torch_fl`` must refuse it with the TorchLineError and ``info --check`` print that message and exit 1. The
-last line is ``install-smoke: OK ...``.
+README's first use (``FIRST_USE``) must train, and ``pip check`` and ``python -m torch_fl info`` must pass. Then
+this Python's wheel of another torch line (where the variant holds one) is forced in: ``import torch_fl`` must
+refuse it with the TorchLineError and ``info --check`` print that message and exit 1. The last line is
+``install-smoke: OK ...``.
 """
 
 from __future__ import annotations
@@ -191,21 +191,19 @@ def main(argv: list[str]) -> int:
         raise SystemExit("install-smoke: the README's first use failed")
     print(f"install-smoke: the README's first use: {first.stdout.strip()}", flush=True)
     subprocess.run([sys.executable, "-m", "torch_fl", "info"], cwd="/tmp", check=True)
-    if args.how == "find-links":
-        check_wrong_line(args.index, major, minor, before)
-    print(f"install-smoke: OK {args.how}: torch-fl {version} for torch {before}, torch unchanged", flush=True)
+    refused = check_wrong_line(args.index, major, minor, before)
+    print(f"install-smoke: OK {args.how}: torch-fl {version} for torch {before}, torch unchanged; {refused}",
+          flush=True)
     return 0
 
 
-def check_wrong_line(index: Path, major: int, minor: int, torch_version: str) -> None:
+def check_wrong_line(index: Path, major: int, minor: int, torch_version: str) -> str:
     """Force in this Python's wheel of another torch line: the import must refuse it with the line check's error
-    (never the dynamic loader's), and ``info --check`` must print the same and exit 1."""
+    (never the dynamic loader's), and ``info --check`` must print the same and exit 1. Returns what it checked."""
     tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
     others = sorted(w for w in index.glob(f"torch_fl-*-{tag}-{tag}-*.whl") if f"+pt{major}{minor:02d}" not in w.name)
     if not others:
-        print(f"install-smoke: no wheel of another torch line for {tag} in {index}: the wrong-line check needs one",
-              flush=True)
-        return
+        return f"wrong line: not checked, the variant has no {tag} wheel of another torch line"
     pip("install", "--no-deps", "--force-reinstall", str(others[-1]))
     imp = subprocess.run([sys.executable, "-c", "import torch_fl"], cwd="/tmp", capture_output=True, text=True)
     info = subprocess.run([sys.executable, "-m", "torch_fl", "info", "--check"], cwd="/tmp", capture_output=True,
@@ -222,8 +220,7 @@ def check_wrong_line(index: Path, major: int, minor: int, torch_version: str) ->
         problems.append(f"info --check: exit {info.returncode}, {(info.stdout + info.stderr).strip()[-300:]!r}")
     if problems:
         raise SystemExit("install-smoke: a wheel of another line: " + "; ".join(problems))
-    print(f"install-smoke: {others[-1].name} under torch {major}.{minor}: import refused, info --check exit "
-          f"{info.returncode}", flush=True)
+    return f"wrong line: {others[-1].name} refused under torch {major}.{minor}, info --check exit {info.returncode}"
 
 
 if __name__ == "__main__":
