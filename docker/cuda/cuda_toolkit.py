@@ -1,13 +1,17 @@
 """Provide the CUDA compiler and headers in the cuda builder (run by docker/cuda/Dockerfile, without arguments).
 
 A base image's toolkit (nvidia/cuda devel: /usr/local/cuda/bin/nvcc) is used as it is. Otherwise /usr/local/cuda
-points to the toolkit that PyPI's NVIDIA wheels of the builder's lock unpack under site-packages/nvidia/cu<major>/,
-once every wheel is checked to be of torch's CUDA release. nvcc's profile links from ``lib64`` and CMake needs the
-unversioned ``libcudart.so``: both are links made beside the wheels' files.
+is the toolkit that PyPI's NVIDIA wheels of the builder's lock unpack, once every wheel is checked to be of torch's
+CUDA release. CUDA 13's wheels unpack one tree, site-packages/nvidia/cu13/, and /usr/local/cuda links to it. CUDA
+12's (torch 2.9 and 2.10 are CUDA 12.8 builds) unpack one directory per component (nvidia/cuda_nvcc, cuda_runtime,
+cuda_cccl), while nvcc looks for headers and libraries beside its own bin/: /usr/local/cuda becomes one tree of
+hard links to their files. nvcc's profile links from ``lib64`` and CMake needs the unversioned ``libcudart.so``:
+both are links made beside the wheels' files.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -16,9 +20,14 @@ from importlib import metadata
 from pathlib import Path
 
 SYSTEM = Path("/usr/local/cuda")
-# The toolkit wheels whose release must be torch's CUDA release (major.minor); nvidia-nvvm is the one that
-# drifted: nvidia-cuda-nvcc asks for it without a version.
-TOOLKIT = ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-runtime", "nvidia-cuda-crt", "nvidia-cuda-cccl")
+# The toolkit wheels whose release must be torch's CUDA release (major.minor), per CUDA major; nvidia-nvvm is the
+# one that drifted in 13: nvidia-cuda-nvcc asks for it without a version. CUDA 12's nvcc wheel carries nvvm and crt.
+TOOLKITS = {
+    "13": ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-runtime", "nvidia-cuda-crt", "nvidia-cuda-cccl"),
+    "12": ("nvidia-cuda-nvcc-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cuda-cccl-cu12"),
+}
+# CUDA 12: the component directories under site-packages/nvidia/ that make one toolkit tree, nvcc's first
+CU12_PARTS = ("cuda_nvcc", "cuda_runtime", "cuda_cccl")
 
 
 def torch_cuda_release(torch_requires: list[str], version_py: str) -> tuple[str, str | None]:
@@ -32,13 +41,22 @@ def torch_cuda_release(torch_requires: list[str], version_py: str) -> tuple[str,
     return ".".join(m.group(1).split(".")[:2]), pin
 
 
+def toolkit(cuda: str) -> tuple[str, ...]:
+    """The toolkit wheels of a CUDA release; a major with no known wheel layout stops here."""
+    major = cuda.split(".")[0]
+    if major not in TOOLKITS:
+        raise SystemExit(f"cuda_toolkit: torch is a CUDA {cuda} build; the toolkit wheels of CUDA "
+                         f"{' and '.join(sorted(TOOLKITS))} are known here, not of CUDA {major}")
+    return TOOLKITS[major]
+
+
 def release_problems(cuda: str, pin: str | None, installed: dict[str, str | None]) -> list[str]:
     """Each toolkit wheel that is missing or of another CUDA release than torch's, with the fix."""
-    fix = "pin it in docker/cuda/requirements-build.txt and run `nox -s lock`"
+    fix = "pin it in the row's builder_requirements (configs/toolchains.toml) and run `nox -s lock`"
     problems = []
     if pin and installed.get("cuda-toolkit") not in (pin, None):
         problems.append(f"cuda-toolkit {installed['cuda-toolkit']} is installed, torch requires {pin}: {fix}")
-    for name in TOOLKIT:
+    for name in toolkit(cuda):
         if (version := installed.get(name)) is None:
             problems.append(f"{name} is not installed: add the extra to cuda-toolkit[...] and {fix}")
         elif ".".join(version.split(".")[:2]) != cuda:
@@ -58,6 +76,34 @@ def _link(link: Path, target: str) -> None:
         link.symlink_to(target)
 
 
+def merge_parts(parts: list[Path], dest: Path) -> None:
+    """One toolkit tree at ``dest`` from CUDA 12's component directories: each file hard-linked (copied where the
+    link fails), the first part's file kept where two parts ship one path."""
+    for part in parts:
+        for src in sorted(part.rglob("*")):
+            rel = src.relative_to(part)
+            if src.is_dir() and not src.is_symlink() or rel.parts[0] in ("__init__.py", "__pycache__"):
+                continue
+            dst = dest / rel
+            if dst.exists() or dst.is_symlink():
+                continue
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if src.is_symlink():
+                dst.symlink_to(os.readlink(src))
+                continue
+            try:
+                os.link(src, dst)
+            except OSError:
+                shutil.copy2(src, dst)
+
+
+def _clear(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+
+
 def main() -> int:
     if (SYSTEM / "bin" / "nvcc").is_file():
         print(f"cuda_toolkit: using the base image's toolkit at {SYSTEM.resolve()}", flush=True)
@@ -65,21 +111,26 @@ def main() -> int:
     dist = metadata.distribution("torch")
     version_py = Path(dist.locate_file("torch/version.py")).read_text(encoding="utf-8")
     cuda, pin = torch_cuda_release(dist.requires or [], version_py)
-    installed = {name: _version(name) for name in ("cuda-toolkit", *TOOLKIT)}
+    names = toolkit(cuda)
+    installed = {name: _version(name) for name in ("cuda-toolkit", *names)}
     if problems := release_problems(cuda, pin, installed):
         raise SystemExit("cuda_toolkit: the toolkit wheels are not one CUDA release:\n  " + "\n  ".join(problems))
-    root = Path(dist.locate_file(f"nvidia/cu{cuda.split('.')[0]}"))
+    nvidia = Path(dist.locate_file("nvidia"))
+    _clear(SYSTEM)
+    if cuda.startswith("12."):
+        merge_parts([nvidia / part for part in CU12_PARTS], SYSTEM)
+        root = SYSTEM
+    else:
+        root = nvidia / f"cu{cuda.split('.')[0]}"
     if not (root / "bin" / "nvcc").is_file():
-        nvcc = installed["nvidia-cuda-nvcc"]
-        raise SystemExit(f"cuda_toolkit: nvidia-cuda-nvcc {nvcc} did not provide {root}/bin/nvcc")
+        raise SystemExit(f"cuda_toolkit: {names[0]} {installed[names[0]]} did not provide {root}/bin/nvcc")
     lib = root / "lib"
     if not (versioned := sorted(lib.glob("libcudart.so.*"))):
         raise SystemExit(f"cuda_toolkit: no libcudart.so.* in {lib}")
     _link(lib / "libcudart.so", versioned[0].name)
     _link(root / "lib64", "lib")
-    if SYSTEM.is_symlink() or SYSTEM.exists():
-        shutil.rmtree(SYSTEM) if SYSTEM.is_dir() and not SYSTEM.is_symlink() else SYSTEM.unlink()
-    SYSTEM.symlink_to(root)
+    if root != SYSTEM:
+        SYSTEM.symlink_to(root)
     # nvcc must compile and link a kernel: ptxas refuses PTX of a later nvvm, and a missing lib64 fails the link
     probe = Path("/tmp/cuda_toolkit_probe")
     probe.mkdir(exist_ok=True)
@@ -90,8 +141,9 @@ def main() -> int:
     shutil.rmtree(probe, ignore_errors=True)
     if res.returncode != 0:
         raise SystemExit(f"cuda_toolkit: nvcc cannot build a kernel with this toolkit:\n{res.stderr.strip()}")
-    shown = ", ".join(f"{n} {installed[n]}" for n in TOOLKIT)
-    print(f"cuda_toolkit: {SYSTEM} -> {root} (CUDA {cuda}: {shown}); nvcc builds a kernel", flush=True)
+    shown = ", ".join(f"{n} {installed[n]}" for n in names)
+    where = "one tree of its components' files" if root == SYSTEM else f"-> {root}"
+    print(f"cuda_toolkit: {SYSTEM} {where} (CUDA {cuda}: {shown}); nvcc builds a kernel", flush=True)
     return 0
 
 

@@ -20,7 +20,11 @@ def test_cpu_variant_has_two_torch_lines_and_cuda_one():
     assert rows == ["cpu", "cpu213", "cpu214", "cpu29", "cpu210", "cpu211", "cpu212"]
     cuda = [c.name for c in distribute.line_rows(M, M.toolchain("cuda"))]
     assert cuda == ["cuda", "cuda212", "cuda213", "cuda214"]  # cu130; torch 2.15 is a CUDA 13.2 build
-    assert distribute.variant_dirs(M) == {"cpu": "cpu", "cu130": "cu130", "cu132": "cu132", "dcu": "dtk*"}
+    cu128 = [c.name for c in distribute.line_rows(M, M.toolchain("cuda29"))]
+    assert cu128 == ["cuda29", "cuda210"]  # PyPI's torch 2.9 and 2.10 are CUDA 12.8 builds
+    assert distribute.variant_dirs(M) == {
+        "cpu": "cpu", "cu128": "cu128", "cu130": "cu130", "cu132": "cu132", "dcu": "dtk*",
+    }
 
 
 def test_second_cpu_line_builds_cpu_only_against_a_torch_without_its_nvidia_libraries():

@@ -259,3 +259,38 @@ def test_the_composed_toolkit_must_be_one_release_nvvm_included():
     assert any("torch requires 13.0.2" in p for p in older)
     with pytest.raises(SystemExit, match="not a CUDA build"):
         ct.torch_cuda_release([], "cuda = None\n")
+
+
+def test_cuda_12_wheels_are_checked_by_their_own_names():
+    ct = _cuda_toolkit()
+    cuda, pin = ct.torch_cuda_release(["nvidia-cuda-runtime-cu12==12.8.90"], "cuda: Optional[str] = '12.8'\n")
+    assert (cuda, pin) == ("12.8", None)
+    good = {"nvidia-cuda-nvcc-cu12": "12.8.93", "nvidia-cuda-runtime-cu12": "12.8.90",
+            "nvidia-cuda-cccl-cu12": "12.8.90"}
+    assert ct.release_problems(cuda, pin, good) == []
+    (problem,) = ct.release_problems(cuda, pin, {**good, "nvidia-cuda-nvcc-cu12": "12.9.86"})
+    assert "nvidia-cuda-nvcc-cu12 12.9.86 is not of torch's CUDA release 12.8" in problem
+    with pytest.raises(SystemExit, match="not of CUDA 11"):
+        ct.toolkit("11.8")
+
+
+def test_cuda_12_components_become_one_tree_beside_nvcc(tmp_path):
+    ct = _cuda_toolkit()
+    nvidia = tmp_path / "nvidia"
+    files = {
+        "cuda_nvcc/bin/nvcc": "nvcc", "cuda_nvcc/nvvm/bin/cicc": "cicc", "cuda_nvcc/include/crt/host_config.h": "crt",
+        "cuda_runtime/include/cuda_runtime.h": "rt", "cuda_runtime/lib/libcudart.so.12": "so",
+        "cuda_cccl/include/cuda/std/cstddef": "cccl", "cuda_cccl/include/crt/host_config.h": "not nvcc's",
+        "cuda_runtime/__init__.py": "",
+    }
+    for rel, text in files.items():
+        (nvidia / rel).parent.mkdir(parents=True, exist_ok=True)
+        (nvidia / rel).write_text(text)
+    dest = tmp_path / "cuda"
+    ct.merge_parts([nvidia / p for p in ct.CU12_PARTS], dest)
+    merged = ("bin/nvcc", "nvvm/bin/cicc", "include/cuda_runtime.h", "lib/libcudart.so.12", "include/cuda/std/cstddef")
+    for rel in merged:
+        assert (dest / rel).is_file(), rel
+    assert (dest / "include/crt/host_config.h").read_text() == "crt"  # nvcc's own comes first
+    assert not (dest / "__init__.py").exists()
+    assert (dest / "bin/nvcc").stat().st_ino == (nvidia / "cuda_nvcc/bin/nvcc").stat().st_ino  # a hard link
