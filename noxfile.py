@@ -99,7 +99,7 @@ def base_image(session: nox.Session) -> None:
     _run(session, "base-image", "base-image", upkeep.base_image)
 
 
-@nox.session(python=False)
+@nox.session
 def wheels(session: nox.Session) -> None:
     """The release: every row of the matrix for every Python of its `pythons`, then `index` (resumable: what is
     built and current is skipped); `-- ROW...` those rows only; `-- --list` prints the wheel matrix, one line per
@@ -108,12 +108,18 @@ def wheels(session: nox.Session) -> None:
     f = flow.Flow(ROOT, MATRIX, opts, echo=session.log)
     summary = Summary("wheels")
     try:
-        release.build_all(f, summary, session.posargs)
+        failed = release.build_all(f, summary, session.posargs)
     except flow.ERRORS as exc:
         summary.show()
         session.error(str(exc))
-    if session.posargs != ["--list"]:
-        summary.show()
+    if session.posargs == ["--list"]:
+        return
+    summary.show()
+    # what built is indexed either way, in this session's venv as `nox -s index` does (the renderer lives there)
+    session.install("-r", "build_tools/requirements-index.txt")
+    session.run("python", "-m", "build_tools.distribute", "index")
+    if failed:
+        session.error(f"nox -s wheels: {', '.join(failed)} did not build (the summary says why)")
 
 
 @nox.session

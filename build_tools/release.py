@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from . import distribute, dockercli, flow
+from . import dockercli, flow
 from .matrix import Matrix, Toolchain
 from .summary import Summary
 from .wheel_metadata import variants
@@ -62,12 +62,13 @@ def listing(matrix: Matrix) -> str:
     return "\n".join(e.describe() for e in entries(matrix))
 
 
-def build_all(f: flow.Flow, summary: Summary, posargs: Sequence[str]) -> None:
-    """Build every row for all of its Pythons, then index wheels/."""
+def build_all(f: flow.Flow, summary: Summary, posargs: Sequence[str]) -> list[str]:
+    """Build every row for all of its Pythons; the rows that did not build (the summary says why). `nox -s wheels`
+    then indexes wheels/ in its venv, which has the index renderer (this process need not)."""
     if list(posargs) == ["--list"]:
         f.echo(f"the wheel matrix of {f.matrix.path}, {len(entries(f.matrix))} wheels:")
         print(listing(f.matrix))
-        return
+        return []
     if unknown := [a for a in posargs if a not in f.matrix.toolchains]:
         rows = ", ".join(f.matrix.toolchains)
         raise flow.UserError(f"nox -s wheels takes --list or row names ({rows}), not {' '.join(unknown)}")
@@ -93,9 +94,7 @@ def build_all(f: flow.Flow, summary: Summary, posargs: Sequence[str]) -> None:
         summary.add(f"wheels {row.name}", "ran", time.monotonic() - t0, f"torch {torch_line(row)}: {pythons}")
         for name in sorted(made):
             f.echo(f"{row.name}: wheels/{row.wheel_dir}/{name}")
-    distribute.index_all(f, summary)
-    if failed:
-        raise flow.UserError(f"nox -s wheels: {', '.join(failed)} did not build (the summary says why)")
+    return failed
 
 
 def _span(versions: Sequence[str]) -> str:
