@@ -161,13 +161,17 @@ def _entries(text: str) -> dict[str, str]:
 
 def shared_install(matrix: Matrix, toolchain: Toolchain, repo: Path) -> str:
     """The text of the context's shared-lock.txt: the entries, pin and hashes alike, of the install locks of every
-    row in ``toolchain``'s ``torch.shared_deps`` group; the header alone for a row outside a group. The text is
-    the same for every row of a group, so their images share the layer that installs it."""
+    row in ``toolchain``'s ``torch.shared_deps`` group, each of its Pythons included (a node image of any of them
+    installs this file first, and a pin resolved for 3.11 may not exist for 3.10); the header alone for a row
+    outside a group. The text is the same for every row of a group, so their images share the layer that installs
+    it."""
     group = toolchain.torch.shared_deps
     rows = [t for t in matrix.toolchains.values() if group and t.torch.shared_deps == group]
+    paths = [lock_path(row, "install", py) for row in rows
+             for py in sorted({row.python, *row.checked_pythons, *row.release_pythons})]
     shared: dict[str, str] = {}
-    for i, row in enumerate(rows):
-        entries = _entries((repo / lock_path(row, "install")).read_text(encoding="utf-8"))
+    for i, path in enumerate(paths):
+        entries = _entries((repo / path).read_text(encoding="utf-8"))
         shared = entries if i == 0 else {n: e for n, e in shared.items() if entries.get(n) == e}
     what = f"what the install locks of {', '.join(t.name for t in rows)} pin alike" if rows else "nothing"
     lines = [f"# torch.shared_deps = {group!r}: {what} (build_tools/locks.py shared_install)", *shared.values()]
