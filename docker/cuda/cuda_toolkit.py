@@ -4,9 +4,13 @@ A base image's toolkit (nvidia/cuda devel: /usr/local/cuda/bin/nvcc) is used as 
 is the toolkit that PyPI's NVIDIA wheels of the builder's lock unpack, once every wheel is checked to be of torch's
 CUDA release. CUDA 13's wheels unpack one tree, site-packages/nvidia/cu13/, and /usr/local/cuda links to it. CUDA
 12's (torch 2.9 and 2.10 are CUDA 12.8 builds) unpack one directory per component (nvidia/cuda_nvcc, cuda_runtime,
-cuda_cccl), while nvcc looks for headers and libraries beside its own bin/: /usr/local/cuda becomes one tree of
-hard links to their files. nvcc's profile links from ``lib64`` and CMake needs the unversioned ``libcudart.so``:
-both are links made beside the wheels' files.
+cuda_cccl): /usr/local/cuda becomes one tree of hard links to their files. nvcc's profile links from ``lib64`` and
+CMake needs the unversioned ``libcudart.so``: both are links made beside the wheels' files.
+
+CUDA 12's nvcc wheel has ptxas, nvvm and the crt headers but no nvcc driver. The extension compiles no device code
+(the C++ compiler builds the CUDA runtime against CUDA's headers and libcudart), so a CUDA 12 toolkit is checked by
+building and linking a host program against it, and CMake's FindCUDAToolkit finds it by the ``version.txt`` that a
+toolkit without nvcc is found by. A CUDA 13 toolkit must build a kernel with its nvcc.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from pathlib import Path
 
 SYSTEM = Path("/usr/local/cuda")
 # The toolkit wheels whose release must be torch's CUDA release (major.minor), per CUDA major; nvidia-nvvm is the
-# one that drifted in 13: nvidia-cuda-nvcc asks for it without a version. CUDA 12's nvcc wheel carries nvvm and crt.
+# one that drifted in 13: nvidia-cuda-nvcc asks for it without a version. CUDA 12's nvcc wheel carries the crt
+# headers that cuda_runtime.h includes.
 TOOLKITS = {
     "13": ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-runtime", "nvidia-cuda-crt", "nvidia-cuda-cccl"),
     "12": ("nvidia-cuda-nvcc-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cuda-cccl-cu12"),
@@ -117,13 +122,15 @@ def main() -> int:
         raise SystemExit("cuda_toolkit: the toolkit wheels are not one CUDA release:\n  " + "\n  ".join(problems))
     nvidia = Path(dist.locate_file("nvidia"))
     _clear(SYSTEM)
-    if cuda.startswith("12."):
+    host_only = cuda.startswith("12.")
+    if host_only:
         merge_parts([nvidia / part for part in CU12_PARTS], SYSTEM)
         root = SYSTEM
+        (root / "version.txt").write_text(f"CUDA Version {installed[names[1]]}\n")  # FindCUDAToolkit's sentinel
     else:
         root = nvidia / f"cu{cuda.split('.')[0]}"
-    if not (root / "bin" / "nvcc").is_file():
-        raise SystemExit(f"cuda_toolkit: {names[0]} {installed[names[0]]} did not provide {root}/bin/nvcc")
+        if not (root / "bin" / "nvcc").is_file():
+            raise SystemExit(f"cuda_toolkit: {names[0]} {installed[names[0]]} did not provide {root}/bin/nvcc")
     lib = root / "lib"
     if not (versioned := sorted(lib.glob("libcudart.so.*"))):
         raise SystemExit(f"cuda_toolkit: no libcudart.so.* in {lib}")
@@ -131,19 +138,26 @@ def main() -> int:
     _link(root / "lib64", "lib")
     if root != SYSTEM:
         SYSTEM.symlink_to(root)
-    # nvcc must compile and link a kernel: ptxas refuses PTX of a later nvvm, and a missing lib64 fails the link
     probe = Path("/tmp/cuda_toolkit_probe")
     probe.mkdir(exist_ok=True)
-    (probe / "k.cu").write_text("__global__ void k() {}\nint main() { k<<<1, 1>>>(); return 0; }\n")
-    res = subprocess.run(
-        [str(SYSTEM / "bin" / "nvcc"), str(probe / "k.cu"), "-o", str(probe / "k")], capture_output=True, text=True
-    )
+    if host_only:  # the headers and libcudart, as the extension's CUDA runtime uses them
+        (probe / "h.cpp").write_text("#include <cuda_runtime.h>\nint main() { int n = 0; cudaGetDeviceCount(&n); }\n")
+        argv = [os.environ.get("CXX", "c++"), str(probe / "h.cpp"), f"-I{SYSTEM}/include", f"-L{SYSTEM}/lib64",
+                "-lcudart", "-o", str(probe / "h")]
+        what = "a host program builds and links against it"
+        failed = "a host program including cuda_runtime.h does not build or link against it"
+    else:  # nvcc must compile and link a kernel: ptxas refuses PTX of a later nvvm, and a missing lib64 fails the link
+        (probe / "k.cu").write_text("__global__ void k() {}\nint main() { k<<<1, 1>>>(); return 0; }\n")
+        argv = [str(SYSTEM / "bin" / "nvcc"), str(probe / "k.cu"), "-o", str(probe / "k")]
+        what = "nvcc builds a kernel"
+        failed = "nvcc cannot build a kernel with this toolkit"
+    res = subprocess.run(argv, capture_output=True, text=True)
     shutil.rmtree(probe, ignore_errors=True)
     if res.returncode != 0:
-        raise SystemExit(f"cuda_toolkit: nvcc cannot build a kernel with this toolkit:\n{res.stderr.strip()}")
+        raise SystemExit(f"cuda_toolkit: {failed}:\n{res.stderr.strip()}")
     shown = ", ".join(f"{n} {installed[n]}" for n in names)
     where = "one tree of its components' files" if root == SYSTEM else f"-> {root}"
-    print(f"cuda_toolkit: {SYSTEM} {where} (CUDA {cuda}: {shown}); nvcc builds a kernel", flush=True)
+    print(f"cuda_toolkit: {SYSTEM} {where} (CUDA {cuda}: {shown}); {what}", flush=True)
     return 0
 
 
