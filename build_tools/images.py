@@ -93,10 +93,14 @@ class Images:
             dockercli.run_quiet([client.exe, "rmi", *old])
 
     def remove(self, ref: str) -> None:
-        """Remove an image that served its one use (a release check's node image: 5-7 GB each, one per Python)."""
+        """Remove an image that served its one use (a release check's node image: 5-7 GB each, one per Python), and
+        the build cache BuildKit keeps of its layers once the image is gone: removing the image alone frees no
+        disk. Only the cache of layers that no image holds goes (BuildKit's ``type=regular``); pip's cache mount
+        stays."""
         client = self.client()
         if self.runner.ask(lambda: dockercli.image_id(client, ref)):
             dockercli.run_quiet([client.exe, "rmi", ref])
+            dockercli.run_quiet([client.exe, "builder", "prune", "--force", "--filter", "type=regular"])
 
     def check_history(self, images: list[str], host: env.HostEnv, summary: Summary) -> None:
         """Fail when ``docker history --no-trunc`` of an image shows a CA certificate, proxy value or index secret."""
