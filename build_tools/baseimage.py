@@ -72,6 +72,6 @@ def plan(base: LocalBase, mirror: str, rootfs: Path, docker: str) -> list[Comman
     stream = ("bash", "-o", "pipefail", "-c", f"{trim} && tar -C {root} -c . | {import_cmd}")
     title = f"base-image: debootstrap {base.suite} ({base.variant}) from {mirror}"
     return [
-        Command(title, debootstrap, log_name="debootstrap.log"),
-        Command(f"base-image: docker import as {base.name}", stream, log_name="docker-import.log"),
+        Command(title, debootstrap, log_name=f"debootstrap-{base.suite}.log"),
+        Command(f"base-image: docker import as {base.name}", stream, log_name=f"docker-import-{base.suite}.log"),
     ]

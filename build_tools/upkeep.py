@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 
 from . import baseimage, dockercli, plan
 from .flow import Flow
+from .runner import Runner
 from .summary import ImageRef, Summary
 
 
 def base_image(flow: Flow, summary: Summary) -> None:
-    """Make every [local_bases] image that is not present yet (``--rebuild`` remakes them)."""
+    """Make every [local_bases] image that is not present yet (``--rebuild`` remakes them), all at once: each
+    debootstrap mostly waits on the mirror and the disk, so two take little longer than one."""
     client = flow.images.client()
+    todo = []
     for base in flow.matrix.local_bases.values():
         present = flow.runner.ask(lambda: dockercli.image_id(client, base.name))  # noqa: B023 (asked at once)
         if present and not flow.options.rebuild:
@@ -28,22 +32,31 @@ def base_image(flow: Flow, summary: Summary) -> None:
             )
         if hasattr(os, "geteuid") and os.geteuid() != 0:
             flow.runner.refuse("debootstrap needs root: run `sudo nox -s base-image`")
+        todo.append(base)
+
+    def make(base) -> None:
+        # a runner of its own per base (a runner tracks one command at a time); the full output only when alone
+        runner = Runner(flow.runner.log_dir, dry_run=flow.runner.dry_run, echo=flow.echo)
         mirror = baseimage.resolve_mirror(base)
         work = flow.repo / "build" / "base-image" / base.name.replace("/", "_").replace(":", "_")
         with summary.stage(f"base {base.name}", f"debootstrap {base.suite} from {mirror}") as stage:
-            flow.runner.remove(work)
-            flow.runner.make_dir(work)
+            runner.remove(work)
+            runner.make_dir(work)
             try:
                 results = [
-                    flow.runner.run(cmd, passthrough=cmd.argv[0] == "debootstrap")
+                    runner.run(cmd, passthrough=len(todo) == 1 and cmd.argv[0] == "debootstrap")
                     for cmd in baseimage.plan(base, mirror, work / "rootfs", client.exe)
                 ]
             finally:
-                flow.runner.remove(work)
+                runner.remove(work)
             if all(r.planned for r in results):
                 stage.status = "planned"
             else:
                 summary.images[base.name] = ImageRef(base.name, dockercli.image_id(client, base.name) or "?")
+
+    with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool:
+        for done in [pool.submit(make, base) for base in todo]:
+            done.result()  # the first failure stops the session, after every base has finished
 
 
 def clean(flow: Flow, summary: Summary, *, everything: bool = False) -> None:
