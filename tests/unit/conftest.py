@@ -25,6 +25,7 @@ MODULES = {
     "torch_fl_torch_floor": "torch_fl._torch_floor",
     "torch_fl_torch_line": "torch_fl._torch_line",
     "torch_fl_variant": "torch_fl._variant",
+    "torch_fl_launch": "torch_fl._launch",
 }
 SCRIPTS = {
     "generate_confs": ROOT / "build_tools" / "generate_confs.py",

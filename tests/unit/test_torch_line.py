@@ -10,7 +10,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import torch_fl_torch_line as torch_line  # registered by conftest (the package without its extension)
+import torch_fl_launch as launch  # registered by conftest (the package without its extension)
+import torch_fl_torch_line as torch_line
 import torch_fl_variant as variant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,3 +176,22 @@ def test_a_source_checkout_is_never_refused(tmp_path) -> None:
     assert imported.returncode == 1
     assert "TorchLineError" not in imported.stderr
     assert "compiled extension is missing" in imported.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "orig_argv", "main_file", "cli"),
+    [
+        (["-m"], ["python", "-m", "torch_fl", "info", "--check"], None, True),  # python -m torch_fl, importing
+        (["/venv/bin/torch-fl", "info"], ["python", "/venv/bin/torch-fl", "info"], "/venv/bin/torch-fl", True),
+        (["train.py"], ["python", "train.py"], "/work/train.py", False),  # a program that imports torch_fl
+        (["-m"], ["python", "-m", "torch_fl_extra"], None, False),
+        (["-c"], ["python", "-c", "import torch_fl"], None, False),
+    ],
+)
+def test_the_cli_is_told_apart_from_a_program_importing_torch_fl(monkeypatch, argv, orig_argv, main_file, cli):
+    """The CLI (python -m torch_fl, or the torch-fl console script) reports a wrong line as a message and exit 1;
+    a program gets the TorchLineError it can catch."""
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(sys, "orig_argv", orig_argv, raising=False)
+    monkeypatch.setitem(sys.modules, "__main__", SimpleNamespace(__file__=main_file))
+    assert launch.launched_as_cli() is cli
