@@ -212,8 +212,11 @@ def _built_wheel(path: Path, tags: list[str]) -> Path:
             wf.writestr(f"torch_fl/_C.cpython-{tag}-x86_64-linux-gnu.so", f"\x7fELF {tag}".encode())
         dist_info = "torch_fl-0.1.0+pt213cpu.dist-info"
         wf.writestr(f"{dist_info}/METADATA", "Metadata-Version: 2.1\nName: torch-fl\nVersion: 0.1.0+pt213cpu\n")
-        wf.writestr(f"{dist_info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
-                    "Tag: cp311-cp311-manylinux_2_34_x86_64\nTag: cp311-cp311-manylinux_2_36_x86_64\n\n")
+        wf.writestr(
+            f"{dist_info}/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
+            "Tag: cp311-cp311-manylinux_2_34_x86_64\nTag: cp311-cp311-manylinux_2_36_x86_64\n\n",
+        )
     return path
 
 
