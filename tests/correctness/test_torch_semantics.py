@@ -34,3 +34,43 @@ def test_copies_within_one_storage_that_may_run_do() -> None:
     x[:4].copy_(x[4:])  # disjoint parts of one storage
     x.t().copy_(x)  # the same memory, seen alike
     assert x.cpu().tolist() == [4.0, 5.0, 6.0, 7.0, 4.0, 5.0, 6.0, 7.0]
+
+
+# ---- deterministic algorithms fill new memory ------------------------------------------------------------------
+
+
+@pytest.fixture
+def deterministic():
+    before = (torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory)
+    torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    yield
+    torch.use_deterministic_algorithms(before[0])
+    torch.utils.deterministic.fill_uninitialized_memory = before[1]
+
+
+FILLED = (torch.float32, torch.bfloat16, torch.complex64, torch.int32, torch.uint8, torch.bool)
+
+
+def _same_values(got: torch.Tensor, want: torch.Tensor) -> None:
+    assert got.device.type == "flagos" and got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", FILLED)
+def test_empty_fills_new_memory_under_deterministic_algorithms(dtype: torch.dtype, deterministic) -> None:
+    want = torch.empty(2, 3, dtype=dtype)
+    assert want.isnan().all() if dtype.is_floating_point or dtype.is_complex else want.min() == want.max() != 0
+    _same_values(torch.empty(2, 3, dtype=dtype, device="flagos"), want)
+    _same_values(torch.empty_strided((2, 3), (1, 2), dtype=dtype, device="flagos"), want)
+
+
+@pytest.mark.parametrize("dtype", (torch.float64, torch.int64))
+def test_resize_fills_the_grown_part_under_deterministic_algorithms(dtype: torch.dtype, deterministic) -> None:
+    results = []
+    for device in DEVICES:
+        x = torch.arange(3, dtype=dtype, device=device)
+        x.resize_(7)
+        x.resize_(2, 5)
+        results.append(x)
+    _same_values(results[1], results[0])
