@@ -74,3 +74,18 @@ def test_resize_fills_the_grown_part_under_deterministic_algorithms(dtype: torch
         x.resize_(2, 5)
         results.append(x)
     _same_values(results[1], results[0])
+
+
+# ---- torch.mode ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.int64))
+def test_mode_runs_as_on_the_cpu(dtype: torch.dtype, assert_same) -> None:
+    host = torch.tensor([[3, 1, 3, 2, 1, 3], [5, 5, 4, 4, 4, 0]], dtype=dtype)
+    dev = host.to("flagos")
+    assert_same(torch.mode(dev, 1), tuple(torch.mode(host, 1)))
+    assert_same(tuple(dev.mode(0, keepdim=True)), tuple(host.mode(0, keepdim=True)))
+    values = torch.empty(0, dtype=dtype, device="flagos")
+    indices = torch.empty(0, dtype=torch.int64, device="flagos")
+    torch.mode(dev, -1, out=(values, indices))
+    assert_same((values, indices), tuple(torch.mode(host, -1)))
