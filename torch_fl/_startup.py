@@ -132,6 +132,9 @@ def _choose_accelerator(requested: str | None) -> str:
 def _register_device() -> None:
     torch.utils.rename_privateuse1_backend("flagos")
     torch._register_device_module("flagos", flagos)
+    from . import _storage_types
+
+    _storage_types.install(flagos)  # Tensor.storage_type() looks the class up in the device's module
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )

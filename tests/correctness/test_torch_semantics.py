@@ -89,3 +89,33 @@ def test_mode_runs_as_on_the_cpu(dtype: torch.dtype, assert_same) -> None:
     indices = torch.empty(0, dtype=torch.int64, device="flagos")
     torch.mode(dev, -1, out=(values, indices))
     assert_same((values, indices), tuple(torch.mode(host, -1)))
+
+
+# ---- Tensor.storage_type() -------------------------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")
+@pytest.mark.parametrize(
+    ("dtype", "name"),
+    [
+        (torch.float32, "FloatStorage"),
+        (torch.int8, "CharStorage"),
+        (torch.bool, "BoolStorage"),
+        (torch.complex64, "ComplexFloatStorage"),
+    ],
+)
+def test_storage_type_is_the_devices_legacy_class(dtype: torch.dtype, name: str) -> None:
+    t = torch.zeros(3, dtype=dtype, device="flagos")
+    kind = t.storage_type()
+    assert kind is getattr(torch.flagos, name)
+    assert torch.zeros(3, dtype=dtype).storage_type() is getattr(torch, name)  # what the CPU answers, for contrast
+    assert isinstance(t.untyped_storage(), torch.UntypedStorage) and not isinstance(t.storage(), getattr(torch, name))
+    assert isinstance(t.storage(), kind)
+
+
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")
+def test_legacy_storage_classes_make_flagos_storage() -> None:
+    s = torch.flagos.FloatStorage(4)
+    assert (s.device.type, s.dtype, s.size()) == ("flagos", torch.float32, 4)
+    with pytest.raises(RuntimeError, match=r"cannot wrap a host buffer.*\.to\('flagos'\)"):
+        torch.flagos.FloatStorage.from_buffer(b"\0" * 8, "native")
