@@ -69,6 +69,9 @@ def start() -> None:
     _sharing.install()  # torch.multiprocessing: shared memory under emulation, a clear refusal on GPUs
     _C.register_graph_impl()  # torch.accelerator.Graph builds flagos graphs (where this torch has the registry)
     _host_cache_through_flagos()
+    from . import _data_parallel
+
+    _data_parallel.install()  # nn.DataParallel over flagos devices
     atexit.register(settle_at_exit)
     atexit.register(_print_replay_stats)
     if torch.distributed.is_available():

@@ -3,6 +3,8 @@ result, or the same error. Where flagos keeps a refusal, the test checks the ref
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -119,3 +121,25 @@ def test_legacy_storage_classes_make_flagos_storage() -> None:
     assert (s.device.type, s.dtype, s.size()) == ("flagos", torch.float32, 4)
     with pytest.raises(RuntimeError, match=r"cannot wrap a host buffer.*\.to\('flagos'\)"):
         torch.flagos.FloatStorage.from_buffer(b"\0" * 8, "native")
+
+
+# ---- nn.DataParallel over two flagos devices -------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("error:PyTorch is not compiled with NCCL")  # torch's reduce_add asks NCCL first
+def test_data_parallel_over_two_devices_computes_what_its_replicas_would(two_devices) -> None:
+    torch.manual_seed(0)
+    host = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.BatchNorm1d(6), torch.nn.Linear(6, 2))
+    model = copy.deepcopy(host).to("flagos:0")
+    batch = torch.randn(8, 4)
+    # two replicas, each on its half of the batch (BatchNorm normalises each half by itself, as on CUDA), and the
+    # gradients summed onto the module
+    want = torch.cat([host(half) for half in batch.chunk(2)])
+    want.square().sum().backward()
+    got = torch.nn.DataParallel(model, device_ids=[0, 1])(batch.to("flagos:0"))
+    got.square().sum().backward()
+    assert got.device == torch.device("flagos:0")
+    torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=1e-5, atol=1e-5)
+    for (name, p), q in zip(model.named_parameters(), host.parameters(), strict=True):
+        assert p.grad is not None and p.grad.device == torch.device("flagos:0"), name
+        torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-5, atol=1e-5, msg=name)
