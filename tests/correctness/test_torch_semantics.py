@@ -143,3 +143,39 @@ def test_data_parallel_over_two_devices_computes_what_its_replicas_would(two_dev
     for (name, p), q in zip(model.named_parameters(), host.parameters(), strict=True):
         assert p.grad is not None and p.grad.device == torch.device("flagos:0"), name
         torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-5, atol=1e-5, msg=name)
+
+
+# ---- documented refusals (docs/device.md) ----------------------------------------------------------------------
+
+QUANTIZED = r"quantized tensors are not supported on flagos .*\.cpu\(\).*\.dequantize\(\)"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.quantize_per_tensor(torch.ones(4, device="flagos"), 0.1, 0, torch.qint8),
+        lambda: torch.quantize_per_tensor(torch.ones(4), 0.1, 0, torch.qint8).to("flagos"),
+        lambda: torch._empty_affine_quantized((2,), scale=0.1, zero_point=0, dtype=torch.quint8, device="flagos"),
+    ],
+    ids=["quantize a flagos tensor", "move a quantized host tensor", "quantized factory"],
+)
+def test_quantized_flagos_tensors_are_refused_clearly(make) -> None:
+    with pytest.raises(NotImplementedError, match=QUANTIZED):
+        make()
+
+
+def test_sparse_gradients_are_refused_clearly() -> None:
+    embedding = torch.nn.Embedding(5, 3, sparse=True).to("flagos")
+    loss = embedding(torch.tensor([1, 3], device="flagos")).sum()
+    with pytest.raises(NotImplementedError, match=r"parse tensors are not supported on flagos .*sparse=False"):
+        loss.backward()
+
+
+def test_complex32_pow_follows_the_vendor_kernels() -> None:
+    # under emulation the vendor is the CPU, whose pow has no ComplexHalf kernel (CUDA's has one): the same error
+    base = torch.tensor([1 + 1j, 0.5 - 2j], dtype=torch.complex64)
+    for device in DEVICES if torch_fl.accelerator() == "cpu" else ():
+        with pytest.raises(NotImplementedError, match="\"pow\" not implemented for 'ComplexHalf'"):
+            base.to(torch.complex32).to(device) ** 2
+    got = base.to("flagos") ** 2  # complex64 and wider run on every vendor
+    torch.testing.assert_close(got.cpu(), base**2)
