@@ -16,6 +16,9 @@ from . import _core
 
 # torch's entry points for out-of-tree convolution (csrc/dispatch/router.cpp)
 _OVERRIDEABLE_HOOKS = frozenset({"convolution_overrideable", "convolution_backward_overrideable"})
+# out= variants whose generic body (CompositeExplicitAutograd) checks the device itself and accepts CPU, CUDA and XPU
+# only ("mode only supports CPU, CUDA and XPU device type"): routed by name, the vendor's runs, as for plain CUDA
+_DEVICE_CHECKED_OUT_OPS = frozenset({"mode.values"})
 
 
 @cache
@@ -81,9 +84,16 @@ def intercepted() -> frozenset[str]:
 
 def intercept(ops: Collection[str]) -> None:
     """Have the router take ``ops`` by name, and the ops torch would keep from it otherwise: those implemented
-    for every backend through their out= variant, the ``_foreach_*`` family and the convolution hooks
-    (csrc/dispatch/router.cpp says why)."""
-    ops = {*ops, *_structured_functional_ops(), *_multi_tensor_ops(), *_composite_out_ops(), *_OVERRIDEABLE_HOOKS}
+    for every backend through their out= variant, the ``_foreach_*`` family, the convolution hooks (csrc/dispatch/
+    router.cpp says why) and the out= variants whose generic body refuses devices it does not name."""
+    ops = {
+        *ops,
+        *_structured_functional_ops(),
+        *_multi_tensor_ops(),
+        *_composite_out_ops(),
+        *_OVERRIDEABLE_HOOKS,
+        *_DEVICE_CHECKED_OUT_OPS,
+    }
     wanted = {op for op in ops if not has_kernel(op, "CompositeImplicitAutograd")} - intercepted()
     if wanted:
         _core.intercept_ops(sorted(wanted))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ._errors import ConfigError
+from ._hints import close_matches
 from ._names import ROUTE_NAME_RE
 
 __all__ = [
@@ -357,7 +358,7 @@ def _nearest_ops(encoded: str, known_ops: Collection[str]) -> str:
     by_encoding: dict[str, str] = {}
     for op in sorted(known_ops):
         by_encoding.setdefault(encode_op(op), op)
-    near = difflib.get_close_matches(encoded, list(by_encoding), n=5, cutoff=0.6)
+    near = close_matches(encoded, by_encoding, n=5, cutoff=0.6)
     if not near:
         return "no operator has a similar name"
     return "nearest: " + ", ".join(f"{by_encoding[key]} ({OP_PREFIX}{key})" for key in near)

@@ -11,13 +11,13 @@ The conf and override objects are duck-typed (see ``_conf.Conf`` and ``_env.Over
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ._env import decode_op
 from ._errors import ConfigError
+from ._hints import close_matches
 from ._names import BUILTIN_ROUTES, CPU, NATIVE, ROUTE_ALIASES
 
 __all__ = [
@@ -325,13 +325,14 @@ def _kept_native(default: Resolved, ctx: _Context, exclude: set[str]) -> dict[st
 
 
 def nearest_ops(op: str, known_ops: Collection[str]) -> str:
-    """'nearest: a, b, c' (difflib), or why there is no suggestion; for messages about unknown names."""
+    """'nearest: a, b, c' (in any case), or why there is no suggestion; for messages about unknown names."""
     base, _, overload = op.partition(".")
     if overload == "default" and base in known_ops:
         return f"the default overload is written without a suffix: '{base}'"
-    overloads = sorted(name for name in known_ops if name.startswith(op + "."))
-    if not overload and overloads:  # `add` for add.Tensor, add.Scalar, ...
+    prefix = op.lower() + "."
+    overloads = sorted(name for name in known_ops if name.lower().startswith(prefix))
+    if not overload and overloads:  # `add` (or `ADD`) for add.Tensor, add.Scalar, ...
         shown = ", ".join(overloads[:8]) + (", ..." if len(overloads) > 8 else "")
         return f"{op} needs an overload: {shown}"
-    near = difflib.get_close_matches(op, list(known_ops), n=5, cutoff=0.6)
+    near = close_matches(op, known_ops, n=5, cutoff=0.6)
     return f"nearest: {', '.join(near)}" if near else "no operator has a similar name"

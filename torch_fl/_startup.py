@@ -71,6 +71,9 @@ def start() -> None:
 
     _accelerator.install()  # torch.accelerator.Graph builds flagos graphs (where this torch has the registry)
     _host_cache_through_flagos()
+    from . import _data_parallel
+
+    _data_parallel.install()  # nn.DataParallel over flagos devices
     atexit.register(settle_at_exit)
     atexit.register(_print_replay_stats)
     if torch.distributed.is_available():
@@ -134,6 +137,9 @@ def _choose_accelerator(requested: str | None) -> str:
 def _register_device() -> None:
     torch.utils.rename_privateuse1_backend("flagos")
     torch._register_device_module("flagos", flagos)
+    from . import _storage_types
+
+    _storage_types.install(flagos)  # Tensor.storage_type() looks the class up in the device's module
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )

@@ -114,6 +114,32 @@ def _with_flagos_default(init: Callable[..., Any]) -> Callable[..., Any]:
     return init_process_group
 
 
+def _with_flagos_default_backend(helper: Callable[..., Any]) -> Callable[..., Any]:
+    """torch's ``_new_process_group_helper``, where a group that serves flagos gets a default backend.
+
+    torch gives a group built from a device map (``"cpu:gloo,flagos:flagos"``) a default backend only for NCCL or
+    a plugin, and it looks the plugin up by its registered name, which it keeps in upper case, among the map's
+    lower-case names: a flagos group is left with none. ``destroy_process_group`` then warns on every rank ("No
+    backend of type 0 found for Process Group with name undefined"), and the calls that need a default backend
+    (completion hooks, sequence numbers) fail. The flagos backend becomes the default, as torch means a plugin's
+    to be."""
+
+    @functools.wraps(helper)
+    def new_process_group_helper(*args: Any, **kwargs: Any) -> Any:
+        made = helper(*args, **kwargs)
+        pg = made[0] if isinstance(made, tuple) else made
+        if (
+            isinstance(pg, dist.ProcessGroup)
+            and pg.name() == dist.Backend.UNDEFINED
+            and any(device.type == DEVICE for device in pg._device_types)
+        ):
+            pg._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
+        return made
+
+    new_process_group_helper.__wrapped_by_torch_fl__ = True  # type: ignore[attr-defined]
+    return new_process_group_helper
+
+
 def register() -> None:
     """Register the flagos backend, map the flagos device to it, and make it the default for flagos tensors
     (done by ``import torch_fl``)."""
@@ -129,3 +155,5 @@ def register() -> None:
 
         for module in (c10d, dist, device_mesh):
             module.init_process_group = wrapped
+    if not getattr(c10d._new_process_group_helper, "__wrapped_by_torch_fl__", False):
+        c10d._new_process_group_helper = _with_flagos_default_backend(c10d._new_process_group_helper)

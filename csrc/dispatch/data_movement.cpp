@@ -33,6 +33,10 @@ c10::SmallVector<int64_t, 6> copy_strides(const at::Tensor& t) {
   return strides;
 }
 
+bool shares_storage(const at::Tensor& a, const at::Tensor& b) {
+  return a.device().is_privateuseone() && b.device().is_privateuseone() && a.storage().is_alias_of(b.storage());
+}
+
 } // namespace
 
 bool is_transfer_op(const c10::OperatorName& name) {
@@ -52,7 +56,11 @@ void copy_between(const at::Tensor& dst, const at::Tensor& src, bool non_blockin
   static const c10::OperatorName kCopy("aten::_copy_from", "");
   counters::Timer timer(kCopy, "copy");
   at::Tensor dst_vendor = vendor_alias(dst);
-  at::Tensor src_vendor = vendor_alias(src);
+  // Two views of one flagos storage are viewed over one vendor storage, so the vendor's copy sees that they share
+  // memory: it refuses a partial overlap (a silent smear otherwise) and skips a copy of a tensor onto itself.
+  at::Tensor src_vendor = shares_storage(dst, src)
+      ? new_vendor_alias(src, dst_vendor.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl())
+      : vendor_alias(src);
   c10::OptionalDeviceGuard guard;
   if (dst.device().is_privateuseone()) guard.reset_device(dst.device());
   else if (src.device().is_privateuseone()) guard.reset_device(src.device());

@@ -6,8 +6,11 @@
 #include "dispatch/data_movement.h"
 #include "runtime/runtime.h"
 
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
@@ -31,21 +34,33 @@ void check_options(std::optional<c10::Layout> layout, std::optional<bool> pin_me
       "pin_memory applies to host tensors; create the tensor on the CPU with pin_memory=True instead");
 }
 
+// Under torch.use_deterministic_algorithms(True) with torch.utils.deterministic.fill_uninitialized_memory (its
+// default), CPU and CUDA fill new memory with NaN (floating and complex) or the largest value (integers and bool),
+// so that a read of memory nobody wrote gives the same answer on every run; the flagos kernels keep that promise.
+bool fill_uninitialized() {
+  const at::Context& ctx = at::globalContext();
+  return ctx.deterministicAlgorithms() && ctx.deterministicFillUninitializedMemory();
+}
+
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
     std::optional<c10::Layout> layout, std::optional<c10::Device> device, std::optional<bool> pin_memory,
     std::optional<c10::MemoryFormat> memory_format) {
   check_options(layout, pin_memory);
   const c10::DeviceGuard guard(c10::device_or_default(device));
-  return at::detail::empty_generic(size, c10::GetAllocator(c10::DeviceType::PrivateUse1), kFlagosKeys,
+  at::Tensor result = at::detail::empty_generic(size, c10::GetAllocator(c10::DeviceType::PrivateUse1), kFlagosKeys,
       c10::dtype_or_default(dtype), memory_format);
+  if (C10_UNLIKELY(fill_uninitialized())) at::native::fill_empty_deterministic_(result);
+  return result;
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
     std::optional<c10::Layout> layout, std::optional<c10::Device> device, std::optional<bool> pin_memory) {
   check_options(layout, pin_memory);
   const c10::DeviceGuard guard(c10::device_or_default(device));
-  return at::detail::empty_strided_generic(size, stride, c10::GetAllocator(c10::DeviceType::PrivateUse1),
-      kFlagosKeys, c10::dtype_or_default(dtype));
+  at::Tensor result = at::detail::empty_strided_generic(size, stride,
+      c10::GetAllocator(c10::DeviceType::PrivateUse1), kFlagosKeys, c10::dtype_or_default(dtype));
+  if (C10_UNLIKELY(fill_uninitialized())) at::native::fill_empty_deterministic_(result);
+  return result;
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -64,9 +79,11 @@ void ensure_storage(c10::TensorImpl* impl) {
 const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
     std::optional<c10::MemoryFormat> memory_format) {
   auto* impl = self.unsafeGetTensorImpl();
+  const int64_t old_nbytes = impl->unsafe_storage() ? static_cast<int64_t>(impl->unsafe_storage().nbytes()) : 0;
   at::native::resize_impl_cpu_(impl, C10_AS_INTARRAYREF_SLOW(size), std::nullopt, /*resize_storage=*/false);
   ensure_storage(impl);
   if (memory_format) impl->empty_tensor_restride(*memory_format);
+  if (C10_UNLIKELY(fill_uninitialized())) at::native::fill_resize_deterministic_(self, old_nbytes);
   return self;
 }
 

@@ -288,6 +288,7 @@ at::Tensor Retagger::from_vendor(const at::Tensor& t) {
     if (host == impl) return t;
   }
   if (t.layout() != c10::Layout::Strided) refuse_layout(c10::toString(op_.operator_name()), t.layout());
+  if (t.is_quantized()) refuse_quantized(c10::toString(op_.operator_name()));
   const c10::DispatchKeySet flagos_keys(c10::DispatchKey::PrivateUse1);
   c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
   for (const auto& s : storages_) {

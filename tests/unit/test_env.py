@@ -273,6 +273,15 @@ def test_decode_op_nearest_is_capped_at_five() -> None:
     assert nearest.count("FLAGOS_OP_") == 5
 
 
+def test_decode_op_hint_ignores_case() -> None:
+    with pytest.raises(ConfigError) as caught:
+        env.decode_op("RELU", KNOWN)
+    assert "names no operator; nearest: relu (FLAGOS_OP_relu)" in str(caught.value)
+    with pytest.raises(ConfigError) as caught:
+        env.decode_op("ADD__TENSOR", KNOWN)
+    assert "nearest: add.Tensor (FLAGOS_OP_add__Tensor)" in str(caught.value)
+
+
 def test_decode_op_no_similar_name() -> None:
     with pytest.raises(ConfigError, match="no operator has a similar name"):
         env.decode_op("zzzzzzzzzzzz", KNOWN)

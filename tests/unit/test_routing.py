@@ -373,3 +373,9 @@ def test_a_cpu_default_keeps_transfers_and_views_native() -> None:
 def test_nearest_names_list_the_overloads_of_a_bare_name() -> None:
     assert routing.nearest_ops("add", KNOWN) == "add needs an overload: add.Tensor"
     assert routing.nearest_ops("relux", KNOWN).startswith("nearest: relu")
+
+
+def test_nearest_names_ignore_case() -> None:
+    assert routing.nearest_ops("RELU", KNOWN).startswith("nearest: relu")
+    assert routing.nearest_ops("Add.tensor", KNOWN).startswith("nearest: add.Tensor")
+    assert routing.nearest_ops("ADD", KNOWN) == "ADD needs an overload: add.Tensor"

@@ -9,10 +9,10 @@ or ship one through the ``torch_fl.providers`` entry-point group.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Collection, Iterable, Mapping
 from importlib import metadata
 
+from .._hints import close_matches
 from .._names import RESERVED
 
 Kernel = Callable[..., object]
@@ -126,7 +126,7 @@ def check_op_names(provider: str, table: Mapping[str, Kernel]) -> None:
         return
     lines = []
     for op in unknown:
-        near = difflib.get_close_matches(op, list(known), n=5, cutoff=0.6)
+        near = close_matches(op, known, n=5, cutoff=0.6)
         lines.append(f"  {op!r}: " + (f"nearest: {', '.join(near)}" if near else "no operator has a similar name"))
     raise ValueError(
         f"provider {provider!r} registers {len(unknown)} unknown operator name(s); names are aten schema names "
