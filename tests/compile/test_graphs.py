@@ -98,7 +98,7 @@ def test_graph_buffers_come_from_flagos_own_allocation_call():
 def test_the_allocation_call_allocates_on_the_current_flagos_device():
     t = torch_fl._core.empty_strided((2, 3), (1, 2), torch.float16)
     assert (t.device.type, t.shape, t.stride(), t.dtype) == ("flagos", (2, 3), (1, 2), torch.float16)
-    with pytest.raises(RuntimeError, match="mismatch in length of strides and shape"):
+    with pytest.raises(RuntimeError, match="strides"):  # torch's own check, worded per torch line
         torch_fl._core.empty_strided((2, 3), (1,), torch.float32)
 
 

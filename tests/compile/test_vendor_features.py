@@ -219,7 +219,7 @@ import torch, torch_fl
 from torch_fl.compile import _register, _torch_compat
 class Runtime:                                        # the registration asks which vendor runs flagos
     accelerator = staticmethod(lambda: "cuda")
-_register._C = Runtime
+_register._core = Runtime
 torch_fl.compile.register()
 report("enabled", _torch_compat.enabled_features())
 """
