@@ -58,6 +58,8 @@ def start() -> None:
     if accel in ("cuda", "dcu"):
         torch.cuda.init()  # flagos memory comes from CUDA's caching allocator, created here
     _C.init(accel, settings.emu_devices, settings.emu_trap)
+    if accel == "cpu" and settings.emu_memory is not None:
+        torch.ops.flagos.emulation_set_capacity(settings.emu_memory)  # before any flagos allocation
     _register_device()
     _C.set_provider_dispatcher(_publish.call_provider)
     _routes.apply(settings, table)

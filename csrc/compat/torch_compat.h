@@ -19,6 +19,10 @@
 // CUDA). On 2.9 it has none, and compat/autograd_fallback.cpp registers the same one.
 #define TORCH_FL_TORCH_HAS_PRIVATEUSE1_AUTOGRAD_FALLBACK TORCH_FL_TORCH_AT_LEAST(2, 10)
 
+// c10::DeviceAllocator::getMemoryInfo (torch.accelerator.get_memory_info): from 2.10 on. On 2.9 torch has no
+// such question, and torch.flagos.mem_get_info answers alone.
+#define TORCH_FL_DEVICE_ALLOCATOR_HAS_MEMORY_INFO TORCH_FL_TORCH_AT_LEAST(2, 10)
+
 namespace torch_fl::compat {
 
 // Whether a Python object is attached to a TensorImpl or StorageImpl (the slot's raw pointer, no interpreter

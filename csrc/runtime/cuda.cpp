@@ -7,9 +7,11 @@
 #include <ATen/Context.h>
 #include <ATen/core/CachingHostAllocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 
 #include <string>
 
@@ -58,6 +60,14 @@ class CudaRuntime final : public Runtime {
   void reset_peak_memory_stats(c10::DeviceIndex index) override { cca::resetPeakStats(index); }
   void reset_accumulated_memory_stats(c10::DeviceIndex index) override { cca::resetAccumulatedStats(index); }
   void empty_cache() override { cca::emptyCache(); }
+  // The driver's count for the device, every process's memory included (what torch.cuda.mem_get_info reports).
+  std::pair<size_t, size_t> memory_info(c10::DeviceIndex index) const override {
+    c10::cuda::CUDAGuard guard(index);
+    size_t free_bytes = 0;
+    size_t total = 0;
+    C10_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+    return {free_bytes, total};
+  }
   c10::DeviceIndex device_of(const void* ptr) const override {
     return hooks().getDeviceFromPtr(const_cast<void*>(ptr)).index(); // the driver's pointer attributes
   }
