@@ -18,7 +18,7 @@ import torch
 
 from ._vendor import Device, index_of, on_gpu
 
-__all__ = ["_dump_snapshot", "_record_memory_history", "_snapshot", "memory_snapshot"]
+__all__ = ["_dump_snapshot", "_record_memory_history", "_snapshot", "install", "memory_snapshot"]
 
 # The action codes of torch.ops.flagos.emulation_memory_snapshot's events (emulation::Action).
 _ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom")
@@ -118,3 +118,12 @@ def _emulated_state() -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]
         entry["frames"] = stack(traceback)
         traces[device].append(entry)
     return segments, traces
+
+
+def install() -> None:
+    """torch.accelerator.memory._snapshot asks torch.cuda unless the accelerator is XPU, and torch.cuda has no
+    snapshot in a CPU build of torch: under emulation it answers with flagos's. (On GPU vendors torch.cuda's
+    snapshot is flagos's already.)"""
+    memory = getattr(torch.accelerator, "memory", None)
+    if not on_gpu() and memory is not None and hasattr(memory, "_snapshot"):
+        memory._snapshot = _snapshot

@@ -65,12 +65,13 @@ def start() -> None:
     _routes.apply(settings, table)
     _one_accelerator.install()
     compile.install()
-    from . import _dlpack, _sharing
+    from . import _dlpack, _memory_history, _sharing
 
     _dlpack.install()  # DLPack in the vendor's device type
     _sharing.install()  # torch.multiprocessing: shared memory under emulation, a clear refusal on GPUs
     _C.register_graph_impl()  # torch.accelerator.Graph builds flagos graphs (where this torch has the registry)
     _host_cache_through_flagos()
+    _memory_history.install()  # torch.accelerator.memory._snapshot under emulation
     atexit.register(settle_at_exit)
     atexit.register(_print_replay_stats)
     if torch.distributed.is_available():

@@ -180,8 +180,8 @@ int64_t capacity() {
 
 void set_memory_fraction(c10::DeviceIndex index, double fraction) {
   check_device(index);
-  TORCH_CHECK(fraction >= 0.0 && fraction <= 1.0, "set_per_process_memory_fraction: the fraction must be in [0, 1], got ",
-      fraction);
+  TORCH_CHECK(fraction >= 0.0 && fraction <= 1.0,
+      "set_per_process_memory_fraction: the fraction must be in [0, 1], got ", fraction);
   std::lock_guard<std::mutex> lock(g_fraction_mutex);
   g_fraction[index] = fraction;
   // A limit of 0 means "the capacity", so a fraction of 0 keeps one byte short of any allocation.
@@ -313,7 +313,8 @@ void pool_end(c10::DeviceIndex index, int64_t pool) {
   check_device(index);
   auto& pools = tls_pools[index];
   TORCH_CHECK(!pools.empty() && pools.back() == pool, "use_mem_pool: pool ", pool,
-      " is not the innermost pool of this thread on flagos:", int(index), "; leave pools in the reverse order of entry");
+      " is not the innermost pool of this thread on flagos:", int(index),
+      "; leave pools in the reverse order of entry");
   pools.pop_back();
   std::lock_guard<std::mutex> lock(g_mutex);
   --g_pools_in_use;

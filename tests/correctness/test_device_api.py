@@ -59,6 +59,27 @@ def test_torch_accelerator_get_memory_info_answers_for_flagos() -> None:
     assert torch.accelerator.get_memory_info("flagos:0")[1] == torch.flagos.mem_get_info(0)[1]
 
 
+def test_every_torch_accelerator_function_answers_for_flagos() -> None:
+    assert torch.accelerator.current_accelerator().type == "flagos"
+    if hasattr(torch.accelerator, "get_device_capability"):
+        dtypes = torch.accelerator.get_device_capability()["supported_dtypes"]
+        assert {torch.float32, torch.bfloat16, torch.int64} <= set(dtypes)
+    with torch.accelerator.device_index(0):
+        torch.accelerator.set_stream(torch.accelerator.current_stream())
+        torch.accelerator.synchronize()
+    torch.accelerator.empty_host_cache()
+    held = torch.empty(MiB, dtype=torch.uint8, device="flagos")
+    if torch_fl.accelerator() == "cpu":
+        torch.flagos.memory._record_memory_history(context=None, stacks="python")
+        try:
+            again = torch.empty(MiB, dtype=torch.uint8, device="flagos")
+            snapshot = torch.accelerator.memory._snapshot()
+        finally:
+            torch.flagos.memory._record_memory_history(enabled=None)
+        assert again.data_ptr() in {s["address"] for s in snapshot["segments"]}
+    assert torch.accelerator.memory_allocated() >= held.nbytes
+
+
 def test_properties_name_and_memory_of_the_emulated_device() -> None:
     emulation_only()
     props = torch.flagos.get_device_properties()
