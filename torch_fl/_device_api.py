@@ -3,6 +3,7 @@ outside torch, ``init``, ``ipc_collect``, the synchronisation debug mode and ``O
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 import torch
@@ -45,7 +46,7 @@ def set_rng_state_all(new_states: Iterable[torch.Tensor]) -> None:
 
 def seed_all() -> None:
     """Seed every flagos device's generator with one fresh random seed."""
-    _flagos.manual_seed_all(torch.randint(0, 2**63 - 1, ()).item())
+    _flagos.manual_seed_all(int.from_bytes(os.urandom(8), "little") & (2**63 - 1))
 
 
 class device_of(_flagos.device):

@@ -156,7 +156,10 @@ def _bytes(count: int) -> str:
 def mem_get_info(device: Device = None) -> tuple[int, int]:
     """Free and total bytes of the device: the driver's count on GPUs (every process), under emulation the
     capacity (``FLAGOS_EMU_MEMORY``) less what flagos tensors hold."""
-    free, total = torch.ops.flagos.mem_get_info(index_of(device))
+    index = index_of(device)
+    if on_gpu():
+        return torch.cuda.mem_get_info(index)
+    free, total = torch.ops.flagos.mem_get_info(index)
     return int(free), int(total)
 
 
@@ -258,10 +261,16 @@ def reset_peak_host_memory_stats() -> None:
 _pool_ids = itertools.count(1)
 
 
-class _EmulatedMemPool:
-    """A flagos memory pool under emulation. The emulation caches nothing, so a pool holds no memory of its own:
+class MemPool:
+    """A pool of flagos memory (like ``torch.cuda.MemPool``). On GPU vendors it is ``torch.cuda.MemPool`` itself, as
+    flagos memory is the caching allocator's. Under emulation nothing is cached, so a pool holds no memory of its own:
     it names the blocks allocated under ``use_mem_pool(pool)``, which ``snapshot()`` and
     ``memory_snapshot(mempool_id=pool.id)`` list."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if on_gpu():
+            return torch.cuda.MemPool(*args, **kwargs)  # not a MemPool instance, so __init__ below is not run
+        return super().__new__(cls)
 
     def __init__(self, allocator: object = None, use_on_oom: bool = False, no_split: bool = False) -> None:
         if allocator is not None:
@@ -287,16 +296,6 @@ class _EmulatedMemPool:
         return memory_snapshot(mempool_id=self._id)
 
 
-class MemPool:
-    """A pool of flagos memory (like ``torch.cuda.MemPool``): ``torch.cuda.MemPool`` itself on GPU vendors, where
-    flagos memory is the caching allocator's; under emulation a pool that names its blocks."""
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
-        if on_gpu():
-            return torch.cuda.MemPool(*args, **kwargs)
-        return _EmulatedMemPool(*args, **kwargs)
-
-
 @contextlib.contextmanager
 def use_mem_pool(pool: Any, device: Device = None) -> Iterator[None]:
     """Allocations of this thread on ``device`` go to ``pool`` inside the block."""
@@ -305,7 +304,7 @@ def use_mem_pool(pool: Any, device: Device = None) -> Iterator[None]:
         with torch.cuda.use_mem_pool(pool, torch.device("cuda", index)):
             yield
         return
-    if not isinstance(pool, _EmulatedMemPool):
+    if not isinstance(pool, MemPool):
         raise TypeError(f"use_mem_pool: expected a torch.flagos.MemPool, got {type(pool).__name__}")
     torch.ops.flagos.emulation_pool_begin(index, pool.id[1])
     try:

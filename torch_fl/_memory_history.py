@@ -41,7 +41,13 @@ def _record_memory_history(
         enabled = "all" if enabled else None
     if on_gpu():
         torch.cuda.memory._record_memory_history(
-            enabled, context, stacks, max_entries, torch.device("cuda", index_of(device)), clear_history, **options
+            enabled=enabled,
+            context=context,
+            stacks=stacks,
+            max_entries=max_entries,
+            device=torch.device("cuda", index_of(device)),
+            clear_history=clear_history,
+            **options,
         )
         return
     if options:
@@ -60,7 +66,10 @@ def _snapshot(device: Device = None, augment_with_fx_traces: bool = False) -> di
     """The allocator's state: ``segments`` (live blocks with their stacks) and ``device_traces`` (one list of events
     per device), as ``torch.cuda.memory._snapshot`` gives them."""
     if on_gpu():
-        return torch.cuda.memory._snapshot(device, augment_with_fx_traces=augment_with_fx_traces)
+        cuda_device = None if device is None else torch.device("cuda", index_of(device))
+        if augment_with_fx_traces:  # an argument of newer torch lines only
+            return torch.cuda.memory._snapshot(cuda_device, augment_with_fx_traces=True)
+        return torch.cuda.memory._snapshot(cuda_device)
     segments, traces = _emulated_state()
     return {"segments": segments, "device_traces": traces, "allocator_settings": {"backend": "emulation"}}
 
@@ -74,7 +83,7 @@ def _dump_snapshot(filename: str = "dump_snapshot.pickle", augment_with_fx_trace
 def memory_snapshot(mempool_id: tuple[int, int] | None = None) -> list[dict[str, Any]]:
     """The live segments of every flagos device (of pool ``mempool_id`` only, when given)."""
     if on_gpu():
-        return torch.cuda.memory_snapshot(mempool_id)
+        return torch.cuda.memory_snapshot() if mempool_id is None else torch.cuda.memory_snapshot(mempool_id)
     segments, _ = _emulated_state()
     if mempool_id is None:
         return segments

@@ -60,6 +60,7 @@ def test_nested_statistics_and_summary_show_what_is_held() -> None:
 
 def test_a_memory_pool_names_the_blocks_allocated_in_it() -> None:
     pool = torch.flagos.MemPool()
+    assert isinstance(pool, torch.flagos.MemPool) and pool.id != torch.flagos.MemPool().id
     with torch.flagos.use_mem_pool(pool):
         inside = torch.empty(MiB, dtype=torch.uint8, device="flagos")
     outside = torch.empty(MiB, dtype=torch.uint8, device="flagos")
