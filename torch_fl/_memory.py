@@ -5,13 +5,12 @@ On a GPU vendor flagos memory is the vendor's caching allocator's (csrc/runtime/
 (csrc/runtime/emulation_memory.h, reached through ``torch.ops.flagos``): every emulated device has the capacity
 ``FLAGOS_EMU_MEMORY`` sets (the host's memory by default), nothing is cached, and a request beyond the capacity, or
 beyond the per-process fraction of it, raises ``torch.OutOfMemoryError``. History and snapshots are in
-``_memory_history.py``.
+``_memory_history.py``, pools in ``_memory_pools.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +18,7 @@ import torch
 
 from . import _vendor
 from ._memory_history import _dump_snapshot, _record_memory_history, _snapshot, memory_snapshot
+from ._memory_pools import MemPool, use_mem_pool
 from ._vendor import Device, index_of, on_gpu
 
 __all__ = [
@@ -254,60 +254,3 @@ def reset_accumulated_host_memory_stats() -> None:
 def reset_peak_host_memory_stats() -> None:
     if on_gpu():
         torch.cuda.reset_peak_host_memory_stats()
-
-
-# ---- memory pools ---------------------------------------------------------------------------------------------
-
-_pool_ids = itertools.count(1)
-
-
-class MemPool:
-    """A pool of flagos memory (like ``torch.cuda.MemPool``). On GPU vendors it is ``torch.cuda.MemPool`` itself, as
-    flagos memory is the caching allocator's. Under emulation nothing is cached, so a pool holds no memory of its own:
-    it names the blocks allocated under ``use_mem_pool(pool)``, which ``snapshot()`` and
-    ``memory_snapshot(mempool_id=pool.id)`` list."""
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        if on_gpu():
-            return torch.cuda.MemPool(*args, **kwargs)  # not a MemPool instance, so __init__ below is not run
-        return super().__new__(cls)
-
-    def __init__(self, allocator: object = None, use_on_oom: bool = False, no_split: bool = False) -> None:
-        if allocator is not None:
-            raise ValueError(
-                "MemPool(allocator=...) takes a CUDA pluggable allocator, which the flagos emulation cannot use; "
-                "leave allocator=None"
-            )
-        self._id = (0, next(_pool_ids))
-
-    @property
-    def id(self) -> tuple[int, int]:
-        return self._id
-
-    @property
-    def allocator(self) -> None:
-        return None
-
-    def use_count(self) -> int:
-        """The number of live blocks allocated in this pool."""
-        return len(self.snapshot())
-
-    def snapshot(self) -> list[dict[str, Any]]:
-        return memory_snapshot(mempool_id=self._id)
-
-
-@contextlib.contextmanager
-def use_mem_pool(pool: Any, device: Device = None) -> Iterator[None]:
-    """Allocations of this thread on ``device`` go to ``pool`` inside the block."""
-    index = index_of(device)
-    if on_gpu():
-        with torch.cuda.use_mem_pool(pool, torch.device("cuda", index)):
-            yield
-        return
-    if not isinstance(pool, MemPool):
-        raise TypeError(f"use_mem_pool: expected a torch.flagos.MemPool, got {type(pool).__name__}")
-    torch.ops.flagos.emulation_pool_begin(index, pool.id[1])
-    try:
-        yield
-    finally:
-        torch.ops.flagos.emulation_pool_end(index, pool.id[1])
