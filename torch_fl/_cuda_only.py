@@ -18,6 +18,10 @@ CUDA_ONLY: dict[str, str] = {
     "node",
     "DeferredCudaCallError": "raised by CUDA's lazy initialisation; flagos initialises at `import torch_fl` and "
     "reports a failure there",
+    "export_dot": "a CUDAGraph capture-end hook that writes the CUDA graph's nodes as Graphviz DOT (torch 2.15); "
+    "FlagosGraph has no capture hooks, and an emulated graph has no nodes, only its recorded operators",
+    "export_graph_data": "a CUDAGraph post-instantiate hook that pickles the instantiated CUDA graph's data "
+    "(torch 2.15), as for export_dot",
     "GreenContext": "partitions a GPU's streaming multiprocessors (CUDA green contexts); the emulation has none, and "
     "on a CUDA node torch.cuda.GreenContext applies to the same device",
     "current_blas_handle": "cuBLAS's handle of the current CUDA stream; on a CUDA node "
