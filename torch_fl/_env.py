@@ -46,6 +46,7 @@ CONF_VAR = "FLAGOS_CONF"
 LOG_VAR = "FLAGOS_LOG"
 EMU_DEVICES_VAR = "FLAGOS_EMU_DEVICES"
 EMU_TRAP_VAR = "FLAGOS_EMU_TRAP"
+EMU_MEMORY_VAR = "FLAGOS_EMU_MEMORY"
 REPLAY_VAR = "FLAGOS_FLAGGEMS_REPLAY"
 VERIFY_VAR = "FLAGOS_FLAGGEMS_VERIFY"
 REPLAY_CACHE_VAR = "FLAGOS_REPLAY_CACHE_SIZE"
@@ -58,6 +59,7 @@ KNOWN_VARIABLES = (
     LOG_VAR,
     EMU_DEVICES_VAR,
     EMU_TRAP_VAR,
+    EMU_MEMORY_VAR,
     REPLAY_VAR,
     VERIFY_VAR,
     REPLAY_CACHE_VAR,
@@ -96,6 +98,7 @@ class Settings:
     replay_verify: bool = False  # every replayed call also runs the provider and must match it bit for bit
     replay_capacity: int = REPLAY_CACHE_DEFAULT
     conf_name: str | None = None  # FLAGOS_CONF: a shipped conf by name (configs/backends_<vendor>_<name>.conf)
+    emu_memory: int | None = None  # bytes of each emulated device (FLAGOS_EMU_MEMORY); None: the host's memory
 
 
 def read_settings(environ: Mapping[str, str]) -> Settings:
@@ -121,6 +124,7 @@ def read_settings_collecting(environ: Mapping[str, str]) -> tuple[Settings, list
     log = _attempt(problems, _log_categories, environ.get(LOG_VAR))
     emu_devices = _attempt(problems, _emu_devices, environ.get(EMU_DEVICES_VAR))
     emu_trap = _attempt(problems, _emu_trap, environ.get(EMU_TRAP_VAR))
+    emu_memory = _attempt(problems, _emu_memory, environ.get(EMU_MEMORY_VAR))
     replay = _attempt(problems, _switch, REPLAY_VAR, environ.get(REPLAY_VAR), True, _REPLAY_HELP)
     verify = _attempt(problems, _switch, VERIFY_VAR, environ.get(VERIFY_VAR), False, _VERIFY_HELP)
     capacity = _attempt(problems, _replay_capacity, environ.get(REPLAY_CACHE_VAR))
@@ -137,6 +141,7 @@ def read_settings_collecting(environ: Mapping[str, str]) -> tuple[Settings, list
         log=log if log is not None else frozenset(),
         emu_devices=emu_devices if emu_devices is not None else EMU_DEVICES_DEFAULT,
         emu_trap=bool(emu_trap),
+        emu_memory=emu_memory,
         replay=True if replay is None else replay,
         replay_verify=bool(verify),
         replay_capacity=capacity or REPLAY_CACHE_DEFAULT,
@@ -261,6 +266,23 @@ def _emu_trap(value: str | None) -> bool:
         f"{EMU_TRAP_VAR}={value!r} is not 0 or 1; set 1 to make host reads of emulated flagos memory fault "
         "(a debug mode of FLAGOS_ACCELERATOR=cpu), or unset it"
     )
+
+
+_SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def _emu_memory(value: str | None) -> int | None:
+    # A size in bytes, with an optional binary unit: 17179869184, 16G, 16GiB, 512m.
+    if value is None or not value.strip():
+        return None
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?", value.strip().lower())
+    size = int(float(match[1]) * _SIZE_UNITS[match[2]]) if match else 0
+    if size <= 0:
+        raise ConfigError(
+            f"{EMU_MEMORY_VAR}={value!r} is not a memory size; give the bytes of each emulated device as a number "
+            "with an optional unit (16GiB, 512MiB, 17179869184), or unset it to use the host's memory"
+        )
+    return size
 
 
 _REPLAY_HELP = "0 runs every provider call in Python, 1 (default) replays recorded calls from C++"

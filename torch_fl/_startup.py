@@ -58,12 +58,14 @@ def start() -> None:
     if accel in ("cuda", "dcu"):
         torch.cuda.init()  # flagos memory comes from CUDA's caching allocator, created here
     _core.init(accel, settings.emu_devices, settings.emu_trap)
+    if accel == "cpu" and settings.emu_memory is not None:
+        torch.ops.flagos.emulation_set_capacity(settings.emu_memory)  # before any flagos allocation
     _register_device()
     _publish.install_provider_calls()
     _routes.apply(settings, table)
     _one_accelerator.install()
     compile.install()
-    from . import _dlpack, _sharing
+    from . import _dlpack, _memory_history, _sharing
 
     _dlpack.install()  # DLPack in the vendor's device type
     _sharing.install()  # torch.multiprocessing: shared memory under emulation, a clear refusal on GPUs
@@ -74,6 +76,7 @@ def start() -> None:
     from . import _data_parallel
 
     _data_parallel.install()  # nn.DataParallel over flagos devices
+    _memory_history.install()  # torch.accelerator.memory._snapshot under emulation
     atexit.register(settle_at_exit)
     atexit.register(_print_replay_stats)
     if torch.distributed.is_available():

@@ -18,7 +18,6 @@ __all__ = [
     "default_stream",
     "device",
     "device_count",
-    "empty_cache",
     "empty_host_cache",
     "from_dlpack",
     "get_amp_supported_dtype",
@@ -33,13 +32,6 @@ __all__ = [
     "make_graphed_callables",
     "manual_seed",
     "manual_seed_all",
-    "max_memory_allocated",
-    "max_memory_reserved",
-    "memory_allocated",
-    "memory_reserved",
-    "memory_stats",
-    "reset_accumulated_memory_stats",
-    "reset_peak_memory_stats",
     "seed",
     "set_device",
     "set_rng_state",
@@ -107,45 +99,7 @@ def synchronize(device: _Device = None) -> None:
     _core.synchronize(_index(device))
 
 
-# ---- memory ---------------------------------------------------------------------------------------------------
-# The flagos allocator is torch's DeviceAllocator for the device (csrc/runtime/allocator.cpp), so these are
-# torch.accelerator's memory functions with a flagos device argument: both give the same numbers. On GPUs the
-# statistics are the vendor caching allocator's; under emulation only live and peak bytes are kept (nothing is
-# cached, so reserved bytes are the allocated ones) and the cumulative fields stay 0.
-
-
-def memory_stats(device: _Device = None) -> dict[str, int]:
-    """Flat allocator statistics of ``device``, keyed as ``torch.cuda.memory_stats``."""
-    return dict(torch.accelerator.memory_stats(_index(device)))
-
-
-def memory_allocated(device: _Device = None) -> int:
-    return torch.accelerator.memory_allocated(_index(device))
-
-
-def max_memory_allocated(device: _Device = None) -> int:
-    return torch.accelerator.max_memory_allocated(_index(device))
-
-
-def memory_reserved(device: _Device = None) -> int:
-    return torch.accelerator.memory_reserved(_index(device))
-
-
-def max_memory_reserved(device: _Device = None) -> int:
-    return torch.accelerator.max_memory_reserved(_index(device))
-
-
-def reset_peak_memory_stats(device: _Device = None) -> None:
-    torch.accelerator.reset_peak_memory_stats(_index(device))
-
-
-def reset_accumulated_memory_stats(device: _Device = None) -> None:
-    torch.accelerator.reset_accumulated_memory_stats(_index(device))
-
-
-def empty_cache() -> None:
-    """Give cached, unused flagos memory back to the vendor (a no-op under emulation, which caches nothing)."""
-    torch.accelerator.empty_cache()
+# ---- memory: torch_fl/_memory.py (torch.flagos.memory), history and snapshots in _memory_history.py -----------
 
 
 def empty_host_cache() -> None:
@@ -296,3 +250,16 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
+
+
+# ---- the rest of torch.cuda's device API (docs/device.md lists what is left out, and why) ----------------------
+# Imported last: these modules use this one's device, Stream and generator functions.
+from . import _memory as memory  # noqa: E402  torch.flagos.memory, like torch.cuda.memory
+from ._device_api import *  # noqa: E402, F403
+from ._device_api import __all__ as _device_api_names  # noqa: E402
+from ._device_info import *  # noqa: E402, F403
+from ._device_info import __all__ as _device_info_names  # noqa: E402
+from ._memory import *  # noqa: E402, F403
+from ._memory import __all__ as _memory_names  # noqa: E402
+
+__all__ += ["memory", *_device_api_names, *_device_info_names, *(n for n in _memory_names if not n.startswith("_"))]

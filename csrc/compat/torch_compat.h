@@ -19,6 +19,17 @@
 // CUDA). On 2.9 it has none, and compat/autograd_fallback.cpp registers the same one.
 #define TORCH_FL_TORCH_HAS_PRIVATEUSE1_AUTOGRAD_FALLBACK TORCH_FL_TORCH_AT_LEAST(2, 10)
 
+// c10::DeviceAllocator::getMemoryInfo (torch.accelerator.get_memory_info): from 2.10 on. On 2.9 torch has no
+// such question, and torch.flagos.mem_get_info answers alone.
+#define TORCH_FL_DEVICE_ALLOCATOR_HAS_MEMORY_INFO TORCH_FL_TORCH_AT_LEAST(2, 10)
+
+// DeviceGuardImplInterface::getDeviceCapability (torch.accelerator.get_device_capability): from 2.10 on.
+#define TORCH_FL_GUARD_HAS_DEVICE_CAPABILITY TORCH_FL_TORCH_AT_LEAST(2, 10)
+
+// torch.profiler's PrivateUse1 activity runs the kineto activity profilers a backend registers: from 2.13 on. Older
+// lines time flagos operators through the PrivateUse1 profiler stubs (runtime/profiler_stubs.cpp) instead.
+#define TORCH_FL_KINETO_PLUGIN TORCH_FL_TORCH_AT_LEAST(2, 13)
+
 namespace torch_fl::compat {
 
 // Whether a Python object is attached to a TensorImpl or StorageImpl (the slot's raw pointer, no interpreter

@@ -1,9 +1,11 @@
 // Host time the router spends on each operator, split by phase, behind a switch
-// (torch_fl._C.set_router_counters). Off, a call pays one relaxed load; on, four
+// (torch_fl._C.set_router_counters). Off, a call pays two relaxed loads (this switch and the profiler's); on, four
 // clock reads and one locked table update. It answers what a profiler cannot at
 // µs scale: of an op's host time on flagos, how much is the re-tag (arguments in,
 // results out, the call's bookkeeping released) and how much the vendor kernel.
 #pragma once
+
+#include "runtime/profiler_kernels.h"
 
 #include <ATen/core/operator_name.h>
 
@@ -34,10 +36,12 @@ void reset();
 
 // One call's clock: made first in a router entry, so its destructor runs after the
 // call's Retagger and vendor arguments are gone (the release phase).
+// It also times the vendor kernel for torch.profiler while the emulation's kernels are recorded
+// (runtime/profiler_kernels.h).
 class Timer {
  public:
   Timer(const c10::OperatorName& op, const char* path) {
-    if (on()) {
+    if (on() || profiler_kernels::recording()) {
       op_ = &op;
       path_ = path;
       last_ = now();
@@ -48,13 +52,14 @@ class Timer {
   void mark(Phase phase) {
     if (op_ == nullptr) return;
     const int64_t t = now();
+    if (phase == kKernel && profiler_kernels::recording()) profiler_kernels::record(*op_, last_, t);
     ns_[phase] += t - last_;
     last_ = t;
   }
   ~Timer() {
     if (op_ == nullptr) return;
     mark(kRelease);
-    add(*op_, path_, ns_);
+    if (on()) add(*op_, path_, ns_);
   }
 
  private:

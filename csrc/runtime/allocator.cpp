@@ -1,8 +1,9 @@
 // The flagos device allocator. It is torch's c10::DeviceAllocator for PrivateUse1, so torch's generic memory APIs
-// (torch.accelerator.memory_stats, memory_allocated, empty_cache, ...) and any caller of c10::getDeviceAllocator
-// (recordStream, ...) reach the vendor runtime's allocator and its statistics. (Tensor.record_stream takes the
-// device guard's way, guard.cpp, to the same Runtime::record_stream.) Registered at load time, before any runtime exists, so every
-// call forwards to the runtime chosen later.
+// (torch.accelerator.memory_stats, memory_allocated, empty_cache, get_memory_info, ...) and any caller of
+// c10::getDeviceAllocator (recordStream, ...) reach the vendor runtime's allocator and its statistics.
+// (Tensor.record_stream takes the device guard's way, guard.cpp, to the same Runtime::record_stream.) Registered at
+// load time, before any runtime exists, so every call forwards to the runtime chosen later.
+#include "compat/torch_compat.h"
 #include "runtime/device.h"
 
 #include <c10/core/CachingDeviceAllocator.h>
@@ -35,6 +36,11 @@ class FlagosAllocator final : public c10::DeviceAllocator {
     runtime().reset_accumulated_memory_stats(checked_index(index));
   }
   void resetPeakStats(c10::DeviceIndex index) override { runtime().reset_peak_memory_stats(checked_index(index)); }
+#if TORCH_FL_DEVICE_ALLOCATOR_HAS_MEMORY_INFO
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex index) override {
+    return runtime().memory_info(checked_index(index));
+  }
+#endif
 };
 
 FlagosAllocator g_allocator;

@@ -1,6 +1,7 @@
 // CUDA runtime (also DCU: DTK's torch exposes HIP devices through the CUDA
 // key). Flagos memory, streams, events and generators are CUDA's own, so the
 // native route costs no copy and no synchronisation.
+#include "compat/torch_compat.h"
 #include "runtime/runtime.h"
 
 #include <ATen/cuda/CUDAGeneratorImpl.h>
@@ -58,6 +59,18 @@ class CudaRuntime final : public Runtime {
   void reset_peak_memory_stats(c10::DeviceIndex index) override { cca::resetPeakStats(index); }
   void reset_accumulated_memory_stats(c10::DeviceIndex index) override { cca::resetAccumulatedStats(index); }
   void empty_cache() override { cca::emptyCache(); }
+  // The driver's count for the device, every process's memory included (what torch.cuda.mem_get_info reports),
+  // as the caching allocator asks it. torch 2.9's allocator has no such question; torch.flagos.mem_get_info asks
+  // the vendor's Python API there.
+  std::pair<size_t, size_t> memory_info(c10::DeviceIndex index) const override {
+#if TORCH_FL_DEVICE_ALLOCATOR_HAS_MEMORY_INFO
+    c10::cuda::CUDAGuard guard(index);
+    return cca::get()->getMemoryInfo(index);
+#else
+    TORCH_CHECK(false, "this torch line's allocator cannot say how much of flagos:", int(index),
+        " is free: call torch.flagos.mem_get_info(", int(index), ") instead, which asks the vendor's Python API");
+#endif
+  }
   c10::DeviceIndex device_of(const void* ptr) const override {
     return hooks().getDeviceFromPtr(const_cast<void*>(ptr)).index(); // the driver's pointer attributes
   }

@@ -5,6 +5,8 @@
 //   guard.cpp      the device guard: current device, streams and events
 //   hooks.cpp      the PrivateUse1 hooks: pinned memory, pointers, generators, resizing
 //   generator.cpp  flagos generators, each wrapping the vendor generator its kernels draw from
+//   memory_ops.cpp the memory operators torch.flagos calls (torch.ops.flagos.*)
+//   profiler_*.cpp torch.profiler's device events and the emulation's kernels
 // The functions below are how those files reach each other (and the router reaches them).
 #pragma once
 

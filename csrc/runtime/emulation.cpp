@@ -5,6 +5,7 @@
 // are real: multi-device code paths (guards, cross-device copies) behave as
 // they do on an accelerator. Random numbers come from the CPU default
 // generator (see the constructor).
+#include "runtime/emulation_memory.h"
 #include "runtime/emulation_pinned.h"
 #include "runtime/emulation_streams.h"
 #include "runtime/host_access.h"
@@ -15,6 +16,7 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -44,17 +46,60 @@ struct HostBlock {
   DeviceCounters* counters;
   size_t nbytes;
   void* data;
+  c10::DeviceIndex index;
 };
 
 struct AdoptedBlock {
   DeviceCounters* counters;
   size_t nbytes;
   c10::DataPtr inner;
+  c10::DeviceIndex index;
 };
+
+// What every allocation and release tells the outside: the memory history while it is recorded
+// (emulation_memory.h) and torch.profiler's memory columns while it profiles memory. Each costs one load when off.
+void noted_alloc(DeviceCounters* counters, c10::DeviceIndex index, void* data, size_t nbytes) {
+  if (emulation::tracking()) emulation::on_alloc(index, data, nbytes);
+  if (data != nullptr && c10::memoryProfilingEnabled()) {
+    const auto in_use = static_cast<size_t>(counters->allocated.load());
+    c10::reportMemoryUsageToProfiler(data, static_cast<int64_t>(nbytes), in_use, in_use, flagos_device(index));
+  }
+}
+
+void noted_free(DeviceCounters* counters, c10::DeviceIndex index, void* data, size_t nbytes) {
+  if (emulation::tracking()) emulation::on_free(index, data, nbytes);
+  if (data != nullptr && c10::memoryProfilingEnabled()) {
+    const auto in_use = static_cast<size_t>(counters->allocated.load());
+    c10::reportMemoryUsageToProfiler(data, -static_cast<int64_t>(nbytes), in_use, in_use, flagos_device(index));
+  }
+}
+
+// The device's memory limit (FLAGOS_EMU_MEMORY times the per-process fraction) is checked before the host is
+// asked, so a too-large request is torch's OutOfMemoryError, as on a GPU. Two threads may pass the check together
+// and overshoot by one allocation: the limit is a device's, not a hard quota.
+void admit(const DeviceCounters* counters, c10::DeviceIndex index, size_t nbytes) {
+  const int64_t in_use = counters->allocated.load(std::memory_order_relaxed);
+  if (static_cast<int64_t>(nbytes) > emulation::memory_limit(index) - in_use) {
+    emulation::out_of_memory(index, nbytes, in_use);
+  }
+}
+
+// The host's own failure (less host memory than the emulated capacity) is an out-of-memory error too.
+template <class Allocate>
+void* host_allocation(const DeviceCounters* counters, c10::DeviceIndex index, size_t nbytes, Allocate allocate) {
+  try {
+    return allocate();
+  } catch (const c10::OutOfMemoryError&) {
+    throw;
+  } catch (const c10::Error& error) {
+    emulation::out_of_memory(index, nbytes, counters->allocated.load(), error.what_without_backtrace());
+  }
+}
 
 void free_host_block(void* ctx) {
   auto* block = static_cast<HostBlock*>(ctx);
   block->counters->sub(static_cast<int64_t>(block->nbytes));
+  noted_free(block->counters, block->index, block->data, block->nbytes);
   c10::free_cpu(block->data);
   delete block;
 }
@@ -62,21 +107,28 @@ void free_host_block(void* ctx) {
 void free_trapped_block(void* ctx) {
   auto* block = static_cast<HostBlock*>(ctx);
   block->counters->sub(static_cast<int64_t>(block->nbytes));
+  noted_free(block->counters, block->index, block->data, block->nbytes);
   host_access::free_block(block->data);
   delete block;
 }
 
 // Device memory under the trap: a protected block (runtime/host_access.h).
 c10::DataPtr trapped_allocation(DeviceCounters* counters, size_t nbytes, c10::DeviceIndex index) {
-  void* data = nbytes ? host_access::allocate_block(nbytes) : nullptr;
+  admit(counters, index, nbytes);
+  void* data =
+      nbytes ? host_allocation(counters, index, nbytes, [&] { return host_access::allocate_block(nbytes); }) : nullptr;
   counters->add(static_cast<int64_t>(nbytes));
-  if (data == nullptr) return {nullptr, new HostBlock{counters, 0, nullptr}, &free_host_block, flagos_device(index)};
-  return {data, new HostBlock{counters, nbytes, data}, &free_trapped_block, flagos_device(index)};
+  if (data == nullptr) {
+    return {nullptr, new HostBlock{counters, 0, nullptr, index}, &free_host_block, flagos_device(index)};
+  }
+  noted_alloc(counters, index, data, nbytes);
+  return {data, new HostBlock{counters, nbytes, data, index}, &free_trapped_block, flagos_device(index)};
 }
 
 void free_adopted_block(void* ctx) {
   auto* block = static_cast<AdoptedBlock*>(ctx);
   block->counters->sub(static_cast<int64_t>(block->nbytes));
+  noted_free(block->counters, block->index, block->inner.get(), block->nbytes);
   delete block; // releases the vendor allocation through its own deleter
 }
 
@@ -89,9 +141,11 @@ class HostAllocator final : public c10::Allocator {
     const c10::DeviceIndex index = tls_current_device;
     auto* counters = (*counters_)[index].get();
     if (host_access::enabled()) return trapped_allocation(counters, nbytes, index);
-    void* data = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
+    admit(counters, index, nbytes);
+    void* data = nbytes ? host_allocation(counters, index, nbytes, [&] { return c10::alloc_cpu(nbytes); }) : nullptr;
     counters->add(static_cast<int64_t>(nbytes));
-    auto* block = new HostBlock{counters, nbytes, data};
+    noted_alloc(counters, index, data, nbytes);
+    auto* block = new HostBlock{counters, nbytes, data, index};
     return {data, block, &free_host_block, flagos_device(index)};
   }
 
@@ -148,9 +202,13 @@ class EmulationRuntime final : public Runtime {
       allocator_.copy_data(trapped.get(), vendor_ptr.get(), nbytes);
       return trapped;
     }
+    // The vendor kernel has allocated already; the limit still applies, so memory held on the device never exceeds
+    // it whichever kernel allocated (the result is released on the way out).
+    admit(counters, index, nbytes);
     counters->add(static_cast<int64_t>(nbytes));
     void* data = vendor_ptr.get();
-    auto* block = new AdoptedBlock{counters, nbytes, std::move(vendor_ptr)};
+    noted_alloc(counters, index, data, nbytes);
+    auto* block = new AdoptedBlock{counters, nbytes, std::move(vendor_ptr), index};
     return {data, block, &free_adopted_block, flagos_device(index)};
   }
 
@@ -172,6 +230,14 @@ class EmulationRuntime final : public Runtime {
   }
   void reset_accumulated_memory_stats(c10::DeviceIndex index) override { check_index(index); } // none kept
   void empty_cache() override {} // nothing cached: freed blocks go straight back to the host
+  // Each emulated device has the capacity FLAGOS_EMU_MEMORY sets (the host's memory by default), and only this
+  // process uses it.
+  std::pair<size_t, size_t> memory_info(c10::DeviceIndex index) const override {
+    check_index(index);
+    const int64_t total = emulation::capacity();
+    const int64_t free_bytes = std::max<int64_t>(total - counters_[index]->allocated.load(), 0);
+    return {static_cast<size_t>(free_bytes), static_cast<size_t>(total)};
+  }
   void empty_host_cache() override {} // pinned blocks are not cached either (emulation_pinned.cpp)
   // Emulated device memory is ordinary host memory that records no device: answer the current one.
   c10::DeviceIndex device_of(const void*) const override { return tls_current_device; }

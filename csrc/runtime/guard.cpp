@@ -1,5 +1,6 @@
 // The flagos device guard: current device, streams and events as torch's generic code (device guards,
 // torch.Stream, torch.Event, autograd's stream sync) asks for them. Each call forwards to the vendor runtime.
+#include "compat/torch_compat.h"
 #include "runtime/device.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -33,6 +34,20 @@ class FlagosGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     } catch (...) {
     }
   }
+#if TORCH_FL_GUARD_HAS_DEVICE_CAPABILITY
+  // torch.accelerator.get_device_capability: the dtypes flagos tensors can hold are the vendor device's, since its
+  // kernels serve them. A vendor that does not say (CUDA's guard on some torch lines) gets torch's default, every
+  // dtype, as flagos memory holds any of them.
+  c10::DeviceCapability getDeviceCapability(c10::Device device) const override {
+    const auto index = checked_index(device.index());
+    try {
+      const auto* vendor = c10::impl::getDeviceGuardImpl(runtime().vendor_type());
+      return vendor->getDeviceCapability(runtime().vendor_device(index));
+    } catch (const c10::Error&) {
+      return c10::DeviceCapability();
+    }
+  }
+#endif
   c10::Stream getStream(c10::Device device) const override {
     return runtime().current_stream(checked_index(device.index()));
   }

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace at {
@@ -61,6 +62,9 @@ class Runtime {
   virtual void reset_accumulated_memory_stats(c10::DeviceIndex index) = 0;
   // Give cached, unused device memory back to the system (a no-op where nothing is cached).
   virtual void empty_cache() = 0;
+  // Free and total bytes of the device (torch.accelerator.get_memory_info, torch.flagos.mem_get_info): the
+  // driver's count on GPUs, which sees every process; under emulation the emulated capacity less the bytes in use.
+  virtual std::pair<size_t, size_t> memory_info(c10::DeviceIndex index) const = 0;
   // The device that `ptr` (device memory) is on, for at::from_blob & co.
   virtual c10::DeviceIndex device_of(const void* ptr) const = 0;
 
