@@ -48,7 +48,7 @@ def _op(name: str) -> Callable[..., Any]:
 
 
 _comm_wrap = _op("comm_wrap")
-_dtype_code = _op("dtype_code")
+_dtype_code_of = _op("dtype_code")
 _flagos_view = _op("flagos_view")
 _host_access_close = _op("host_access_close")
 _host_access_open = _op("host_access_open")
@@ -218,7 +218,7 @@ _FILL_NONE, _FILL_BOOL, _FILL_INT, _FILL_FLOAT = 0, 1, 2, 3
 def _dtype_code(dtype: torch.dtype) -> int:
     code = _DTYPE_CODES.get(dtype)
     if code is None:
-        code = _DTYPE_CODES[dtype] = _dtype_code(dtype)
+        code = _DTYPE_CODES[dtype] = _dtype_code_of(dtype)
     return code
 
 
