@@ -101,9 +101,9 @@ def base_image(session: nox.Session) -> None:
 
 @nox.session
 def wheels(session: nox.Session) -> None:
-    """The release: every row of the matrix for every Python of its `pythons`, then `index` (resumable: what is
-    built and current is skipped); `-- ROW...` those rows only; `-- --list` prints the wheel matrix, one line per
-    wheel, without building."""
+    """The release: one wheel per row of the matrix (cp3X-abi3, for every Python of its `pythons`), then `index`
+    (resumable: what is built and current is skipped); `-- ROW...` those rows only; `-- --list` prints the wheel
+    matrix, one line per wheel, without building."""
     opts = plan.Options()
     f = flow.Flow(ROOT, MATRIX, opts, echo=session.log)
     summary = Summary("wheels")

@@ -151,7 +151,7 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
         unasked="a real run needs the wheels of every torch line and a current index (nox -s index)",
     )
     failed: list[str] = []
-    for version in toolchain.release_pythons if f.options.all_pythons else toolchain.checked_pythons:
+    for version in toolchain.served_pythons if f.options.all_pythons else toolchain.checked_pythons:
         python = f.matrix.python(version)
         failed += _install_on(f, toolchain, python, staged, torch_args, host, dists, summary)
     if failed:

@@ -115,7 +115,7 @@ def locks_of(toolchain: Toolchain, repo: Path, matrix_path: str, suites: Sequenc
     pythons = {
         "builder": (toolchain.builder_python or toolchain.python,),
         "test": (toolchain.python,),
-        "install": tuple(sorted({toolchain.python, *toolchain.checked_pythons, *toolchain.release_pythons})),
+        "install": tuple(sorted({toolchain.python, *toolchain.checked_pythons, *toolchain.served_pythons})),
     }
     # a node of another Python than the test's takes torch.node_requirement where the row names one
     node_torch = toolchain.torch.node_requirement
@@ -168,7 +168,7 @@ def shared_install(matrix: Matrix, toolchain: Toolchain, repo: Path) -> str:
     group = toolchain.torch.shared_deps
     rows = [t for t in matrix.toolchains.values() if group and t.torch.shared_deps == group]
     paths = [lock_path(row, "install", py) for row in rows
-             for py in sorted({row.python, *row.checked_pythons, *row.release_pythons})]
+             for py in sorted({row.python, *row.checked_pythons, *row.served_pythons})]
     shared: dict[str, str] = {}
     for i, path in enumerate(paths):
         entries = _entries((repo / path).read_text(encoding="utf-8"))
