@@ -16,7 +16,7 @@ import torch
 
 from . import _launch, _torch_floor, _torch_line
 
-# A torch older than the floor stops here, before the extension fails to load with an undefined symbol.
+# A torch older than the floor stops here, before the core fails to load with an undefined symbol.
 if (_too_old := _torch_floor.refusal(torch.__version__, str(Path(torch.__file__).parent))) is not None:
     raise _too_old
 # So does a torch of another line than the installed wheel's, with the pip line of the torch that is there.
@@ -25,14 +25,7 @@ if (_wrong_line := _torch_line.check(torch, Path(__file__).parent)) is not None:
         raise SystemExit(str(_wrong_line))  # `python -m torch_fl info --check`: the message and exit 1, no traceback
     raise _wrong_line
 
-try:
-    from . import _C as _C
-except ImportError as _exc:  # typically: importing the source tree instead of the installed wheel
-    raise ImportError(
-        f"torch_fl's compiled extension is missing from {Path(__file__).parent} ({_exc}). If that is a source "
-        "checkout, run Python from another directory so the installed wheel is imported, or build it first "
-        "(pip install --no-build-isolation .). `import torch` loads torch_fl only when FLAGOS_AUTOLOAD=1."
-    ) from _exc
+from . import _core as _core  # loads the compiled core; says how to get one where it is missing
 from . import _startup, compile, providers, replay
 from . import flagos as flagos
 from ._dispatcher import fast_path_ops

@@ -37,7 +37,7 @@ def _fit() -> dict[str, Any]:
     wanted = node.wanted
     try:
         installed = _variant.from_version(torch_fl.__version__)
-        problems = _variant.fit(installed, node, tuple(torch_fl._C.built_runtimes()))
+        problems = _variant.fit(installed, node, tuple(torch_fl._core.built_runtimes()))
         label = installed.label
     except _variant.VariantError as exc:
         problems, label = [str(exc)], None
@@ -65,7 +65,7 @@ def _unconfigured_info(problems: tuple[str, ...]) -> dict[str, Any]:
 
     return {
         "torch_fl": torch_fl.__version__,
-        "built_accelerators": list(torch_fl._C.built_runtimes()),
+        "built_accelerators": list(torch_fl._core.built_runtimes()),
         "torch": torch.__version__,
         "configuration": list(problems),  # each names its variable or conf line and the way out
         "variant": _fit(),
@@ -86,7 +86,7 @@ def _info() -> dict[str, Any]:
     return {
         "torch_fl": torch_fl.__version__,
         "accelerator": torch_fl.accelerator(),
-        "built_accelerators": list(torch_fl._C.built_runtimes()),
+        "built_accelerators": list(torch_fl._core.built_runtimes()),
         "device_count": torch_fl.flagos.device_count(),
         "torch": torch.__version__,
         "conf": state.conf_path,
@@ -253,8 +253,10 @@ def _qualify(args: Any) -> int:
         r = rep["ops"][ops[0]]
         f = r.get("failure")
         print(f"{ops[0]} sample {args.sample}: {r['verdict']}" + (f" ({f['sample']}: {f['detail']})" if f else ""))
-    print(f"report: {json_path}\n        {md_path}\nconfs:  {out / 'qualified.conf'} (FlagGems-first where it passed)"
-          f"\n        {out / 'qualified-tuned.conf'} (where it passed and is no slower than native)")
+    print(
+        f"report: {json_path}\n        {md_path}\nconfs:  {out / 'qualified.conf'} (FlagGems-first where it passed)"
+        f"\n        {out / 'qualified-tuned.conf'} (where it passed and is no slower than native)"
+    )
     pending = rep["counts"].get("pending", 0)
     if pending:
         print(f"{pending} operator(s) pending: run the same command again to resume", file=sys.stderr)

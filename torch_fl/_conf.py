@@ -1,7 +1,7 @@
 """Parser for flagos route conf files (``backends_<vendor>.conf``).
 
 Pure Python on purpose: it runs before torch is imported and in unit tests that have no
-built extension. It checks syntax and includes only; whether an operator or a route exists
+built core. It checks syntax and includes only; whether an operator or a route exists
 is decided later by ``_routing.resolve``, which knows the operator set and the providers.
 
 Format, one statement per line::

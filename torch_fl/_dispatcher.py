@@ -12,7 +12,7 @@ from functools import cache
 
 import torch
 
-from . import _C
+from . import _core
 
 # torch's entry points for out-of-tree convolution (csrc/dispatch/router.cpp)
 _OVERRIDEABLE_HOOKS = frozenset({"convolution_overrideable", "convolution_backward_overrideable"})
@@ -76,7 +76,7 @@ class DeviceKernels(Mapping[str, str]):
 def intercepted() -> frozenset[str]:
     """Router entries by name: from load on the unboxed fast-path ops (csrc/dispatch/fast_ops.cpp), which have a
     flagos kernel but are routed, and then every op ``intercept`` adds."""
-    return frozenset(_C.intercepted_ops())
+    return frozenset(_core.intercepted_ops())
 
 
 def intercept(ops: Collection[str]) -> None:
@@ -86,14 +86,14 @@ def intercept(ops: Collection[str]) -> None:
     ops = {*ops, *_structured_functional_ops(), *_multi_tensor_ops(), *_composite_out_ops(), *_OVERRIDEABLE_HOOKS}
     wanted = {op for op in ops if not has_kernel(op, "CompositeImplicitAutograd")} - intercepted()
     if wanted:
-        _C.intercept_ops(sorted(wanted))
+        _core.intercept_ops(sorted(wanted))
         intercepted.cache_clear()
 
 
 def fast_path_ops() -> frozenset[str]:
     """Ops whose native route skips boxing (csrc/dispatch/fast_ops.cpp); their other routes, overrides
     and dispatch log are those of every other op."""
-    return frozenset(_C.fast_path_ops())
+    return frozenset(_core.fast_path_ops())
 
 
 def reaches_router(op: str) -> bool:
@@ -110,7 +110,7 @@ def reaches_router(op: str) -> bool:
 @cache
 def transfer_ops() -> frozenset[str]:
     """Ops that move data between devices (csrc/dispatch/data_movement.h): native or a provider, never cpu."""
-    bases = frozenset(_C.transfer_ops())
+    bases = frozenset(_core.transfer_ops())
     return frozenset(op for op in known_ops() if op.partition(".")[0] in bases)
 
 
@@ -135,8 +135,11 @@ def _composite_out_ops() -> frozenset[str]:
             continue
         op = schema.name[6:] + (f".{schema.overload_name}" if schema.overload_name else "")
         writes_out = any(a.kwarg_only and a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
-        if writes_out and op in known_ops() and has_kernel(op, "CompositeExplicitAutograd") and (
-            has_kernel(op, "CPU") or has_kernel(op, "CUDA")
+        if (
+            writes_out
+            and op in known_ops()
+            and has_kernel(op, "CompositeExplicitAutograd")
+            and (has_kernel(op, "CPU") or has_kernel(op, "CUDA"))
         ):
             found.add(op)
     return frozenset(found)

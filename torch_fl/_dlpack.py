@@ -5,7 +5,7 @@ torch exports a PrivateUse1 tensor as ``kDLExtDev``, which no other library read
 ``Unknown device type flagos``. A flagos tensor's bytes are the vendor's memory (host memory under the emulation,
 CUDA memory on NVIDIA, HIP memory on DCU), so flagos exports them as the vendor's device type: ``kDLCPU`` under
 the emulation, ``kDLCUDA`` on CUDA, ``kDLROCM`` on DCU. ``install`` wraps the two methods for flagos tensors only;
-the export is a vendor view of the same bytes (``_C.vendor_view``) handed to torch's own exporter, so streams,
+the export is a vendor view of the same bytes (``_core.vendor_view``) handed to torch's own exporter, so streams,
 versions and copies follow torch's rules for that vendor. The way back, zero-copy, is ``torch.flagos.from_dlpack``.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.overrides import has_torch_function_unary
 
-from . import _C
+from . import _core
 
 _torch_dlpack = torch.Tensor.__dlpack__
 _torch_dlpack_device = torch.Tensor.__dlpack_device__
@@ -28,7 +28,7 @@ def _vendor_view(tensor: torch.Tensor) -> torch.Tensor:
         raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
     if tensor.is_conj() or tensor.is_neg():
         raise BufferError("Can't export tensors with the conjugate or negative bit set; call resolve_conj() first")
-    return _C.vendor_view(tensor)
+    return _core.vendor_view(tensor)
 
 
 def __dlpack__(self: torch.Tensor, **kwargs: Any) -> Any:  # noqa: N807 (the protocol's name)
@@ -40,7 +40,7 @@ def __dlpack__(self: torch.Tensor, **kwargs: Any) -> Any:  # noqa: N807 (the pro
 def __dlpack_device__(self: torch.Tensor) -> tuple[Any, int]:  # noqa: N807
     if self.device.type != "flagos" or has_torch_function_unary(self):
         return _torch_dlpack_device(self)
-    return _torch_dlpack_device(_C.vendor_view(self.detach()))
+    return _torch_dlpack_device(_core.vendor_view(self.detach()))
 
 
 def from_dlpack(ext_tensor: Any, device: torch.device | str | int | None = None) -> torch.Tensor:
@@ -52,7 +52,7 @@ def from_dlpack(ext_tensor: Any, device: torch.device | str | int | None = None)
     copy: ``torch.from_dlpack(x).to("flagos")`` makes one.
     """
     vendor = torch.from_dlpack(ext_tensor)
-    accel = _C.accelerator()
+    accel = _core.accelerator()
     expected = "cpu" if accel == "cpu" else "cuda"
     if vendor.device.type != expected:
         raise ValueError(
@@ -66,7 +66,7 @@ def from_dlpack(ext_tensor: Any, device: torch.device | str | int | None = None)
     if expected == "cpu":  # kDLCPU names no device: a flagos tensor keeps its own, other memory takes the current
         own = ext_tensor.device.index if isinstance(ext_tensor, torch.Tensor) and ext_tensor.is_flagos else None
         index = wanted.index if wanted is not None and wanted.index is not None else own
-        index = _C.current_device() if index is None else index
+        index = _core.current_device() if index is None else index
     else:
         index = vendor.device.index
         if wanted is not None and wanted.index not in (None, index):
@@ -74,9 +74,9 @@ def from_dlpack(ext_tensor: Any, device: torch.device | str | int | None = None)
                 f"torch.flagos.from_dlpack: the memory is on {vendor.device}, not flagos:{wanted.index}; a GPU's "
                 "memory stays on its own device (copy it with .to() if it must move)"
             )
-    if not 0 <= index < _C.device_count():
-        raise ValueError(f"torch.flagos.from_dlpack: flagos:{index} does not exist ({_C.device_count()} device(s))")
-    return _C.flagos_view(vendor, index)
+    if not 0 <= index < _core.device_count():
+        raise ValueError(f"torch.flagos.from_dlpack: flagos:{index} does not exist ({_core.device_count()} device(s))")
+    return _core.flagos_view(vendor, index)
 
 
 def install() -> None:

@@ -1,6 +1,6 @@
 """The FLAGOS_* environment variables, read once at start-up.
 
-Pure Python (no torch import) so it can be unit tested without the extension. Every bad
+Pure Python (no torch import) so it can be unit tested without the core. Every bad
 value is an error rather than a silent default: a misspelt variable that is ignored makes
 an A/B comparison measure the same route twice without anyone noticing.
 """

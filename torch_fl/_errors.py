@@ -1,7 +1,7 @@
 """The one error a bad flagos configuration raises: environment variables, confs and routes alike.
 
 Pure Python (no imports from the package) so the conf parser, the environment reader and the route resolver
-share it, in the wheel and in unit tests without the extension.
+share it, in the wheel and in unit tests without the core.
 """
 
 from __future__ import annotations

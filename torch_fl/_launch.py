@@ -1,6 +1,6 @@
 """How this process started: ``python -m torch_fl`` lets the CLI report what would stop ``import torch_fl``.
 
-Standard library only, so that the package asks it before its compiled extension loads.
+Standard library only, so that the package asks it before its compiled core loads.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
-from . import _C
+from . import _core
 from ._env import Settings
 from ._routing import RouteTable
 
@@ -14,7 +14,7 @@ def log_config(settings: Settings, conf_path: str, table: RouteTable) -> None:
     counts = Counter(r.route for r in table.entries.values())
     summary = ", ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "none"
     print(
-        f"[flagos config] accelerator={_C.accelerator()} conf={conf_path} "
+        f"[flagos config] accelerator={_core.accelerator()} conf={conf_path} "
         f"default={table.default.route} per-op routes: {summary}; "
         f"overrides: {', '.join(o.var for o in settings.overrides) or 'none'}",
         file=sys.stderr,
@@ -29,4 +29,4 @@ def log_fallbacks(table: RouteTable) -> None:
 
 def set_dispatch_log(on: bool) -> None:
     """Switch the per-call dispatch log at run time (FLAGOS_LOG=dispatch at start)."""
-    _C.set_log_dispatch(bool(on))
+    _core.set_log_dispatch(bool(on))

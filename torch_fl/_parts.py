@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import torch
 
-from . import _C
+from . import _core
 
 _LOG_LINE = re.compile(r"\[flagos dispatch\] (\S+) -> (\S+)")
 
@@ -27,15 +27,15 @@ _LOG_LINE = re.compile(r"\[flagos dispatch\] (\S+) -> (\S+)")
 def _dispatch_log() -> Iterator[list[tuple[str, str]]]:
     """The (op, route) lines the router logs inside the block; the C++ log writes to fd 2, so fd 2 is swapped."""
     calls: list[tuple[str, str]] = []
-    was_on = _C.log_dispatch()
+    was_on = _core.log_dispatch()
     with tempfile.TemporaryFile() as sink:
         saved = os.dup(2)
         os.dup2(sink.fileno(), 2)
-        _C.set_log_dispatch(True)
+        _core.set_log_dispatch(True)
         try:
             yield calls
         finally:
-            _C.set_log_dispatch(was_on)
+            _core.set_log_dispatch(was_on)
             os.dup2(saved, 2)
             os.close(saved)
             sink.seek(0)
@@ -57,7 +57,7 @@ def parts(op: str, samples: int = 16) -> list[tuple[str, str]] | None:
     infos = [info for info in op_db if info.aten_name == base or info.name == base]
     if not infos:
         return None
-    vendor = "cpu" if _C.accelerator() == "cpu" else "cuda"
+    vendor = "cpu" if _core.accelerator() == "cpu" else "cuda"
     seen: dict[tuple[str, str], None] = {}
     for info in infos:
         dtypes = info.supported_dtypes(vendor)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from . import _C, _conf, _dispatcher, _env, _log, _publish, _routing, _shipped, compile, providers, replay
+from . import _conf, _core, _dispatcher, _env, _log, _publish, _routing, _shipped, compile, providers, replay
 from ._errors import ConfigError, merged
 from ._routing import Resolved, RouteTable
 
@@ -32,7 +32,7 @@ def state() -> State:
 
 def conf_path(settings: _env.Settings | None = None, accel: str | None = None) -> str:
     settings = settings or _env.read_settings(os.environ)
-    accel = accel or _C.accelerator() or "cpu"
+    accel = accel or _core.accelerator() or "cpu"
     if settings.backend_config:
         return settings.backend_config
     name = settings.conf_name or "default"
@@ -82,12 +82,12 @@ def _resolve_conf(settings: _env.Settings, conf: _conf.Conf) -> RouteTable:
 def apply(settings: _env.Settings, table: RouteTable | None = None) -> State:
     """Make ``table`` (resolved from ``settings`` when None) the routes in force, with its logs and replay."""
     global _state
-    path = conf_path(settings, _C.accelerator())
+    path = conf_path(settings, _core.accelerator())
     if table is None:
         table = resolve(settings, path)  # raises before anything is published
     _dispatcher.intercept(table.entries)
     _publish.publish(table)
-    _C.set_log_dispatch("dispatch" in settings.log)
+    _core.set_log_dispatch("dispatch" in settings.log)
     replay.configure(enabled=settings.replay, verify=settings.replay_verify, capacity=settings.replay_capacity)
     _state = State(settings, path, table)
     if "config" in settings.log:
@@ -101,10 +101,10 @@ def reload_routes() -> RouteTable:
     """Re-read the conf and FLAGOS_OP_*/FLAGOS_LOG from the environment and
     publish a new table whole (e.g. after registering a provider)."""
     settings = _env.read_settings(os.environ)
-    if _state is not None and settings.accelerator not in (None, _C.accelerator()):
+    if _state is not None and settings.accelerator not in (None, _core.accelerator()):
         raise ConfigError(
             f"{_env.ACCELERATOR_VAR} changed to {settings.accelerator} after start-up; "
-            f"the runtime ({_C.accelerator()}) is chosen once per process"
+            f"the runtime ({_core.accelerator()}) is chosen once per process"
         )
     table = apply(settings).table
     compile.routes_changed()

@@ -14,7 +14,7 @@ from importlib import metadata
 
 import torch
 
-from . import _C, _dispatcher, _env, _one_accelerator, _publish, _routes, compile, flagos, providers, replay
+from . import _core, _dispatcher, _env, _one_accelerator, _publish, _routes, compile, flagos, providers, replay
 from ._errors import ConfigError
 from ._launch import launched_as_cli
 from ._routing import RouteTable
@@ -27,7 +27,7 @@ except metadata.PackageNotFoundError:  # running from a source tree without an i
 
 
 def accelerator() -> str:
-    return _C.accelerator()
+    return _core.accelerator()
 
 
 # The configuration error that `python -m torch_fl` defers (launched_as_cli): the CLI reports it as a finding.
@@ -57,9 +57,9 @@ def start() -> None:
         return
     if accel in ("cuda", "dcu"):
         torch.cuda.init()  # flagos memory comes from CUDA's caching allocator, created here
-    _C.init(accel, settings.emu_devices, settings.emu_trap)
+    _core.init(accel, settings.emu_devices, settings.emu_trap)
     _register_device()
-    _C.set_provider_dispatcher(_publish.call_provider)
+    _publish.install_provider_calls()
     _routes.apply(settings, table)
     _one_accelerator.install()
     compile.install()
@@ -67,7 +67,9 @@ def start() -> None:
 
     _dlpack.install()  # DLPack in the vendor's device type
     _sharing.install()  # torch.multiprocessing: shared memory under emulation, a clear refusal on GPUs
-    _C.register_graph_impl()  # torch.accelerator.Graph builds flagos graphs (where this torch has the registry)
+    from .graphs import _accelerator
+
+    _accelerator.install()  # torch.accelerator.Graph builds flagos graphs (where this torch has the registry)
     _host_cache_through_flagos()
     atexit.register(settle_at_exit)
     atexit.register(_print_replay_stats)
@@ -109,7 +111,7 @@ def check_configuration() -> tuple[_env.Settings, str, RouteTable]:
 
 
 def _choose_accelerator(requested: str | None) -> str:
-    built = list(_C.built_runtimes())
+    built = list(_core.built_runtimes())
     if requested is not None:
         if requested not in built:
             raise ConfigError(
@@ -139,11 +141,11 @@ def _register_device() -> None:
 
 def settle_at_exit() -> None:
     """Let the autograd engine's flagos device threads finish before the interpreter goes (see
-    settle_autograd_threads in csrc/python/module.cpp); only where autograd has run."""
+    settle_autograd_threads in csrc/ops/runtime.cpp); only where autograd has run."""
     if not _one_accelerator.autograd_used():
         return
     try:
-        _C.settle_autograd_threads()
+        _core.settle_autograd_threads()
     except Exception as exc:  # an exit path must not raise; say what went wrong
         print(f"torch_fl: could not settle the autograd threads at exit: {exc}", file=sys.stderr)
 

@@ -1,6 +1,6 @@
-"""The oldest torch line torch_fl supports, checked by ``import torch_fl`` before the compiled extension loads.
+"""The oldest torch line torch_fl supports, checked by ``import torch_fl`` before the compiled core loads.
 
-A torch older than the floor lacks APIs the extension links against, and its loader would fail with an undefined
+A torch older than the floor lacks APIs the core links against, and its loader would fail with an undefined
 symbol that names neither torch_fl nor the fix. CMakeLists.txt reads ``FLOOR`` from this file, so the build and
 the import refuse the same torch lines.
 """

@@ -1,6 +1,6 @@
-"""The torch line check that ``import torch_fl`` makes before its compiled extension loads.
+"""The torch line check that ``import torch_fl`` makes before its compiled core loads.
 
-The extension links against the C++ symbols of the one torch minor line it was built with. In another line (after
+The core links against the C++ symbols of the one torch minor line it was built with. In another line (after
 ``pip install -U torch``, say) the dynamic loader stops at the first missing symbol, a message that names neither
 line nor the way out. The installed wheel's version carries its line (``0.1.0+pt215cpu``, torch_fl/_variant.py), so
 the package compares it with the installed torch first and refuses with one TorchLineError that says both and gives
@@ -61,7 +61,7 @@ def refusal(wheel: str | None, torch_version: str, location: str, toolchain: str
     (returned, not raised, so the package raises it among its imports and the CLI prints it).
 
     A wheel version without a variant label (a local build) or a torch version that does not start with a line
-    passes: the extension's loader still reports a torch it cannot use.
+    passes: the core's loader still reports a torch it cannot use.
     """
     if wheel is None:
         return None
@@ -79,7 +79,7 @@ def _message(wheel: str, built: _variant.Variant, torch_version: str, location: 
     want = f"{built.line[0]}.{built.line[1]}"
     return (
         f"torch-fl {wheel} is built for torch {want} (variant {built.label}), but the installed torch is "
-        f"{torch_version} ({location}); the compiled extension loads only into torch {want}. Install the torch-fl "
+        f"{torch_version} ({location}); the compiled core loads only into torch {want}. Install the torch-fl "
         f"build of this torch's line, keeping torch as it is ({INDEX_BASE} is your torch-fl index, README.md's "
         f"Install):\n    {_variant.install_line(INDEX_BASE, toolchain, torch_version)}\n"
         f"or put torch {want} back (the line `pip show torch-fl` requires)."

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from . import _C
+from . import _core
 
 BACKEND = "flagos"
 DEVICE = "flagos"
@@ -66,7 +66,13 @@ def _vendor_backend(opts: Any, pg_options: Any) -> dist.Backend:
 
 def _create(opts: Any, pg_options: Any) -> dist.Backend:
     """torch.distributed's creator for the flagos backend (extended API: store, ranks, timeout, group)."""
-    return _C.comm_backend(_vendor_backend(opts, pg_options))
+    from . import accelerator
+
+    accel = accelerator()
+    scratch = dist.ProcessGroup(opts.store, opts.group_rank, opts.group_size)
+    vendor_type = getattr(dist.ProcessGroup.BackendType, vendor_backend_name(accel).upper())
+    vendor_device = "cpu" if accel == "cpu" else "cuda"
+    return _core.comm_wrap(_vendor_backend(opts, pg_options), scratch, vendor_device, vendor_type)
 
 
 def default_backend() -> str:

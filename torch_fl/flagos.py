@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _C
+from . import _core
 from ._dlpack import from_dlpack
 from .graphs import FlagosGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 
@@ -55,13 +55,13 @@ def _index(device: _Device, *, any_type: bool = False) -> int:
     """Device index of ``device`` (None = the current flagos device). A device of another type is an error unless
     ``any_type``: Dynamo's device interface takes the index alone, as flagos device i is the vendor's device i."""
     if device is None:
-        return _C.current_device()
+        return _core.current_device()
     if isinstance(device, int):
         return device
     device = torch.device(device)
     if device.type != "flagos" and not any_type:
         raise ValueError(f"expected a flagos device, got {device}")
-    return _C.current_device() if device.index is None else device.index
+    return _core.current_device() if device.index is None else device.index
 
 
 class device:
@@ -74,37 +74,37 @@ class device:
 
     def __enter__(self) -> None:
         if self.index >= 0:
-            self.previous = _C.current_device()
-            _C.set_device(self.index)
+            self.previous = _core.current_device()
+            _core.set_device(self.index)
 
     def __exit__(self, *exc: object) -> None:
         if self.index >= 0:
-            _C.set_device(self.previous)
+            _core.set_device(self.previous)
 
 
 def is_available() -> bool:
-    return _C.device_count() > 0
+    return _core.device_count() > 0
 
 
 def is_initialized() -> bool:
-    return _C.accelerator() is not None
+    return _core.accelerator() is not None
 
 
 def device_count() -> int:
-    return _C.device_count()
+    return _core.device_count()
 
 
 def current_device() -> int:
-    return _C.current_device()
+    return _core.current_device()
 
 
 def set_device(device: _Device) -> None:
-    _C.set_device(_index(device))
+    _core.set_device(_index(device))
 
 
 def synchronize(device: _Device = None) -> None:
     """Wait for all work queued on ``device`` (the vendor's stream semantics)."""
-    _C.synchronize(_index(device))
+    _core.synchronize(_index(device))
 
 
 # ---- memory ---------------------------------------------------------------------------------------------------
@@ -151,38 +151,38 @@ def empty_cache() -> None:
 def empty_host_cache() -> None:
     """Give cached, unused pinned host memory back (the vendor's host cache; a no-op under emulation, which caches
     none). ``torch.accelerator.empty_host_cache`` is this function once torch_fl is imported."""
-    _C.empty_host_cache()
+    _core.empty_host_cache()
 
 
 def manual_seed(seed: int, device: _Device = None) -> None:
-    _C.manual_seed(_index(device), int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+    _core.manual_seed(_index(device), int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
 
 
 def manual_seed_all(seed: int) -> None:
     for index in range(device_count()):
-        _C.manual_seed(index, int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+        _core.manual_seed(index, int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
 
 
 def seed() -> int:
-    return _C.seed(current_device())
+    return _core.seed(current_device())
 
 
 def initial_seed() -> int:
-    return _C.initial_seed(current_device())
+    return _core.initial_seed(current_device())
 
 
 def get_rng_state(device: _Device = None) -> torch.Tensor:
-    return _C.get_rng_state(_index(device))
+    return _core.get_rng_state(_index(device))
 
 
 def set_rng_state(new_state: torch.Tensor, device: _Device = None) -> None:
-    _C.set_rng_state(_index(device), new_state)
+    _core.set_rng_state(_index(device), new_state)
 
 
 def _is_in_bad_fork() -> bool:
     """A fork of a process that has initialised a GPU runtime cannot use it (torch.manual_seed asks before it
     seeds flagos in DataLoader workers, for one); the emulation has no such state."""
-    return _C.accelerator() in ("cuda", "dcu") and torch.cuda._is_in_bad_fork()
+    return _core.accelerator() in ("cuda", "dcu") and torch.cuda._is_in_bad_fork()
 
 
 # ---- streams and events -------------------------------------------------------------------------------------
@@ -233,11 +233,11 @@ def _stream(fields: tuple[int, int, int]) -> torch.Stream:
 
 def current_stream(device: _Device = None) -> torch.Stream:
     """The stream flagos work on ``device`` is queued on now (per thread, as on CUDA)."""
-    return _stream(_C.current_stream(_index(device)))
+    return _stream(_core.current_stream(_index(device)))
 
 
 def default_stream(device: _Device = None) -> torch.Stream:
-    return _stream(_C.default_stream(_index(device)))
+    return _stream(_core.default_stream(_index(device)))
 
 
 def set_stream(stream: torch.Stream | None) -> None:
@@ -245,7 +245,7 @@ def set_stream(stream: torch.Stream | None) -> None:
     if stream is None:
         return
     _check_flagos_stream(stream)
-    _C.exchange_stream(stream.stream_id, stream.device_index)
+    _core.exchange_stream(stream.stream_id, stream.device_index)
 
 
 def _check_flagos_stream(stream: object) -> None:
@@ -268,17 +268,17 @@ class StreamContext:
         index = self.stream.device_index
         previous_device = current_device()
         if index != previous_device:
-            _C.set_device(index)
-        self._previous.append((previous_device, _C.exchange_stream(self.stream.stream_id, index)))
+            _core.set_device(index)
+        self._previous.append((previous_device, _core.exchange_stream(self.stream.stream_id, index)))
         return self.stream
 
     def __exit__(self, *exc: object) -> None:
         if self.stream is None:
             return
         previous_device, (stream_id, index, _) = self._previous.pop()
-        _C.exchange_stream(stream_id, index)
+        _core.exchange_stream(stream_id, index)
         if previous_device != index:
-            _C.set_device(previous_device)
+            _core.set_device(previous_device)
 
 
 def stream(stream: torch.Stream | None) -> StreamContext:

@@ -284,14 +284,8 @@ class FlagosBackend final : public c10d::Backend {
 } // namespace
 
 c10::intrusive_ptr<c10d::Backend> wrap_vendor_backend(c10::intrusive_ptr<c10d::Backend> vendor) {
-  TORCH_CHECK(vendor, "comm_backend: no vendor backend given");
+  TORCH_CHECK(vendor, "comm_wrap: no vendor backend given");
   return c10::make_intrusive<FlagosBackend>(std::move(vendor));
-}
-
-c10::intrusive_ptr<c10d::Backend> vendor_backend_of(const c10::intrusive_ptr<c10d::Backend>& backend) {
-  auto* ours = dynamic_cast<FlagosBackend*>(backend.get());
-  TORCH_CHECK(ours != nullptr, "comm_vendor_backend: ", backend->getBackendName(), " is not a flagos backend");
-  return ours->vendor();
 }
 
 } // namespace torch_fl

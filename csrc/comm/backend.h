@@ -1,5 +1,5 @@
 // Collectives on flagos tensors through the vendor's own c10d backend (comm/backend.cpp). Python-free: the
-// extension module's binding (python/comm.cpp) hands these to torch_fl/distributed.py.
+// operator in ops/comm.cpp hands the backend to torch_fl/distributed.py.
 #pragma once
 
 #include <c10/util/intrusive_ptr.h>
@@ -12,8 +12,5 @@ namespace torch_fl {
 
 // A flagos backend that runs each collective on flagos tensors through `vendor` (Gloo, NCCL, RCCL).
 c10::intrusive_ptr<c10d::Backend> wrap_vendor_backend(c10::intrusive_ptr<c10d::Backend> vendor);
-
-// The vendor backend inside a flagos backend; refuses, by name, a backend that is not one.
-c10::intrusive_ptr<c10d::Backend> vendor_backend_of(const c10::intrusive_ptr<c10d::Backend>& backend);
 
 } // namespace torch_fl

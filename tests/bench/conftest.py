@@ -17,8 +17,14 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 def _runner(module: str) -> Run:
     def run(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
         # from this folder, where -m finds the harness; torch_fl is the installed one either way (none is here)
-        proc = subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True,
-                              timeout=600, cwd=HERE, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", module, *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=HERE,
+            check=False,
+        )
         if check and proc.returncode != 0:
             pytest.fail(f"{module} {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
         return proc

@@ -16,8 +16,15 @@ HERE = Path(__file__).resolve().parent
 def test_the_decoding_dry_run_passes_and_asserts_the_refusal():
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("FLAGOS")}
     env["FLAGOS_ACCELERATOR"] = "cpu"
-    proc = subprocess.run([sys.executable, "-m", "harness.decode", "all", "--sets", "1", "--tiny"], cwd=HERE,
-                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.decode", "all", "--sets", "1", "--tiny"],
+        cwd=HERE,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     out = proc.stdout
     assert proc.returncode == 0, f"{out}\n{proc.stderr[-4000:]}"
     arms = ("cpu-eager", "cpu-compiled", "cpu-eager-again", "flagos-eager", "flagos-compiled")

@@ -139,14 +139,23 @@ def test_compiled_llm_step(bench: dict[str, Any], short_run: tuple[Path, Done]) 
 
 def test_markdown_tables(short_run: tuple[Path, Done]) -> None:
     md = (short_run[0] / "bench.md").read_text()
-    for text in ("## Route A/B", "## Host overhead per op class", "## Training step", "| case |", *CASES,
-                 "## Training step, host time per op (profiler)",
-                 "Ratio against flagos native", "## Compiled decoder LLM training step", "llm compile check:"):
+    for text in (
+        "## Route A/B",
+        "## Host overhead per op class",
+        "## Training step",
+        "| case |",
+        *CASES,
+        "## Training step, host time per op (profiler)",
+        "Ratio against flagos native",
+        "## Compiled decoder LLM training step",
+        "llm compile check:",
+    ):
         assert text in md, text
 
 
-def test_a_partial_report_says_so(short_run: tuple[Path, Done], tmp_path: Path,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_partial_report_says_so(
+    short_run: tuple[Path, Done], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # reports are written after every part: a run stopped from outside leaves its last one, marked partial
     bench = json.loads((short_run[0] / "bench.json").read_text())
     assert bench["complete"] is True and "Partial report" not in (short_run[0] / "bench.md").read_text()
@@ -156,13 +165,29 @@ def test_a_partial_report_says_so(short_run: tuple[Path, Done], tmp_path: Path,
     assert "**Partial report**" in md and "## Host overhead per op class" in md and "## Training step" not in md
 
 
-def test_a_run_stopped_in_a_later_part_keeps_the_earlier_ones(tmp_path: Path, harness_cli: Run,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_stopped_in_a_later_part_keeps_the_earlier_ones(
+    tmp_path: Path, harness_cli: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # the step set cannot take 100000 steps (nor even start) within the second allowed; the A/B part before it
     # was written
     monkeypatch.setenv("TORCH_FL_COMMIT", "0123abc")  # the caller's HEAD: the report names it
-    proc = harness_cli("--short", "--routes", "native", "--cases", "bias_3x101x33", "--no-overhead", "--step", "64",
-                       "--step-steps", "100000", "--step-timeout", "1", "--out", tmp_path, check=False)
+    proc = harness_cli(
+        "--short",
+        "--routes",
+        "native",
+        "--cases",
+        "bias_3x101x33",
+        "--no-overhead",
+        "--step",
+        "64",
+        "--step-steps",
+        "100000",
+        "--step-timeout",
+        "1",
+        "--out",
+        tmp_path,
+        check=False,
+    )
     assert proc.returncode == 1 and "no result within 1 s for the set" in proc.stderr, proc.stderr
     saved = json.loads((tmp_path / "bench.json").read_text())
     assert saved["complete"] is False and [c["case"] for c in saved["ab"]] == ["bias_3x101x33"]
@@ -170,8 +195,9 @@ def test_a_run_stopped_in_a_later_part_keeps_the_earlier_ones(tmp_path: Path, ha
     assert saved["step"] is None and "**Partial report**" in (tmp_path / "bench.md").read_text()
 
 
-def test_render_compare_and_gate(short_run: tuple[Path, Done], tmp_path: Path,
-                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_render_compare_and_gate(
+    short_run: tuple[Path, Done], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     old = str(short_run[0] / "bench.json")
     assert cli.main(["--render", old, "--out", str(tmp_path), "--compare", old, "--max-ratio", "1e9"]) == 0
     assert (tmp_path / "bench.md").is_file() and "+0.0%" in capsys.readouterr().out
@@ -187,9 +213,27 @@ def paired_run(harness_cli: Run, tmp_path_factory: pytest.TempPathFactory) -> tu
     """One small run for the paired tests: one case, the A/A control, three pairs of every paired arm, pinned;
     no overhead and no step part (the short run checks those)."""
     out = tmp_path_factory.mktemp("paired")
-    proc = harness_cli("--short", "--accelerator", "cpu", "--cases", "bias_3x101x33", "--routes", "native",
-                       "--control", "--paired", "3", "--paired-arms", ",".join(PAIRED_ARMS), "--no-overhead",
-                       "--step", "none", "--cpu", "auto", "--out", out)
+    proc = harness_cli(
+        "--short",
+        "--accelerator",
+        "cpu",
+        "--cases",
+        "bias_3x101x33",
+        "--routes",
+        "native",
+        "--control",
+        "--paired",
+        "3",
+        "--paired-arms",
+        ",".join(PAIRED_ARMS),
+        "--no-overhead",
+        "--step",
+        "none",
+        "--cpu",
+        "auto",
+        "--out",
+        out,
+    )
     return json.loads((out / "bench.json").read_text()), (out / "bench.md").read_text(), proc
 
 
@@ -211,7 +255,8 @@ def test_paired_control_and_pinning(paired_run: tuple[dict[str, Any], str, Done]
 
 
 def test_paired_arms_measure_native_and_report_flaggems_unavailable(
-        paired_run: tuple[dict[str, Any], str, Done]) -> None:
+    paired_run: tuple[dict[str, Any], str, Done],
+) -> None:
     """Several flagos arms in one paired process; under emulation both flaggems arms are reported, not measured."""
     bench, md, proc = paired_run
     assert bench["settings"]["paired_arms"] == PAIRED_ARMS and bench["paired"]["arms"] == PAIRED_ARMS
@@ -247,8 +292,17 @@ def test_cpu_choice_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_paired_report_from_before_the_arms_renders() -> None:
     """A bench.json written before --paired-arms has its native figures at the case's level only."""
-    old = {"case": "c", "ratio_median": 1.02, "ratio_min": 1.0, "ratio_max": 1.1, "run_medians": [1.02],
-           "pairs": 3, "plain_us_median": 10.0, "flagos_us_median": 10.2, "runs": []}
+    old = {
+        "case": "c",
+        "ratio_median": 1.02,
+        "ratio_min": 1.0,
+        "ratio_max": 1.1,
+        "run_medians": [1.02],
+        "pairs": 3,
+        "plain_us_median": 10.0,
+        "flagos_us_median": 10.2,
+        "runs": [],
+    }
     (native,) = report.paired_arms_of(old).values()
     assert native["available"] and native["us_median"] == 10.2 and native["ratio_median"] == 1.02
     acc = report.paired_acceptance({"cases": [old]}, 1.1)

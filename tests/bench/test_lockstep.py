@@ -23,16 +23,22 @@ def _arm_script(tmp_path: Path, body: str) -> Path:
 def test_lockstep_turns_rotate_and_pair(tmp_path: Path) -> None:
     # two stand-in arms that sleep for a known time per step: the parent gets every turn's times and the order
     # of the arms rotates from round to round
-    script = _arm_script(tmp_path, (
-        "import time\n"
-        "delay = float(sys.argv[1])\n"
-        "log = open(sys.argv[2], 'a')\n"
-        "def step():\n"
-        "    log.write(sys.argv[3] + '\\n'); log.flush(); time.sleep(delay)\n"
-        "lockstep.serve(step, lambda: None, {'arm': sys.argv[3]})\n"))
+    script = _arm_script(
+        tmp_path,
+        (
+            "import time\n"
+            "delay = float(sys.argv[1])\n"
+            "log = open(sys.argv[2], 'a')\n"
+            "def step():\n"
+            "    log.write(sys.argv[3] + '\\n'); log.flush(); time.sleep(delay)\n"
+            "lockstep.serve(step, lambda: None, {'arm': sys.argv[3]})\n"
+        ),
+    )
     order = tmp_path / "order.txt"
-    arms = {name: ([sys.executable, str(script), delay, str(order), name], dict(os.environ))
-            for name, delay in (("fast", "0.002"), ("slow", "0.05"))}
+    arms = {
+        name: ([sys.executable, str(script), delay, str(order), name], dict(os.environ))
+        for name, delay in (("fast", "0.002"), ("slow", "0.05"))
+    }
     with lockstep.Group(arms, timeout=60) as group:
         assert group.info == {"fast": {"arm": "fast"}, "slow": {"arm": "slow"}}
         rounds = group.rounds(3, 2)

@@ -12,12 +12,21 @@ SCRIPT = Path(__file__).resolve().parents[1] / "node" / "step_ops.py"
 
 
 def test_the_step_op_stream_is_recorded_and_replayed_on_every_arm(tmp_path):
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--d-model", "32", "--rounds", "1", "--top", "500"],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--d-model", "32", "--rounds", "1", "--top", "500"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    head = re.search(r"d_model 32: (\d+) ATen calls per step, plain device cpu; .*flagos (\d+), flagos, reuse off "
-                     r"(\d+), plain (\d+), flagos, compact (\d+); flagos - plain [+-]\d+, "
-                     r"flagos compact - plain [+-]\d+ µs per replay", proc.stdout)
+    head = re.search(
+        r"d_model 32: (\d+) ATen calls per step, plain device cpu; .*flagos (\d+), flagos, reuse off "
+        r"(\d+), plain (\d+), flagos, compact (\d+); flagos - plain [+-]\d+, "
+        r"flagos compact - plain [+-]\d+ µs per replay",
+        proc.stdout,
+    )
     assert head, proc.stdout
     calls = int(head.group(1))
     assert calls > 200, proc.stdout  # forward, backward and AdamW of two encoder layers
@@ -33,14 +42,26 @@ def test_the_step_op_stream_is_recorded_and_replayed_on_every_arm(tmp_path):
 
 
 def test_bad_d_model_names_the_option(tmp_path):
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--d-model", "big"], capture_output=True, text=True,
-                          timeout=60, cwd=tmp_path, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--d-model", "big"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=False,
+    )
     assert proc.returncode == 2 and "--d-model" in proc.stderr and "'big'" in proc.stderr, proc.stderr
 
 
 def test_counters_split_the_routed_calls_by_phase(tmp_path):
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--d-model", "32", "--rounds", "1", "--top", "500",
-                           "--counters", "1"], capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--d-model", "32", "--rounds", "1", "--top", "500", "--counters", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "router phases, µs per replay (mean of 1 replays with the counters on)" in proc.stdout, proc.stdout
     rows = {}
@@ -59,6 +80,12 @@ def test_counters_split_the_routed_calls_by_phase(tmp_path):
 
 
 def test_negative_counters_are_refused(tmp_path):
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--counters", "-1"], capture_output=True, text=True,
-                          timeout=60, cwd=tmp_path, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--counters", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=False,
+    )
     assert proc.returncode == 2 and "--counters" in proc.stderr, proc.stderr

@@ -68,8 +68,24 @@ def test_the_supplied_backward_meta_agrees_with_torchs_own(bias):
     v = torch.empty(2, 4, 8, 16, device=meta)
     b = torch.empty(2, 4, 8, 8, device=meta) if bias else None
     lse, empty = torch.empty(2, 4, 8, device=meta), torch.empty(0, device=meta)
-    args = (torch.empty_like(q), q, k, v, b, [True, True, True, bias], torch.empty_like(q), lse, empty, empty, 8, 8,
-            0.0, False, empty, empty)
+    args = (
+        torch.empty_like(q),
+        q,
+        k,
+        v,
+        b,
+        [True, True, True, bias],
+        torch.empty_like(q),
+        lse,
+        empty,
+        empty,
+        8,
+        8,
+        0.0,
+        False,
+        empty,
+        empty,
+    )
     torch_fl.compile.register()
     name = _torch_compat.FUSED_ATTENTION_OPS[1]
     if not _torch_compat._has_meta(name):

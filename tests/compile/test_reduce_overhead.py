@@ -17,8 +17,11 @@ from torch_fl.compile import graph_runner
 from torch_fl.compile._torch_compat import cudagraphs
 
 ON_GPU = torch_fl.accelerator() in ("cuda", "dcu")
-gpu_only = pytest.mark.skipif(not ON_GPU, reason="flagos graphs under reduce-overhead run on CUDA/DCU; this process "
-                              "runs the CPU emulation, where reduce-overhead is refused (tested below)")
+gpu_only = pytest.mark.skipif(
+    not ON_GPU,
+    reason="flagos graphs under reduce-overhead run on CUDA/DCU; this process "
+    "runs the CPU emulation, where reduce-overhead is refused (tested below)",
+)
 
 
 def _skips() -> int:
@@ -89,7 +92,8 @@ def test_a_flagos_graphs_fail_reasons_are_counted_and_logged_as_cudas():
 
     hook = cudagraphs.post_compile_hook(torch_own)
     graph = types.SimpleNamespace(
-        device_types={"flagos"}, disabled_cudagraphs_reason=None,
+        device_types={"flagos"},
+        disabled_cudagraphs_reason=None,
         cudagraph_info=types.SimpleNamespace(cudagraph_fail_reasons=["non-Tensor inputs"]),
     )
     before = _skips()

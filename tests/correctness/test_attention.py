@@ -59,8 +59,9 @@ def _ops_called(fn) -> set[str]:
 
 
 def _cpu_takes_flash(q, k, v, mask, kwargs) -> bool:
-    choice = torch._fused_sdp_choice(q, k, v, mask, 0.0, kwargs["is_causal"], scale=kwargs["scale"],
-                                     enable_gqa=kwargs["enable_gqa"])
+    choice = torch._fused_sdp_choice(
+        q, k, v, mask, 0.0, kwargs["is_causal"], scale=kwargs["scale"], enable_gqa=kwargs["enable_gqa"]
+    )
     return choice == SDPBackend.FLASH_ATTENTION.value
 
 
@@ -68,8 +69,9 @@ def _cpu_takes_flash(q, k, v, mask, kwargs) -> bool:
 def test_choice_is_overrideable_where_the_host_takes_flash(case):
     q, k, v, mask, kwargs = _inputs(case)
     fq, fk, fv, fmask = _to_flagos(q, k, v, mask)
-    got = torch._fused_sdp_choice(fq, fk, fv, fmask, 0.0, kwargs["is_causal"], scale=kwargs["scale"],
-                                  enable_gqa=kwargs["enable_gqa"])
+    got = torch._fused_sdp_choice(
+        fq, fk, fv, fmask, 0.0, kwargs["is_causal"], scale=kwargs["scale"], enable_gqa=kwargs["enable_gqa"]
+    )
     if EMULATION:
         want = SDPBackend.OVERRIDEABLE if _cpu_takes_flash(q, k, v, mask, kwargs) else SDPBackend.MATH
         assert got == want.value, f"flagos chose {got}, the host's choice maps to {want}"
@@ -120,8 +122,9 @@ def _forward_backward(q, k, v, mask, kwargs):
 
 
 def _kernel_taken(fq, fk, fv, fmask, kwargs) -> bool:
-    choice = torch._fused_sdp_choice(fq, fk, fv, fmask, 0.0, kwargs["is_causal"], scale=kwargs["scale"],
-                                     enable_gqa=kwargs["enable_gqa"])
+    choice = torch._fused_sdp_choice(
+        fq, fk, fv, fmask, 0.0, kwargs["is_causal"], scale=kwargs["scale"], enable_gqa=kwargs["enable_gqa"]
+    )
     return choice == SDPBackend.OVERRIDEABLE.value
 
 
@@ -168,8 +171,20 @@ def test_the_op_returns_the_host_kernel_bits_in_the_meta_layout(seq_major, asser
 
     grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(3))
     got = aten._scaled_dot_product_fused_attention_overrideable_backward(
-        grad.to("flagos"), fq, fk, fv, None, [True, True, True, False], *res[:4], res[4], res[5], 0.0, True,
-        res[6], res[7], scale=0.5,
+        grad.to("flagos"),
+        fq,
+        fk,
+        fv,
+        None,
+        [True, True, True, False],
+        *res[:4],
+        res[4],
+        res[5],
+        0.0,
+        True,
+        res[6],
+        res[7],
+        scale=0.5,
     )
     want = aten._scaled_dot_product_flash_attention_for_cpu_backward(grad, q, k, v, out, lse, 0.0, True, scale=0.5)
     assert_same(list(got[:3]), list(want), exact=True)

@@ -167,7 +167,7 @@ def test_capture_state_and_misuse():
     assert torch.equal(out.cpu(), torch.full((2,), 4.0))
 
 
-@pytest.mark.skipif(not torch_fl._C.register_graph_impl(), reason="this torch has no graph registry")
+@pytest.mark.skipif(not torch_fl._core.register_graph_impl(), reason="this torch has no graph registry")
 def test_accelerator_graph_builds_a_flagos_graph():
     x = torch.ones(3, device=DEV)
     g = torch.accelerator.Graph()

@@ -16,6 +16,7 @@ import torch_fl
 
 DEVICE = "flagos"
 
+
 def sample(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     return (torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * 4).to(dtype)
 

@@ -25,7 +25,7 @@ def vendor_type() -> DLDeviceType:
 @contextlib.contextmanager
 def host_reads(*tensors: torch.Tensor):
     """Keep flagos blocks readable for a host consumer (numpy) under FLAGOS_EMU_TRAP, as a GPU would not be."""
-    access = torch_fl._C.HostAccess([t.untyped_storage().data_ptr() for t in tensors])
+    access = torch_fl._core.HostAccess([t.untyped_storage().data_ptr() for t in tensors])
     try:
         yield
     finally:

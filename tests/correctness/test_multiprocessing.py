@@ -65,7 +65,7 @@ def test_on_gpu_vendors_the_refusal_travels_in_place_of_the_tensor(monkeypatch) 
 
     from torch_fl import _sharing
 
-    monkeypatch.setattr(_sharing, "_C", types.SimpleNamespace(accelerator=lambda: "cuda"))
+    monkeypatch.setattr(_sharing, "_core", types.SimpleNamespace(accelerator=lambda: "cuda"))
     with pytest.warns(UserWarning, match="cannot be shared"):
         data = ForkingPickler.dumps(torch.ones(3, device="flagos"))
     with pytest.raises(RuntimeError, match=r"tensor\.cpu\(\)"):

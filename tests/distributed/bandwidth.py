@@ -64,18 +64,23 @@ def main() -> None:
     ratio = [f / c for f, c in zip(busbw["flagos"], busbw["cuda"], strict=True)]
     control = [a / c for a, c in zip(busbw["cuda_again"], busbw["cuda"], strict=True)]
     if rank == 0:
-        print(json.dumps({
-            "world": world,
-            "mib": args.mib,
-            "iters_per_sample": args.iters,
-            "pairs": args.pairs,
-            "busbw_GBps_median": {k: round(statistics.median(v), 1) for k, v in busbw.items()},
-            "busbw_GBps_range": {k: [round(min(v), 1), round(max(v), 1)] for k, v in busbw.items()},
-            "flagos_over_cuda_median": round(statistics.median(ratio), 4),
-            "flagos_over_cuda_range": [round(min(ratio), 4), round(max(ratio), 4)],
-            "aa_control_median": round(statistics.median(control), 4),
-            "aa_control_range": [round(min(control), 4), round(max(control), 4)],
-        }), flush=True)
+        print(
+            json.dumps(
+                {
+                    "world": world,
+                    "mib": args.mib,
+                    "iters_per_sample": args.iters,
+                    "pairs": args.pairs,
+                    "busbw_GBps_median": {k: round(statistics.median(v), 1) for k, v in busbw.items()},
+                    "busbw_GBps_range": {k: [round(min(v), 1), round(max(v), 1)] for k, v in busbw.items()},
+                    "flagos_over_cuda_median": round(statistics.median(ratio), 4),
+                    "flagos_over_cuda_range": [round(min(ratio), 4), round(max(ratio), 4)],
+                    "aa_control_median": round(statistics.median(control), 4),
+                    "aa_control_range": [round(min(control), 4), round(max(control), 4)],
+                }
+            ),
+            flush=True,
+        )
     dist.destroy_process_group()
 
 

@@ -53,7 +53,7 @@ def _adam_steps(model: torch.nn.Module, opt: torch.optim.Optimizer, steps: int) 
     for step in range(steps):
         x = models.batch(step)
         per = x.shape[0] // worker.WORLD
-        models.loss_of(model, x[worker.RANK * per:(worker.RANK + 1) * per].to(worker.DEV)).backward()
+        models.loss_of(model, x[worker.RANK * per : (worker.RANK + 1) * per].to(worker.DEV)).backward()
         opt.step()
         opt.zero_grad()
 

@@ -49,8 +49,14 @@ def part_fsdp(name: str, mesh: DeviceMesh) -> dict:
     model.layers[0].linear1.register_forward_hook(note_dtype)
     losses = models.train(model, worker.RANK, worker.WORLD, worker.DEV)
     local = next(iter(model.parameters())).to_local()
-    return {"losses": losses, "params": full_params(model), **seen, "shard_device": local.device.type,
-            "shard_pinned": local.is_pinned(), "shard_dtype": str(local.dtype)}
+    return {
+        "losses": losses,
+        "params": full_params(model),
+        **seen,
+        "shard_device": local.device.type,
+        "shard_pinned": local.is_pinned(),
+        "shard_dtype": str(local.dtype),
+    }
 
 
 def part_fsdp_tp(mesh: DeviceMesh) -> dict:
@@ -62,10 +68,19 @@ def part_fsdp_tp(mesh: DeviceMesh) -> dict:
     model = models.mlp().to(worker.DEV)
     parallelize_module(model, mesh_2d["tp"], {name: tp_parts.STYLES[style]() for name, style in models.MLP_PLAN})
     fully_shard(model, mesh=mesh_2d["dp"])
-    losses = models.train(model, mesh_2d["dp"].get_local_rank(), worker.WORLD // tp, worker.DEV,
-                          make_batch=models.mlp_batch, loss_fn=models.mlp_loss)
-    return {"losses": losses, "params": full_params(model),
-            "placements": {n: str(p.placements) for n, p in model.named_parameters()}}
+    losses = models.train(
+        model,
+        mesh_2d["dp"].get_local_rank(),
+        worker.WORLD // tp,
+        worker.DEV,
+        make_batch=models.mlp_batch,
+        loss_fn=models.mlp_loss,
+    )
+    return {
+        "losses": losses,
+        "params": full_params(model),
+        "placements": {n: str(p.placements) for n, p in model.named_parameters()},
+    }
 
 
 def part_dead_rank(mesh: DeviceMesh) -> dict:

@@ -45,20 +45,43 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(scenario: str, world: int, tmp: Path, *, script: str = "worker.py", env: dict[str, str] | None = None,
-           peer_loss: bool = False, every_rank_writes: bool = True) -> list[dict | None]:
+def launch(
+    scenario: str,
+    world: int,
+    tmp: Path,
+    *,
+    script: str = "worker.py",
+    env: dict[str, str] | None = None,
+    peer_loss: bool = False,
+    every_rank_writes: bool = True,
+) -> list[dict | None]:
     """Run ``script scenario tmp`` on ``world`` ranks; the ranks' results (None for a rank that wrote none)."""
     tmp.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     procs = []
     for rank in range(world):
-        rank_env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONFAULTHANDLER="1",
-                        FLAGOS_DIST_HANG_DUMP_S=str(max(TIMEOUT_S - 15, 5)), **(env or {}))
+        rank_env = dict(
+            os.environ,
+            RANK=str(rank),
+            WORLD_SIZE=str(world),
+            LOCAL_RANK=str(rank),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            PYTHONFAULTHANDLER="1",
+            FLAGOS_DIST_HANG_DUMP_S=str(max(TIMEOUT_S - 15, 5)),
+            **(env or {}),
+        )
         if peer_loss:
             rank_env.update(PEER_LOSS_ENV)
-        procs.append(subprocess.Popen([sys.executable, str(HERE / script), scenario, str(tmp)], env=rank_env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(HERE / script), scenario, str(tmp)],
+                env=rank_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     logs = []
     hung = None
     for rank, p in enumerate(procs):
@@ -70,8 +93,10 @@ def launch(scenario: str, world: int, tmp: Path, *, script: str = "worker.py", e
             out, _ = p.communicate()
         logs.append(f"--- rank {rank} (exit {p.returncode})\n{out[-3000:]}")
     if hung is not None:
-        pytest.fail(f"{scenario} on {world} ranks: rank {hung} still running after {TIMEOUT_S:.0f} s (a hang)\n"
-                    + "\n".join(logs))
+        pytest.fail(
+            f"{scenario} on {world} ranks: rank {hung} still running after {TIMEOUT_S:.0f} s (a hang)\n"
+            + "\n".join(logs)
+        )
     results = []
     for rank in range(world):
         path = tmp / f"rank{rank}.json"

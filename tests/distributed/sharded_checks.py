@@ -38,8 +38,13 @@ def fsdp_trained(rank: int, res: dict, ref: Reference, policy: str, rtol: float,
     want_place = ("cpu", True) if policy == "fsdp-offload" else ("flagos", False)
     assert (res["shard_device"], res["shard_pinned"]) == want_place, (rank, res["shard_device"], res["shard_pinned"])
     for name, want in ref.after.items():
-        torch.testing.assert_close(torch.tensor(res["params"][name]), want, rtol=rtol, atol=atol,
-                                   msg=lambda m, name=name: f"rank {rank} {name}: {m}")
+        torch.testing.assert_close(
+            torch.tensor(res["params"][name]),
+            want,
+            rtol=rtol,
+            atol=atol,
+            msg=lambda m, name=name: f"rank {rank} {name}: {m}",
+        )
 
 
 def fsdp_bf16(rank: int, res: dict, ref: Reference) -> None:
@@ -59,12 +64,18 @@ def tensor_parallel(rank: int, res: dict, case: str, rtol: float, atol: float) -
     build, make_input, plan = models.TP_CASES[case]
     model = build()
     want_out = models.tp_step(model, make_input())
-    torch.testing.assert_close(torch.tensor(res["output"]), want_out.detach(), rtol=rtol, atol=atol,
-                               msg=lambda m: f"rank {rank} output: {m}")
+    torch.testing.assert_close(
+        torch.tensor(res["output"]), want_out.detach(), rtol=rtol, atol=atol, msg=lambda m: f"rank {rank} output: {m}"
+    )
     for name, p in model.named_parameters():
         for kind, want in (("grads", p.grad), ("params", p.detach())):
-            torch.testing.assert_close(torch.tensor(res[kind][name]), want, rtol=rtol, atol=atol,
-                                       msg=lambda m, kind=kind, name=name: f"rank {rank} {kind} {name}: {m}")
+            torch.testing.assert_close(
+                torch.tensor(res[kind][name]),
+                want,
+                rtol=rtol,
+                atol=atol,
+                msg=lambda m, kind=kind, name=name: f"rank {rank} {kind} {name}: {m}",
+            )
     for module, style in plan:
         want_dim = 0 if style == "colwise" else 1
         assert res["placements"][f"{module}.weight"] == f"(Shard(dim={want_dim}),)", (rank, res["placements"])
@@ -76,8 +87,13 @@ def fsdp_tp_2d(rank: int, res: dict, rtol: float, atol: float) -> None:
     model = models.mlp()
     models.train(model, 0, 1, "cpu", make_batch=models.mlp_batch, loss_fn=models.mlp_loss)
     for name, want in model.named_parameters():
-        torch.testing.assert_close(torch.tensor(res["params"][name]), want.detach(), rtol=rtol, atol=atol,
-                                   msg=lambda m, name=name: f"rank {rank} {name}: {m}")
+        torch.testing.assert_close(
+            torch.tensor(res["params"][name]),
+            want.detach(),
+            rtol=rtol,
+            atol=atol,
+            msg=lambda m, name=name: f"rank {rank} {name}: {m}",
+        )
         assert res["placements"][name].count("(dim=") + res["placements"][name].count("Replicate") == 2, res
 
 
@@ -93,8 +109,13 @@ def resumed(rank: int, res: dict, saved: dict) -> None:
     for kind in ("params", "moments"):
         assert sorted(res[kind]) == sorted(saved[kind]), f"rank {rank}: other {kind} than were saved"
         for name, values in res[kind].items():
-            torch.testing.assert_close(torch.tensor(values), torch.tensor(saved[kind][name]), rtol=0, atol=0,
-                                       msg=lambda m, name=name: f"rank {rank} {name}: {m}")
+            torch.testing.assert_close(
+                torch.tensor(values),
+                torch.tensor(saved[kind][name]),
+                rtol=0,
+                atol=0,
+                msg=lambda m, name=name: f"rank {rank} {name}: {m}",
+            )
 
 
 def interrupted(rank: int, res: dict) -> None:

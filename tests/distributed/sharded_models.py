@@ -36,8 +36,9 @@ def loss_of(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return (model(x) * FEATURE_WEIGHTS.to(x.device)).sum(-1).square().mean()
 
 
-def train(model: nn.Module, rank: int, world: int, device: torch.device | str, *, make_batch=batch,
-          loss_fn=loss_of) -> list[float]:
+def train(
+    model: nn.Module, rank: int, world: int, device: torch.device | str, *, make_batch=batch, loss_fn=loss_of
+) -> list[float]:
     """STEPS SGD steps on this rank's share of each global batch; the rank's losses. Equal shares make the mean of
     the ranks' averaged gradients the whole batch's, so one process on the whole batch is the reference."""
     opt = torch.optim.SGD(model.parameters(), lr=LR)
@@ -45,7 +46,7 @@ def train(model: nn.Module, rank: int, world: int, device: torch.device | str, *
     for step in range(STEPS):
         x = make_batch(step)
         per = x.shape[0] // world
-        loss = loss_fn(model, x[rank * per:(rank + 1) * per].to(device))
+        loss = loss_fn(model, x[rank * per : (rank + 1) * per].to(device))
         loss.backward()
         opt.step()
         opt.zero_grad()
@@ -95,8 +96,11 @@ MLP_PLAN = (("0", "colwise"), ("2", "rowwise"))
 # Tensor-parallel cases: name -> (build, input, plan as (module name, "colwise" | "rowwise") pairs)
 TP_CASES = {
     "mlp": (mlp, lambda: torch.randn(4, 16, generator=torch.Generator().manual_seed(7)), MLP_PLAN),
-    "attention": (attention, lambda: torch.randn(2, 8, D_MODEL, generator=torch.Generator().manual_seed(8)),
-                  (("q", "colwise"), ("k", "colwise"), ("v", "colwise"), ("o", "rowwise"))),
+    "attention": (
+        attention,
+        lambda: torch.randn(2, 8, D_MODEL, generator=torch.Generator().manual_seed(8)),
+        (("q", "colwise"), ("k", "colwise"), ("v", "colwise"), ("o", "rowwise")),
+    ),
 }
 
 

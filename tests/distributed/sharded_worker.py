@@ -29,8 +29,10 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 def part_errors(mesh: DeviceMesh) -> dict:
     """Bad input: a mesh larger than the world, a placement past the tensor's dimensions. Each error's text."""
     out = {}
-    for case, make in (("mesh-larger-than-world", lambda: init_device_mesh("flagos", (2 * worker.WORLD,))),
-                       ("shard-past-the-last-dim", lambda: tp_parts.distribute(torch.ones(4, 4), mesh, "Shard(3)"))):
+    for case, make in (
+        ("mesh-larger-than-world", lambda: init_device_mesh("flagos", (2 * worker.WORLD,))),
+        ("shard-past-the-last-dim", lambda: tp_parts.distribute(torch.ones(4, 4), mesh, "Shard(3)")),
+    ):
         try:
             make()
             out[case] = None

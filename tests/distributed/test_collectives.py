@@ -62,8 +62,18 @@ def test_every_collective(collectives, world, case):
     }
     assert not failures, "\n".join(f"{k}: {v}" for k, v in failures.items())
     names = set(per_rank[0][case])
-    for expected in ("all_reduce.RedOpType.SUM", "broadcast", "reduce", "all_gather[0]", "all_gather_into_tensor",
-                     "reduce_scatter", "reduce_scatter_tensor", "all_to_all_single", "send/recv", "barrier"):
+    for expected in (
+        "all_reduce.RedOpType.SUM",
+        "broadcast",
+        "reduce",
+        "all_gather[0]",
+        "all_gather_into_tensor",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "all_to_all_single",
+        "send/recv",
+        "barrier",
+    ):
         assert expected in names, f"{expected} was not checked (checked: {sorted(names)})"
 
 
@@ -131,8 +141,13 @@ def _same_params(per_rank: list[dict], want: dict[str, torch.Tensor], *, rtol: f
     for rank, res in enumerate(per_rank):
         assert sorted(res["params"]) == sorted(want), f"rank {rank}: other parameters than the reference"
         for name, values in res["params"].items():
-            torch.testing.assert_close(torch.tensor(values), want[name], rtol=rtol, atol=atol,
-                                       msg=lambda m, rank=rank, name=name: f"rank {rank} {name}: {m}")
+            torch.testing.assert_close(
+                torch.tensor(values),
+                want[name],
+                rtol=rtol,
+                atol=atol,
+                msg=lambda m, rank=rank, name=name: f"rank {rank} {name}: {m}",
+            )
 
 
 @needs_two

@@ -24,8 +24,18 @@ from launcher import WORLDS, launch  # noqa: E402
 SMALL = 2 if 2 in WORLDS else None
 BIG = 4 if 4 in WORLDS else None  # on a node of 2 GPUs the checkpoint is saved and resumed on 2
 BIG_PARTS = ["fsdp-fp32", "fsdp-bf16", "fsdp-tp-2d", "tp-mlp", "tp-attention", "dcp-save"]
-SMALL_PARTS = ["fsdp-fp32", "fsdp-bf16", "fsdp-offload", "dtensor", "tp-mlp", "tp-attention", "errors",
-               "dcp-resume", "dcp-interrupted", "dead-rank"]
+SMALL_PARTS = [
+    "fsdp-fp32",
+    "fsdp-bf16",
+    "fsdp-offload",
+    "dtensor",
+    "tp-mlp",
+    "tp-attention",
+    "errors",
+    "dcp-resume",
+    "dcp-interrupted",
+    "dead-rank",
+]
 needs_two = pytest.mark.skipif(SMALL is None, reason="needs 2 flagos devices with one GPU each (NCCL, RCCL)")
 TRAINED_WORLDS = [w for w in (SMALL, BIG) if w]
 
@@ -37,8 +47,14 @@ def runs(tmp_path_factory) -> dict[int, list[dict]]:
     out = {}
     for world, parts in ((BIG, BIG_PARTS), (SMALL, SMALL_PARTS if BIG else ["dcp-save", *SMALL_PARTS])):
         if world:
-            out[world] = launch(",".join(parts), world, tmp_path_factory.mktemp(f"sharded{world}"),
-                                script="sharded_worker.py", env={"FLAGOS_DIST_CKPT": str(ckpt)}, peer_loss=True)
+            out[world] = launch(
+                ",".join(parts),
+                world,
+                tmp_path_factory.mktemp(f"sharded{world}"),
+                script="sharded_worker.py",
+                env={"FLAGOS_DIST_CKPT": str(ckpt)},
+                peer_loss=True,
+            )
     return out
 
 
@@ -58,8 +74,9 @@ def reference() -> checks.Reference:
     return checks.Reference.train()
 
 
-@pytest.mark.parametrize(("world", "policy"), [(w, "fsdp-fp32") for w in TRAINED_WORLDS]
-                         + ([(SMALL, "fsdp-offload")] if SMALL else []))
+@pytest.mark.parametrize(
+    ("world", "policy"), [(w, "fsdp-fp32") for w in TRAINED_WORLDS] + ([(SMALL, "fsdp-offload")] if SMALL else [])
+)
 def test_fsdp_training_equals_one_process(runs, reference, world, policy):
     """fully_shard layer by layer, forward, backward and SGD steps on each rank's share: every rank's whole
     parameters and the ranks' mean loss equal one process trained on the whole batches (float32 rounding).

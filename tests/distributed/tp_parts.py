@@ -41,17 +41,24 @@ def part_dtensor(mesh: DeviceMesh) -> dict[str, str]:
             by_rows = distribute(full, mesh, "Shard(0)")
             check(f"{tag}/distribute Shard(0)", by_rows, mine, full)
             check(f"{tag}/Shard(0)->Replicate (all_gather)", by_rows.redistribute(mesh, [Replicate()]), full, full)
-            check(f"{tag}/Shard(0)->Shard(1) (all_to_all)", by_rows.redistribute(mesh, [Shard(1)]), cols_of[rank],
-                  full)
-            check(f"{tag}/Replicate->Shard(1) (local chunk)",
-                  distribute(full, mesh, "Replicate()").redistribute(mesh, [Shard(1)]), cols_of[rank], full)
+            check(f"{tag}/Shard(0)->Shard(1) (all_to_all)", by_rows.redistribute(mesh, [Shard(1)]), cols_of[rank], full)
+            check(
+                f"{tag}/Replicate->Shard(1) (local chunk)",
+                distribute(full, mesh, "Replicate()").redistribute(mesh, [Shard(1)]),
+                cols_of[rank],
+                full,
+            )
             # rank r holds (r + 1) * full as its partial sum: the total is full * world * (world + 1) / 2
             partial = DTensor.from_local(((rank + 1) * full).to(worker.DEV), mesh, [Partial()])
             total = full * (world * (world + 1) // 2)
             check(f"{tag}/Partial->Replicate (all_reduce)", partial.redistribute(mesh, [Replicate()]), total, total)
             total_rows = total.chunk(world, 0)
-            check(f"{tag}/Partial->Shard(0) (reduce_scatter)", partial.redistribute(mesh, [Shard(0)]),
-                  total_rows[rank] if rank < len(total_rows) else total[:0], total)
+            check(
+                f"{tag}/Partial->Shard(0) (reduce_scatter)",
+                partial.redistribute(mesh, [Shard(0)]),
+                total_rows[rank] if rank < len(total_rows) else total[:0],
+                total,
+            )
     return verdicts
 
 

@@ -53,8 +53,9 @@ def _outcome(run: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
     if run not in _results:
         group = HF_RUNS if run in HF_RUNS else PL_RUNS
         out = tmp_path_factory.mktemp("runs")
-        proc = subprocess.run([sys.executable, str(RUNNER), str(out), *group], capture_output=True, text=True,
-                              timeout=600, check=False)
+        proc = subprocess.run(
+            [sys.executable, str(RUNNER), str(out), *group], capture_output=True, text=True, timeout=600, check=False
+        )
         if proc.returncode != 0:
             pytest.fail(f"{' '.join(group)} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
         _results.update({name: torch.load(out / f"{name}.pt", weights_only=False) for name in group})
@@ -187,8 +188,7 @@ def _import_order(first: str) -> list[str]:
             print("registered")
             """
         )
-        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                              check=False)
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
         assert proc.returncode == 0, proc.stderr[-3000:]
         _imports[first] = proc.stdout.strip().splitlines()
     return _imports[first]

@@ -77,8 +77,9 @@ def _serve(step, sync, info: dict, cpu: int) -> dict:
     return info
 
 
-def run(arm: str, device: str, steps: int, serve_cpu: int | None, math_attention: bool, tiny: bool,
-        save: str | None) -> dict:
+def run(
+    arm: str, device: str, steps: int, serve_cpu: int | None, math_attention: bool, tiny: bool, save: str | None
+) -> dict:
     import contextlib
     import copy
 
@@ -162,8 +163,16 @@ def run(arm: str, device: str, steps: int, serve_cpu: int | None, math_attention
 CONF: dict[str, str] = {}  # FLAGOS_BACKEND_CONFIG for the flagos arms (main: --conf)
 
 
-def _command(arm: str, reference: str, steps: int, *, serve_cpu: int | None = None, math_attention: bool = False,
-             tiny: bool = False, save: str | None = None) -> tuple[list[str], dict]:
+def _command(
+    arm: str,
+    reference: str,
+    steps: int,
+    *,
+    serve_cpu: int | None = None,
+    math_attention: bool = False,
+    tiny: bool = False,
+    save: str | None = None,
+) -> tuple[list[str], dict]:
     env = dict(os.environ)
     if arm.startswith("flagos"):
         env.update(CONF)
@@ -248,17 +257,21 @@ def check_reduce_overhead(reference: str, compiled: dict, ro: dict) -> int:
     refusal = ro.get("refusal")
     if reference == "cpu":
         refused = bool(refusal and refusal["ours"] and "CUDA or DCU" in refusal["message"])
-        print(f"reduce-overhead: {'refused as documented' if refused else 'FAIL (not the documented refusal)'}: "
-              f"{(refusal or {}).get('message', 'it ran')[:160]}")
+        print(
+            f"reduce-overhead: {'refused as documented' if refused else 'FAIL (not the documented refusal)'}: "
+            f"{(refusal or {}).get('message', 'it ran')[:160]}"
+        )
         return int(not refused)
     if refusal is not None:
         print(f"reduce-overhead: FAIL, raised {refusal['raised']}: {refusal['message'][:300]}")
         return 1
     diff = max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(compiled["losses"], ro["losses"], strict=True))
     ok = diff <= LOSS_BAR and ro["cudagraph_skips"] == 0
-    print(f"reduce-overhead: 6 steps through flagos graphs, losses {' '.join(f'{v:.6f}' for v in ro['losses'])}; "
-          f"rel diff to compiled flagos {diff:.2e} (bar {LOSS_BAR:.0e}), cudagraph skips {ro['cudagraph_skips']}: "
-          f"{'MATCH' if ok else 'FAIL'}")
+    print(
+        f"reduce-overhead: 6 steps through flagos graphs, losses {' '.join(f'{v:.6f}' for v in ro['losses'])}; "
+        f"rel diff to compiled flagos {diff:.2e} (bar {LOSS_BAR:.0e}), cudagraph skips {ro['cudagraph_skips']}: "
+        f"{'MATCH' if ok else 'FAIL'}"
+    )
     return int(not ok)
 
 

@@ -34,8 +34,11 @@ COUNTS = {
     "TMA": "tensor_descriptor",
     "PDL": "gdc_",
 }
-SETTINGS = {"max_autotune_gemm_backends": "TRITON", "triton.enable_pdl": True,
-            "triton.enable_persistent_tma_matmul": True}
+SETTINGS = {
+    "max_autotune_gemm_backends": "TRITON",
+    "triton.enable_pdl": True,
+    "triton.enable_persistent_tma_matmul": True,
+}
 RESULT = "@@features "
 CHILD_TIMEOUT_S = 420
 
@@ -72,8 +75,20 @@ def run(arm: str) -> None:
     code = "\n".join(codes)
     counts = {"mixed-order reductions": getattr(metrics, "codegen_mix_order_reduction", None)}  # None: no such metric
     counts.update({name: code.count(word) for name, word in COUNTS.items()})
-    print(RESULT + json.dumps({"arm": arm, "torch": torch.__version__, "loss": float(loss.detach()),
-                               "counts": counts, "features": features, "missing": missing}), flush=True)
+    print(
+        RESULT
+        + json.dumps(
+            {
+                "arm": arm,
+                "torch": torch.__version__,
+                "loss": float(loss.detach()),
+                "counts": counts,
+                "features": features,
+                "missing": missing,
+            }
+        ),
+        flush=True,
+    )
 
 
 def _child(arm: str) -> subprocess.Popen:
@@ -81,15 +96,22 @@ def _child(arm: str) -> subprocess.Popen:
     if arm != "flagos":
         env.pop("FLAGOS_AUTOLOAD", None)  # the plain arm never loads torch_fl
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    return subprocess.Popen([sys.executable, os.path.abspath(__file__), "run", "--arm", arm], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), "run", "--arm", arm],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def check() -> int:
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/torch-fl-features-check-inductor")
-    print(f"compile features check: RMSNorm + matmul + log_softmax, {ROWS}x{WIDTH} @ {WIDTH}x{OUT} bf16, forward "
-          "and backward, max-autotune (Triton matmuls only), PDL and persistent TMA matmul on; flagos against "
-          "plain cuda")
+    print(
+        f"compile features check: RMSNorm + matmul + log_softmax, {ROWS}x{WIDTH} @ {WIDTH}x{OUT} bf16, forward "
+        "and backward, max-autotune (Triton matmuls only), PDL and persistent TMA matmul on; flagos against "
+        "plain cuda"
+    )
     children = {arm: _child(arm) for arm in ("flagos", "cuda")}  # both at once: the node's time is short
     found: dict[str, dict] = {}
     for arm, proc in children.items():
@@ -99,7 +121,7 @@ def check() -> int:
             print(f"  {arm} failed (exit {proc.returncode}):\n{err[-3000:]}")
             print("compile features check: FAIL (an arm failed)")
             return 1
-        found[arm] = json.loads(lines[-1][len(RESULT):])
+        found[arm] = json.loads(lines[-1][len(RESULT) :])
     print(f"  torch {found['cuda']['torch']}; flagos hooks enabled: {', '.join(found['flagos']['features']) or 'none'}")
     for key, why in found["flagos"]["missing"].items():
         print(f"  not hooked on this torch line: {key}: {why}")

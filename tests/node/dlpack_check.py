@@ -43,21 +43,29 @@ def main() -> None:
     torch.flagos.set_device(torch.flagos.device_count() - 1)  # a device other than 0 where there are two
     x = torch.arange(1 << 20, dtype=torch.float32, device="flagos").reshape(1024, 1024)
     index = x.device.index
-    check(f"__dlpack_device__ {tuple(map(int, x.__dlpack_device__()))} == ({want}, {index})",
-          tuple(map(int, x.__dlpack_device__())) == (want, index))
+    check(
+        f"__dlpack_device__ {tuple(map(int, x.__dlpack_device__()))} == ({want}, {index})",
+        tuple(map(int, x.__dlpack_device__())) == (want, index),
+    )
     capsule = x.__dlpack__()  # held: its destructor frees the DLTensor read below
     head = capsule_head(capsule)
-    check(f"capsule device ({head.device.device_type}, {head.device.device_id}), data {head.data:#x}",
-          (head.device.device_type, head.device.device_id, head.data) == (want, index, x.data_ptr()))
+    check(
+        f"capsule device ({head.device.device_type}, {head.device.device_id}), data {head.data:#x}",
+        (head.device.device_type, head.device.device_id, head.data) == (want, index, x.data_ptr()),
+    )
     y = torch.from_dlpack(x)
-    check(f"torch.from_dlpack -> {y.device}, same pointer", y.device == torch.device("cuda", index)
-          and y.data_ptr() == x.data_ptr())
+    check(
+        f"torch.from_dlpack -> {y.device}, same pointer",
+        y.device == torch.device("cuda", index) and y.data_ptr() == x.data_ptr(),
+    )
     y[0, 0] = -1.0  # one memory: a write through the cuda tensor shows on flagos
     torch.cuda.synchronize(index)
     check("a write through the cuda tensor shows on flagos", x[0, 0].item() == -1.0)
     back = torch.flagos.from_dlpack(y)
-    check(f"torch.flagos.from_dlpack -> {back.device}, same pointer", back.device == x.device
-          and back.data_ptr() == x.data_ptr())
+    check(
+        f"torch.flagos.from_dlpack -> {back.device}, same pointer",
+        back.device == x.device and back.data_ptr() == x.data_ptr(),
+    )
     check("values equal", torch.equal(back.cpu(), y.cpu()))
     cupy_reads(x)
     print("dlpack check: ok")
@@ -71,8 +79,10 @@ def cupy_reads(x: torch.Tensor) -> None:
         check(f"CuPy reads the capsule: CuPy cannot be imported ({exc}); carry a cupy-cuda wheel in .whl/", False)
     with cupy.cuda.Device(x.device.index):
         c = cupy.from_dlpack(x)
-        check(f"cupy.from_dlpack -> device {c.device.id}, shape {c.shape}, same pointer",
-              c.device.id == x.device.index and c.shape == tuple(x.shape) and c.data.ptr == x.data_ptr())
+        check(
+            f"cupy.from_dlpack -> device {c.device.id}, shape {c.shape}, same pointer",
+            c.device.id == x.device.index and c.shape == tuple(x.shape) and c.data.ptr == x.data_ptr(),
+        )
         check("CuPy reads the values", bool((cupy.asnumpy(c) == x.cpu().numpy()).all()))
         c[1, 1] = 7.0  # one memory: a write through CuPy shows on flagos
         cupy.cuda.Device(x.device.index).synchronize()

@@ -96,21 +96,24 @@ def main() -> int:
             use("provider")
             step, model = build("flagos", args.tiny)
             step()
-            torch_fl._C.reset_router_counters()
-            torch_fl._C.set_router_counters(True)
+            torch_fl._core.reset_router_counters()
+            torch_fl._core.set_router_counters(True)
             step()
             torch_fl.flagos.synchronize()
-            torch_fl._C.set_router_counters(False)
-            rows = [r for r in torch_fl._C.router_counters() if r[1] != "copy"]
+            torch_fl._core.set_router_counters(False)
+            rows = [r for r in torch_fl._core.router_counters() if r[1] != "copy"]
             on_provider = sum(r[2] for r in rows if r[1] == "provider")
             total = sum(r[2] for r in rows)
             native_calls = collections.Counter()
             for op, path, calls, _ in rows:
                 if path != "provider":
                     native_calls[op] += calls
-            entry.update(provider_calls=on_provider, routed_calls=total,
-                         provider_share=on_provider / max(total, 1),
-                         top_native=native_calls.most_common(8))
+            entry.update(
+                provider_calls=on_provider,
+                routed_calls=total,
+                provider_share=on_provider / max(total, 1),
+                top_native=native_calls.most_common(8),
+            )
             del step, model
             # time
             arms = list(confs)
@@ -123,7 +126,7 @@ def main() -> int:
             medians = collections.defaultdict(list)
             for r in range(args.rounds):
                 turn = {}
-                for arm in arms[r % len(arms):] + arms[: r % len(arms)]:
+                for arm in arms[r % len(arms) :] + arms[: r % len(arms)]:
                     use(arm)
                     times = []
                     for _ in range(TURN):
@@ -137,9 +140,14 @@ def main() -> int:
                     ratios[arm].append(turn[arm] / turn["native"])
                     medians[arm].append(turn[arm])
             del steps
-            entry["time"] = {arm: {"ms": statistics.median(medians[arm]) * 1e3,
-                                   "vs_native": statistics.median(ratios[arm]),
-                                   "range": [min(ratios[arm]), max(ratios[arm])]} for arm in arms}
+            entry["time"] = {
+                arm: {
+                    "ms": statistics.median(medians[arm]) * 1e3,
+                    "vs_native": statistics.median(ratios[arm]),
+                    "range": [min(ratios[arm]), max(ratios[arm])],
+                }
+                for arm in arms
+            }
         except Exception as exc:  # noqa: BLE001  (reported, and the run goes on with the next workload)
             entry["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             status = 1
@@ -156,18 +164,29 @@ def _print(name: str, e: dict) -> None:
     if "error" in e and "losses" not in e:
         print(f"{name}: ERROR {e['error']}", flush=True)
         return
-    print(f"{name}: numbers {'ok' if e.get('numbers_ok') else 'MISS'} (losses rel diff {e['loss_rel_diff']:.2e}, "
-          f"params rel L2 {e['param_rel_l2']:.2e}; bar {BAR:g}); native losses "
-          f"{[round(x, 4) for x in e['losses']['native']]}, provider {[round(x, 4) for x in e['losses']['provider']]}",
-          flush=True)
+    print(
+        f"{name}: numbers {'ok' if e.get('numbers_ok') else 'MISS'} (losses rel diff {e['loss_rel_diff']:.2e}, "
+        f"params rel L2 {e['param_rel_l2']:.2e}; bar {BAR:g}); native losses "
+        f"{[round(x, 4) for x in e['losses']['native']]}, provider {[round(x, 4) for x in e['losses']['provider']]}",
+        flush=True,
+    )
     if "provider_share" in e:
         top = ", ".join(f"{op} {n}" for op, n in e["top_native"])
-        print(f"  coverage: {e['provider_calls']}/{e['routed_calls']} routed calls on the provider "
-              f"({100 * e['provider_share']:.1f}%); most native calls: {top}", flush=True)
+        print(
+            f"  coverage: {e['provider_calls']}/{e['routed_calls']} routed calls on the provider "
+            f"({100 * e['provider_share']:.1f}%); most native calls: {top}",
+            flush=True,
+        )
     if "time" in e:
         t = e["time"]
-        print("  time: " + ", ".join(f"{arm} {v['ms']:.2f} ms ({v['vs_native']:.3f}x, range {v['range'][0]:.3f}-"
-                                     f"{v['range'][1]:.3f})" for arm, v in t.items()), flush=True)
+        print(
+            "  time: "
+            + ", ".join(
+                f"{arm} {v['ms']:.2f} ms ({v['vs_native']:.3f}x, range {v['range'][0]:.3f}-{v['range'][1]:.3f})"
+                for arm, v in t.items()
+            ),
+            flush=True,
+        )
     if "error" in e:
         print(f"  ERROR {e['error']}", flush=True)
 

@@ -42,8 +42,10 @@ def main() -> int:
     from torch.distributed.device_mesh import init_device_mesh
 
     mesh = init_device_mesh("flagos", (1,))
-    print(f"accelerator {torch_fl.accelerator()}, torch {torch.__version__}, mesh {mesh}, "
-          f"default group {torch.distributed.get_backend_config()}")
+    print(
+        f"accelerator {torch_fl.accelerator()}, torch {torch.__version__}, mesh {mesh}, "
+        f"default group {torch.distributed.get_backend_config()}"
+    )
     ref = checks.Reference.train()
     failed = 0
 
@@ -65,28 +67,47 @@ def main() -> int:
     def trained_like_ref(res: dict, rtol: float = 2e-2) -> None:
         torch.testing.assert_close(torch.tensor(res["losses"]), ref.losses, rtol=rtol, atol=0)
 
-    run("fully_shard fp32: 2 SGD steps equal one process",
-        fsdp("fsdp-fp32"), lambda r: (trained_like_ref(r, RTOL), checks.fsdp_trained(0, r, ref, "fsdp-fp32", RTOL,
-                                                                                     ATOL)))
-    run("fully_shard bf16 params, fp32 reduce: within bf16 rounding",
-        fsdp("fsdp-bf16"), lambda r: (trained_like_ref(r), checks.fsdp_bf16(0, r, ref)))
-    run("fully_shard with CPUOffloadPolicy: pinned host shards, equal one process",
-        fsdp("fsdp-offload"), lambda r: (trained_like_ref(r, RTOL), checks.fsdp_trained(0, r, ref, "fsdp-offload",
-                                                                                        RTOL, ATOL)))
-    run("FSDP2 over dp with TP over tp on a 1 x 1 mesh: equal one process", fsdp_parts.part_fsdp_tp,
-        lambda r: checks.fsdp_tp_2d(0, r, RTOL, ATOL))
+    run(
+        "fully_shard fp32: 2 SGD steps equal one process",
+        fsdp("fsdp-fp32"),
+        lambda r: (trained_like_ref(r, RTOL), checks.fsdp_trained(0, r, ref, "fsdp-fp32", RTOL, ATOL)),
+    )
+    run(
+        "fully_shard bf16 params, fp32 reduce: within bf16 rounding",
+        fsdp("fsdp-bf16"),
+        lambda r: (trained_like_ref(r), checks.fsdp_bf16(0, r, ref)),
+    )
+    run(
+        "fully_shard with CPUOffloadPolicy: pinned host shards, equal one process",
+        fsdp("fsdp-offload"),
+        lambda r: (trained_like_ref(r, RTOL), checks.fsdp_trained(0, r, ref, "fsdp-offload", RTOL, ATOL)),
+    )
+    run(
+        "FSDP2 over dp with TP over tp on a 1 x 1 mesh: equal one process",
+        fsdp_parts.part_fsdp_tp,
+        lambda r: checks.fsdp_tp_2d(0, r, RTOL, ATOL),
+    )
     run("DTensor placements (Shard, Replicate, Partial)", tp_parts.part_dtensor, lambda r: checks.dtensor(0, r, 1))
     for case in sorted(checks.models.TP_CASES):
-        run(f"parallelize_module {case}: equal one process", lambda mesh, case=case: tp_parts.part_tp(case, mesh),
-            lambda r, case=case: checks.tensor_parallel(0, r, case, RTOL, ATOL))
+        run(
+            f"parallelize_module {case}: equal one process",
+            lambda mesh, case=case: tp_parts.part_tp(case, mesh),
+            lambda r, case=case: checks.tensor_parallel(0, r, case, RTOL, ATOL),
+        )
     with tempfile.TemporaryDirectory() as ckpt:
         os.environ["FLAGOS_DIST_CKPT"] = ckpt
         saved: dict = {}
         run("DCP save of the model and Adam state", dcp_parts.part_save, saved.update)
-        run("DCP load into a model that starts elsewhere: exact", dcp_parts.part_resume,
-            lambda r: checks.resumed(0, r, saved))
-        run("DCP: a failed save leaves the last good checkpoint", dcp_parts.part_interrupted,
-            lambda r: checks.interrupted(0, r))
+        run(
+            "DCP load into a model that starts elsewhere: exact",
+            dcp_parts.part_resume,
+            lambda r: checks.resumed(0, r, saved),
+        )
+        run(
+            "DCP: a failed save leaves the last good checkpoint",
+            dcp_parts.part_interrupted,
+            lambda r: checks.interrupted(0, r),
+        )
     print(f"{'FAILED' if failed else 'passed'}: {failed} of the checks failed" if failed else "passed: every check")
     return 1 if failed else 0
 

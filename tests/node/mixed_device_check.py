@@ -46,8 +46,12 @@ def _ops():
     from torch.testing._internal import common_methods_invocations as db
 
     # the _foreach_ ops keep their OpInfos in databases of their own
-    return db.op_db + [op for name in sorted(dir(db)) if name.startswith("foreach_") and name.endswith("_op_db")
-                       for op in getattr(db, name)]
+    return db.op_db + [
+        op
+        for name in sorted(dir(db))
+        if name.startswith("foreach_") and name.endswith("_op_db")
+        for op in getattr(db, name)
+    ]
 
 
 def _label(op) -> str:
@@ -185,7 +189,10 @@ def _shard(arm: str, first: int, last: int) -> list[dict]:
         with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
             proc = subprocess.Popen(
                 [sys.executable, __file__, "run", "--arm", arm, "--first", str(first), "--last", str(last)],
-                stdout=out, stderr=err, env=_worker_env(arm), cwd=tempfile.gettempdir(),
+                stdout=out,
+                stderr=err,
+                env=_worker_env(arm),
+                cwd=tempfile.gettempdir(),
             )
             # progress is a new line; a worker silent for OP_TIMEOUT is stopped (its start-up gets as long again)
             seen, since = 0, time.monotonic() + OP_TIMEOUT
@@ -205,7 +212,7 @@ def _shard(arm: str, first: int, last: int) -> list[dict]:
         current, label = None, ""
         for line in lines:
             if line.startswith(START):
-                index, _, label = line[len(START):].partition(" ")
+                index, _, label = line[len(START) :].partition(" ")
                 current = int(index)
             elif line.startswith("{"):
                 rows.append(json.loads(line))
@@ -287,10 +294,16 @@ def main() -> int:
         report, ok = compare(_read(args.reference), _read(args.emulation), Path(args.reference).stem)
         print(report)
         return 0 if ok else 1
-    count = int(subprocess.run(
-        [sys.executable, __file__, "count"], capture_output=True, text=True, check=True,
-        env=_worker_env(args.reference), cwd=tempfile.gettempdir(),
-    ).stdout)
+    count = int(
+        subprocess.run(
+            [sys.executable, __file__, "count"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=_worker_env(args.reference),
+            cwd=tempfile.gettempdir(),
+        ).stdout
+    )
     count = min(count, args.limit) if args.limit else count
     start = time.monotonic()
     with ThreadPoolExecutor(2) as pool:  # the two arms side by side

@@ -23,13 +23,35 @@ Step = Callable[[], torch.Tensor]
 
 def llama(device: str, tiny: bool = False, seed: int = 0) -> tuple[Step, torch.nn.Module]:
     transformers = model_zoo.transformers
-    size = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=2, vocab_size=256) if tiny else dict(
-        hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12,
-        num_key_value_heads=4, vocab_size=32000)
+    size = (
+        dict(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=256,
+        )
+        if tiny
+        else dict(
+            hidden_size=768,
+            intermediate_size=2048,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            num_key_value_heads=4,
+            vocab_size=32000,
+        )
+    )
     torch.manual_seed(seed)
-    cfg = transformers.LlamaConfig(**size, max_position_embeddings=1024, tie_word_embeddings=False,
-                                   attention_dropout=0.0, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    cfg = transformers.LlamaConfig(
+        **size,
+        max_position_embeddings=1024,
+        tie_word_embeddings=False,
+        attention_dropout=0.0,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     model = transformers.LlamaForCausalLM(cfg).to(device)
     seq, batch = (32, 2) if tiny else (512, 4)
     gen = torch.Generator().manual_seed(seed + 1)

@@ -1,6 +1,7 @@
 """Forward of resnet18 (train mode) module by module on flagos and on plain cuda in one process (no autograd, so
 both devices can run here). Run it with FLAGOS_OP_<op>=native overrides to find which route changes a result,
 e.g. FLAGOS_OP_mean__dim=native."""
+
 import copy
 
 import torch
@@ -17,6 +18,7 @@ for dev in ("cuda", "flagos"):
     seen = outs[dev] = {}
     for name, mod in model.named_modules():
         if name:
+
             def keep(m, i, o, name=name, seen=seen) -> None:  # returns None: the module's output stays as it is
                 seen.setdefault(name, o.detach().cpu())
 

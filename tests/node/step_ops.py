@@ -10,7 +10,7 @@ ops, about 340 calls. The replay then calls the same ops with the same arguments
 the autograd engine:
 
 - ``flagos``: on the step's own flagos tensors;
-- ``flagos, reuse off``: the same, with vendor aliases built anew on every call (torch_fl._C.set_alias_reuse);
+- ``flagos, reuse off``: the same, with vendor aliases built anew on every call (torch_fl._core.set_alias_reuse);
 - ``plain``: on plain vendor tensors (cuda on a GPU, cpu under the emulation) made from the flagos ones storage by
   storage, so views still share memory and every argument has the layout the step gave it;
 - ``flagos, compact``: on flagos copies made the same way. The step's own tensors were made among everything else
@@ -100,8 +100,10 @@ def as_plain(torch: Any, calls: list[tuple[Any, tuple, dict]], plain: str) -> li
     through torch's overrideable hook (csrc/dispatch/attention_overrideable.cpp), which has no kernel for a plain
     device, and the plain device calls its flash kernel by name."""
     aten = torch.ops.aten
-    hook, hook_backward = (aten._scaled_dot_product_fused_attention_overrideable.default,
-                           aten._scaled_dot_product_fused_attention_overrideable_backward.default)
+    hook, hook_backward = (
+        aten._scaled_dot_product_fused_attention_overrideable.default,
+        aten._scaled_dot_product_fused_attention_overrideable_backward.default,
+    )
     out = []
     for func, args, kwargs in calls:
         if func is hook:
@@ -135,11 +137,15 @@ def measure(d_model: int, rounds: int, top: int, counted: int = 0) -> None:
     sync = torch.cuda.synchronize if plain == "cuda" else (lambda: None)
     calls = record_step(torch, d_model)
     # the plain copies and the compact flagos ones are made alike, storage after storage, so they lie alike
-    arms = {"flagos": calls, "flagos, reuse off": calls, "plain": as_plain(torch, copied(torch, calls, plain), plain),
-            "flagos, compact": copied(torch, calls, "flagos")}
+    arms = {
+        "flagos": calls,
+        "flagos, reuse off": calls,
+        "plain": as_plain(torch, copied(torch, calls, plain), plain),
+        "flagos, compact": copied(torch, calls, "flagos"),
+    }
 
     def replay(arm: str) -> list[float]:
-        torch_fl._C.set_alias_reuse(arm != "flagos, reuse off")
+        torch_fl._core.set_alias_reuse(arm != "flagos, reuse off")
         out = [0.0] * len(calls)
         with torch.no_grad():
             for i, (func, args, kwargs) in enumerate(arms[arm]):
@@ -155,10 +161,10 @@ def measure(d_model: int, rounds: int, top: int, counted: int = 0) -> None:
         times: dict[str, list[list[float]]] = {arm: [] for arm in arms}
         order = list(arms)
         for r in range(rounds):
-            for arm in order[r % len(order):] + order[: r % len(order)]:
+            for arm in order[r % len(order) :] + order[: r % len(order)]:
                 times[arm] += [replay(arm) for _ in range(3)]
     finally:
-        torch_fl._C.set_alias_reuse(True)
+        torch_fl._core.set_alias_reuse(True)
     median = {arm: [statistics.median(t[i] for t in times[arm]) * 1e6 for i in range(len(calls))] for arm in arms}
     total = {arm: [sum(t) * 1e6 for t in times[arm]] for arm in arms}
 
@@ -178,8 +184,10 @@ def measure(d_model: int, rounds: int, top: int, counted: int = 0) -> None:
         row[0] += 1
         for j, arm in enumerate(("plain", "flagos", "flagos, reuse off", "flagos, compact"), start=1):
             row[j] += median[arm][i]
-    head = (f"{'calls':>5s} {'plain µs':>9s} {'flagos µs':>9s} {'flagos-plain':>12s} {'reuse off-plain':>15s} "
-            f"{'compact-plain':>13s}")
+    head = (
+        f"{'calls':>5s} {'plain µs':>9s} {'flagos µs':>9s} {'flagos-plain':>12s} {'reuse off-plain':>15s} "
+        f"{'compact-plain':>13s}"
+    )
     print(f"  {'op':56s} {head}")
     ranked = sorted(rows.items(), key=lambda kv: kv[1][1] - kv[1][2])
     for name, (n, p, f, off, compact) in ranked[:top]:
@@ -192,17 +200,17 @@ def measure(d_model: int, rounds: int, top: int, counted: int = 0) -> None:
 
 
 def router_phases(torch_fl: Any, replay: Any, replays: int, top: int) -> None:
-    """The router's own clock (torch_fl._C.set_router_counters) over `replays` more flagos replays, kept apart
+    """The router's own clock (torch_fl._core.set_router_counters) over `replays` more flagos replays, kept apart
     from the timed ones: per op and router path, µs per replay in each phase. The kernel column is the vendor
     kernel as flagos calls it; the other three are the re-tag's."""
-    torch_fl._C.reset_router_counters()
-    torch_fl._C.set_router_counters(True)
+    torch_fl._core.reset_router_counters()
+    torch_fl._core.set_router_counters(True)
     try:
         for _ in range(replays):
             replay()
     finally:
-        torch_fl._C.set_router_counters(False)
-    rows = sorted(torch_fl._C.router_counters(), key=lambda r: -sum(r[3]))
+        torch_fl._core.set_router_counters(False)
+    rows = sorted(torch_fl._core.router_counters(), key=lambda r: -sum(r[3]))
     phases = ("arguments", "kernel", "results", "release")
     print(f"  router phases, µs per replay (mean of {replays} replays with the counters on):")
     print(f"    {'op':44s} {'path':5s} {'calls':>5s} " + " ".join(f"{h:>9s}" for h in phases) + f" {'re-tag':>8s}")
@@ -213,11 +221,17 @@ def router_phases(torch_fl: Any, replay: Any, replays: int, top: int) -> None:
         if top > 0:
             top -= 1
             retag = per[0] + per[2] + per[3]
-            print(f"    {op[:44]:44s} {path:5s} {n // replays:5d} " + " ".join(f"{v:9.1f}" for v in per)
-                  + f" {retag:8.1f}")
+            print(
+                f"    {op[:44]:44s} {path:5s} {n // replays:5d} "
+                + " ".join(f"{v:9.1f}" for v in per)
+                + f" {retag:8.1f}"
+            )
     label = "all routed calls"
-    print(f"    {label:44s} {'':5s} {'':5s} " + " ".join(f"{v:9.1f}" for v in totals)
-          + f" {totals[0] + totals[2] + totals[3]:8.1f}")
+    print(
+        f"    {label:44s} {'':5s} {'':5s} "
+        + " ".join(f"{v:9.1f}" for v in totals)
+        + f" {totals[0] + totals[2] + totals[3]:8.1f}"
+    )
 
 
 def main() -> int:
@@ -225,8 +239,13 @@ def main() -> int:
     p.add_argument("--d-model", default="256,1024", help="comma-separated d_model values (default 256,1024)")
     p.add_argument("--rounds", type=int, default=8, help="rounds of 3 replays per arm (default 8)")
     p.add_argument("--top", type=int, default=30, help="op rows to print, largest flagos - plain first")
-    p.add_argument("--counters", type=int, default=0, metavar="N",
-                   help="then N flagos replays with the router's phase counters on, printed per op (default 0)")
+    p.add_argument(
+        "--counters",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then N flagos replays with the router's phase counters on, printed per op (default 0)",
+    )
     args = p.parse_args()
     if args.rounds < 1:
         p.error("--rounds must be at least 1")

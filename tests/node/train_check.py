@@ -121,6 +121,7 @@ def compare(cuda_path: str, flagos_path: str) -> int:
             print(f"{config}: missing run (cuda {a is not None}, flagos {b is not None})")
             failed += 1
             continue
+
         def flat(run: dict, key: str) -> torch.Tensor:
             return torch.tensor([v for t in run[key] for v in t], dtype=torch.float64)
 

@@ -80,9 +80,7 @@ VENDOR_STATS_DTYPE = (
     "CUDA's batch and layer norm keep the saved mean and inverse std in float32 for half inputs where the CPU "
     "returns the input dtype (so out= refuses half buffers); CUDA's own kernel, the same on plain CUDA"
 )
-NO_VENDOR_KERNEL = (
-    "CUDA has no narrow_copy.out kernel: the native route refuses it by name and points to the cpu route"
-)
+NO_VENDOR_KERNEL = "CUDA has no narrow_copy.out kernel: the native route refuses it by name and points to the cpu route"
 POW_NAN = "gradcheck: CUDA's pow backward gives nan on this sample, numerically and analytically alike"
 HALF_ROUNDING_CPU_ROUTE = (
     "one bfloat16 element off by one rounding step: the ops that the cpu conf keeps native (views, bookkeeping) "

@@ -13,7 +13,7 @@ import pytest
 CHECKS = r"""
 import threading
 import torch, torch_fl
-from torch_fl import _C
+from torch_fl import _core as _C
 
 
 def program(dev):

@@ -1,7 +1,7 @@
 """A process that used autograd on flagos always exits cleanly, also when the CPUs are busy.
 
 torch's autograd engine runs flagos backward work on a thread per device; such a thread can still hold work that
-needs the GIL just after backward() returns. torch_fl settles those threads at exit (csrc/python/module.cpp),
+needs the GIL just after backward() returns. torch_fl settles those threads at exit (csrc/ops/runtime.cpp),
 so a short train-then-exit script never aborts in interpreter shutdown.
 """
 

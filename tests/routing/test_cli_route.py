@@ -21,9 +21,12 @@ def test_the_fast_path_is_claimed_only_on_the_native_route(run_module):
     assert "unboxed fast path" in native
     cpu = run_module(["route", "add.Tensor"], env={"FLAGOS_OP_add__Tensor": "cpu"})
     assert cpu.stdout.startswith("add.Tensor -> cpu") and "unboxed fast path" not in cpu.stdout
-    assert json.loads(run_module(["route", "add.Tensor", "--json"], env={"FLAGOS_OP_add__Tensor": "cpu"}).stdout)[
-        "fast_path"
-    ] is False
+    assert (
+        json.loads(run_module(["route", "add.Tensor", "--json"], env={"FLAGOS_OP_add__Tensor": "cpu"}).stdout)[
+            "fast_path"
+        ]
+        is False
+    )
 
 
 # a composite and a device kernel, text and --json, in one child (the composite's parts come from OpInfo's samples,

@@ -31,8 +31,27 @@ def emulation_env(**extra: str) -> dict[str, str]:
 
 def qualify(out: Path, *extra: str, samples: Path | None = None) -> subprocess.CompletedProcess:
     env = emulation_env()
-    cmd = [sys.executable, "-m", "torch_fl", "qualify", "--provider", "demo", "--import", "qualify_demo_provider",
-           "--out", str(out), "--ops", OPS, "--dtypes", "float32", "--timeout", str(TIMEOUT), "--workers", "2", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch_fl",
+        "qualify",
+        "--provider",
+        "demo",
+        "--import",
+        "qualify_demo_provider",
+        "--out",
+        str(out),
+        "--ops",
+        OPS,
+        "--dtypes",
+        "float32",
+        "--timeout",
+        str(TIMEOUT),
+        "--workers",
+        "2",
+        *extra,
+    ]
     if samples is not None:
         cmd += ["--samples", str(samples)]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=out.parent)
@@ -115,8 +134,9 @@ def test_another_provider_version_warns_once(run, tmp_path):
         "torch_fl.reload_routes()\ntorch_fl.reload_routes()\n"  # twice: the warning comes once
     )
     env = emulation_env()
-    res = subprocess.run([sys.executable, "-W", "always", "-c", code], env=env, capture_output=True, text=True,
-                         cwd=tmp_path)
+    res = subprocess.run(
+        [sys.executable, "-W", "always", "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
     assert res.returncode == 0, res.stderr
     assert res.stderr.count("qualified for demo 0.9, but demo 1.0 is installed") == 1, res.stderr
     assert "python -m torch_fl qualify --provider demo" in res.stderr
@@ -140,8 +160,24 @@ def test_one_sample_reproduces(run, tmp_path):
     out, _, report = run
     index = report["ops"]["exp"]["failure"]["index"]
     env = emulation_env()
-    cmd = [sys.executable, "-m", "torch_fl", "qualify", "--provider", "demo", "--import", "qualify_demo_provider",
-           "--ops", "exp", "--sample", str(index), "--samples", str(out / "samples"), "--out", str(tmp_path / "one")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch_fl",
+        "qualify",
+        "--provider",
+        "demo",
+        "--import",
+        "qualify_demo_provider",
+        "--ops",
+        "exp",
+        "--sample",
+        str(index),
+        "--samples",
+        str(out / "samples"),
+        "--out",
+        str(tmp_path / "one"),
+    ]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"exp sample {index}: wrong values" in res.stdout
@@ -153,15 +189,26 @@ def test_shipped_confs_are_chosen_by_name(tmp_path):
         "from torch_fl import _shipped\n"
         "print(json.dumps(sorted(_shipped.confs(torch_fl.CONF_DIR, 'cuda'))))\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
-                         env=emulation_env())
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=emulation_env()
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout) == ["default", "flaggems", "flaggems_tuned"]
-    res = subprocess.run([sys.executable, "-c", "import torch_fl"], capture_output=True, text=True, cwd=tmp_path,
-                         env=emulation_env(FLAGOS_CONF="flaggems"))
+    res = subprocess.run(
+        [sys.executable, "-c", "import torch_fl"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=emulation_env(FLAGOS_CONF="flaggems"),
+    )
     assert res.returncode != 0
     assert "FLAGOS_CONF='flaggems': no such conf is shipped for cpu; choose one of default" in res.stderr
-    res = subprocess.run([sys.executable, "-m", "torch_fl", "info", "--json"], capture_output=True, text=True,
-                         cwd=tmp_path, env=emulation_env())
+    res = subprocess.run(
+        [sys.executable, "-m", "torch_fl", "info", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=emulation_env(),
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["shipped_confs"] == ["default"]

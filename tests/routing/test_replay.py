@@ -347,7 +347,10 @@ report("stats_nll", stats_of("nll_loss_backward"))
 
 def test_an_absent_optional_tensor_from_autograd_replays(child):
     assert [child.routes_of("nll_loss_backward", f"nll{i}") for i in range(4)] == [
-        ["emu_nll"], ["emu_nll"], ["emu_nll/replay"], ["emu_nll/replay"]
+        ["emu_nll"],
+        ["emu_nll"],
+        ["emu_nll/replay"],
+        ["emu_nll/replay"],
     ], child.describe()
     assert all(child.data[f"nll{i}"]["equal"] for i in range(4)), child.data
     assert child.data["nll0"]["python_calls"] == ["nll_loss_backward weight=None"]

@@ -65,8 +65,16 @@ def test_launcher_call_becomes_parameters(run_child):
     d = child.data["layout"]
     assert d["grid"] == [3, 2, 1] and d["block"] == [128, 1, 1] and d["shared"] == 96
     # constexpr dropped; i32 and i1 as integers; floats in their own width; then the two null scratch pointers
-    assert d["params"] == [["ptr", d["x"]], ["ptr", d["y"]], ["bytes", 5], ["bytes", 1], ["bytes", d["fp32"]],
-                           ["bytes", d["bf16"]], ["bytes", 0], ["bytes", 0]]
+    assert d["params"] == [
+        ["ptr", d["x"]],
+        ["ptr", d["y"]],
+        ["bytes", 5],
+        ["bytes", 1],
+        ["bytes", d["fp32"]],
+        ["bytes", d["bf16"]],
+        ["bytes", 0],
+        ["bytes", 0],
+    ]
     assert child.data["hip_warp"] == [256, 1, 1]
 
 

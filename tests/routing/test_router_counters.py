@@ -7,7 +7,7 @@ import pytest
 
 CHECKS = r"""
 import torch, torch.nn.functional as F, torch_fl
-from torch_fl import _C
+from torch_fl import _core as _C
 
 x, y = torch.randn(64, 64).to("flagos"), torch.randn(64, 64).to("flagos")
 for _ in range(5):

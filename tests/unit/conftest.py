@@ -1,6 +1,6 @@
-"""Import the pure-Python modules under test without the compiled extension.
+"""Import the pure-Python modules under test without the compiled core.
 
-``import torch_fl`` loads the compiled extension, which unit tests must not need: ``torch_fl`` is registered as a
+``import torch_fl`` loads the compiled core, which unit tests must not need: ``torch_fl`` is registered as a
 bare package (its directory, without running its ``__init__.py``), so its pure-Python modules import as they do
 in the wheel, relative imports included. Test modules ``import torch_fl_conf`` and friends (the names below);
 pytest imports this conftest before any test module.

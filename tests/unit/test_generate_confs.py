@@ -206,9 +206,18 @@ def test_a_changed_report_makes_the_confs_stale(tmp_path: Path) -> None:
 
     report = _report()
     op = next(op for op, r in report["ops"].items() if r["verdict"] == "pass")
-    report["ops"][op] = {"verdict": "wrong values", "dtypes": {}, "failure": {
-        "verdict": "wrong values", "dtype": "float32", "index": 0, "sample": f"{op}(float32[4])", "detail": "off",
-        "repro": "python -m torch_fl qualify --provider flaggems --ops x"}}
+    report["ops"][op] = {
+        "verdict": "wrong values",
+        "dtypes": {},
+        "failure": {
+            "verdict": "wrong values",
+            "dtype": "float32",
+            "index": 0,
+            "sample": f"{op}(float32[4])",
+            "detail": "off",
+            "repro": "python -m torch_fl qualify --provider flaggems --ops x",
+        },
+    }
     (tmp_path / "qualified").mkdir()
     (tmp_path / "qualified" / "r.json").write_text(json.dumps(report))
     data = source()

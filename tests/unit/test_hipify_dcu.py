@@ -270,12 +270,29 @@ def test_comm_sources_compile_with_the_hip_compiler(tmp_path):
         pytest.skip("hipcc not installed (apt-get install hipcc libamdhip64-dev)")
     std = "c++20" if line >= (2, 14) else "c++17"  # as CMakeLists.txt picks it
     # torch's headers as system headers: -Werror holds our code, not theirs, to the compiler's warnings
-    cmd = [hipcc, "-fsyntax-only", "-x", "c++", f"-std={std}", "-Wall", "-Werror", "-Wno-unused-parameter",
-           "-Wno-unused-command-line-argument",  # hipcc's own link flags, unused by -fsyntax-only
-           f"-D_GLIBCXX_USE_CXX11_ABI={abi}", f"-I{CSRC}",
-           "-isystem", sysconfig.get_paths()["include"], *(a for p in include_dirs for a in ("-isystem", p))]
+    cmd = [
+        hipcc,
+        "-fsyntax-only",
+        "-x",
+        "c++",
+        f"-std={std}",
+        "-Wall",
+        "-Werror",
+        "-Wno-unused-parameter",
+        "-Wno-unused-command-line-argument",  # hipcc's own link flags, unused by -fsyntax-only
+        f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+        f"-I{CSRC}",
+        "-isystem",
+        sysconfig.get_paths()["include"],
+        *(a for p in include_dirs for a in ("-isystem", p)),
+    ]
     for src in COMM_SOURCES:
-        res = subprocess.run([*cmd, str(CSRC / src)], env={**os.environ, "HIP_PLATFORM": "amd"},
-                             capture_output=True, text=True, check=False)
+        res = subprocess.run(
+            [*cmd, str(CSRC / src)],
+            env={**os.environ, "HIP_PLATFORM": "amd"},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         errors = [ln for ln in res.stderr.splitlines() if "error" in ln] or res.stderr.splitlines()[-20:]
         assert res.returncode == 0, f"hipcc failed on {src}:\n" + "\n".join(errors[:20])

@@ -50,4 +50,4 @@ def test_cmake_reads_the_same_floor() -> None:
 def test_the_package_checks_before_loading_its_extension() -> None:
     source = (ROOT / "torch_fl" / "__init__.py").read_text(encoding="utf-8")
     check = source.index("_torch_floor.refusal(torch.__version__")
-    assert 0 <= check < source.index("raise _too_old") < source.index("from . import _C")
+    assert 0 <= check < source.index("raise _too_old") < source.index("from . import _core")

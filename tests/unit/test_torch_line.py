@@ -1,5 +1,5 @@
 """torch_fl/_torch_line.py: ``import torch_fl`` refuses a torch of another line than its wheel's, with the pip line
-of the torch that is installed, before the compiled extension loads."""
+of the torch that is installed, before the compiled core loads."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def test_the_package_checks_after_the_floor_and_before_loading_its_extension() -
         source.index("raise _too_old"),
         source.index("_torch_line.check(torch, Path(__file__).parent)"),
         source.index("raise _wrong_line"),
-        source.index("from . import _C"),
+        source.index("from . import _core"),
     ]
     assert order == sorted(order)
 
@@ -158,7 +158,7 @@ def test_import_and_info_check_say_the_same_and_fail(tmp_path) -> None:
     imported = _python(site, "-c", "import torch_fl")
     assert imported.returncode == 1
     assert "torch_fl._torch_line.TorchLineError: torch-fl 0.1.0+pt215cpu is built for torch 2.15" in imported.stderr
-    assert "undefined symbol" not in imported.stderr and "compiled extension is missing" not in imported.stderr
+    assert "undefined symbol" not in imported.stderr and "compiled core is missing" not in imported.stderr
     message = imported.stderr.split("TorchLineError: ", 1)[1].strip()
     info = _python(site, "-m", "torch_fl", "info", "--check")
     assert info.returncode == 1
@@ -168,14 +168,14 @@ def test_import_and_info_check_say_the_same_and_fail(tmp_path) -> None:
 
 def test_a_source_checkout_is_never_refused(tmp_path) -> None:
     # an installed wheel of another line is there, but the checkout comes first on sys.path: its import goes on
-    # to the extension, which a checkout lacks
+    # to the compiled core, which a checkout lacks
     (tmp_path / "installed").mkdir()
     (tmp_path / "installed" / "__init__.py").write_text("")
     site = _site(tmp_path, "2.16.0+cpu", "0.1.0+pt215cpu", files=tmp_path / "installed")
     imported = _python(site, "-c", "import torch_fl", path=ROOT)
     assert imported.returncode == 1
     assert "TorchLineError" not in imported.stderr
-    assert "compiled extension is missing" in imported.stderr
+    assert "compiled core is missing" in imported.stderr
 
 
 @pytest.mark.parametrize(

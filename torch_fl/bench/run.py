@@ -72,8 +72,9 @@ def _cpu_choice(text: str) -> int | None:
     if text == "auto":
         return allowed[-1]
     if not text.isdigit() or int(text) not in allowed:
-        raise argparse.ArgumentTypeError(f"{text} is not a CPU this process may use ({allowed[0]}..{allowed[-1]}), "
-                                         "'auto' or 'none'")
+        raise argparse.ArgumentTypeError(
+            f"{text} is not a CPU this process may use ({allowed[0]}..{allowed[-1]}), 'auto' or 'none'"
+        )
     return int(text)
 
 
@@ -88,27 +89,51 @@ def add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=_positive, help="independent runs, all reported (default 2)")
     p.add_argument("--warmup", type=int, help="calls before the timed batch (default 30)")
     p.add_argument("--repeat", type=_positive, help="calls in the timed batch (default 200)")
-    p.add_argument("--batches", type=_positive, default=1,
-                   help="A/B: timed batches per process, the median is kept (default 1: the seed's one batch)")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch intra-op threads in every child, 0 = torch's default (default 1)")
-    p.add_argument("--cpu", type=_cpu_choice, default="auto", metavar="N|auto|none",
-                   help="pin every child to this CPU, so no arm pays for a migration the other did not "
-                        "(default auto: the highest CPU this process may use; none: no pinning)")
-    p.add_argument("--routes", type=_csv, default=list(cases.DEFAULT_ROUTES),
-                   help=f"flagos arms, comma separated (default {','.join(cases.DEFAULT_ROUTES)})")
+    p.add_argument(
+        "--batches",
+        type=_positive,
+        default=1,
+        help="A/B: timed batches per process, the median is kept (default 1: the seed's one batch)",
+    )
+    p.add_argument(
+        "--threads", type=int, default=1, help="torch intra-op threads in every child, 0 = torch's default (default 1)"
+    )
+    p.add_argument(
+        "--cpu",
+        type=_cpu_choice,
+        default="auto",
+        metavar="N|auto|none",
+        help="pin every child to this CPU, so no arm pays for a migration the other did not "
+        "(default auto: the highest CPU this process may use; none: no pinning)",
+    )
+    p.add_argument(
+        "--routes",
+        type=_csv,
+        default=list(cases.DEFAULT_ROUTES),
+        help=f"flagos arms, comma separated (default {','.join(cases.DEFAULT_ROUTES)})",
+    )
     p.add_argument("--cases", type=_csv, help="A/B cases to run, comma separated (default all)")
-    p.add_argument("--control", action="store_true",
-                   help="measure the plain arm twice per run (A/A): the ratio between the two is the noise floor")
-    p.add_argument("--malloc", choices=("steady", "default"), default="steady",
-                   help="steady: the same fixed glibc malloc thresholds in every child (GLIBC_TUNABLES), so no "
-                        "process pays page faults another does not; default: glibc's adaptive behaviour")
+    p.add_argument(
+        "--control",
+        action="store_true",
+        help="measure the plain arm twice per run (A/A): the ratio between the two is the noise floor",
+    )
+    p.add_argument(
+        "--malloc",
+        choices=("steady", "default"),
+        default="steady",
+        help="steady: the same fixed glibc malloc thresholds in every child (GLIBC_TUNABLES), so no "
+        "process pays page faults another does not; default: glibc's adaptive behaviour",
+    )
     p.add_argument("--timeout", type=float, default=600, help="seconds allowed per child process")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m torch_fl.bench", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m torch_fl.bench",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_options(p)
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the A/B's figures to FILE")
     return p
@@ -134,7 +159,6 @@ def option_values(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-
 # ---- child processes -------------------------------------------------------------------------------------
 
 
@@ -149,8 +173,9 @@ def _log(message: str) -> None:
 STEADY_MALLOC = "glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=134217728"
 
 
-def child_env(accelerator: str | None, arm: str | None, overrides: dict[str, str] | None = None,
-              steady_malloc: bool = True) -> dict[str, str]:
+def child_env(
+    accelerator: str | None, arm: str | None, overrides: dict[str, str] | None = None, steady_malloc: bool = True
+) -> dict[str, str]:
     """The parent's environment without FLAGOS_OP_*/FLAGOS_LOG (they would change or slow every arm)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGOS_OP_") and k != "FLAGOS_LOG"}
     env.pop("PYTHONSAFEPATH", None)  # it would keep child.py's own folder, where its sibling is, off sys.path
@@ -164,18 +189,20 @@ def child_env(accelerator: str | None, arm: str | None, overrides: dict[str, str
     return env
 
 
-def run_child(spec: dict[str, Any], env: dict[str, str], timeout: float,
-              command: Sequence[str] = (sys.executable, str(CHILD))) -> dict[str, Any]:
+def run_child(
+    spec: dict[str, Any], env: dict[str, str], timeout: float, command: Sequence[str] = (sys.executable, str(CHILD))
+) -> dict[str, Any]:
     """Run one measurement process (``command`` and the spec as its last argument); its BENCH-RESULT."""
     what = " ".join(str(spec[k]) for k in ("mode", "case", "arm") if k in spec)
     try:
-        proc = subprocess.run([*command, json.dumps(spec)], capture_output=True, text=True, env=env,
-                              timeout=timeout, check=False)
+        proc = subprocess.run(
+            [*command, json.dumps(spec)], capture_output=True, text=True, env=env, timeout=timeout, check=False
+        )
     except subprocess.TimeoutExpired as exc:
         raise BenchError(f"{what}: no result within {timeout:.0f} s") from exc
     for line in proc.stdout.splitlines():
         if line.startswith("BENCH-RESULT "):
-            return json.loads(line[len("BENCH-RESULT "):])
+            return json.loads(line[len("BENCH-RESULT ") :])
     tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-25:])
     raise BenchError(f"{what}: no result (exit {proc.returncode}):\n{tail}")
 
@@ -187,8 +214,10 @@ def confirm_route(what: str, logged: list[list[str]], op: str | None, arm: str) 
     if op is not None and not routes:
         raise BenchError(f"{what}: the dispatch log shows no '{op} -> <route>' line; the route is unconfirmed")
     if routes - {expected}:
-        raise BenchError(f"{what}: arm {arm!r} but the dispatch log shows {sorted(routes)}; "
-                         "the measurement would be of another route")
+        raise BenchError(
+            f"{what}: arm {arm!r} but the dispatch log shows {sorted(routes)}; "
+            "the measurement would be of another route"
+        )
     return expected
 
 
@@ -205,9 +234,17 @@ def device_of(arm: str, accelerator: str) -> str:
 
 
 def measure_case(opts: Options, accelerator: str, case: cases.Case, arm: str, run: int) -> dict[str, Any]:
-    spec = {"mode": "case", "case": case.name, "arm": arm, "device": device_of(arm, accelerator),
-            "warmup": opts.warmup, "repeat": opts.repeat, "batches": opts.batches, "threads": opts.threads,
-            "cpu": opts.cpu}
+    spec = {
+        "mode": "case",
+        "case": case.name,
+        "arm": arm,
+        "device": device_of(arm, accelerator),
+        "warmup": opts.warmup,
+        "repeat": opts.repeat,
+        "batches": opts.batches,
+        "threads": opts.threads,
+        "cpu": opts.cpu,
+    }
     overrides = {} if cases.is_plain(arm) else {cases.override_var(case.op): arm}
     result = run_child(spec, child_env(accelerator, arm, overrides, opts.steady_malloc), opts.timeout)
     what = f"run {run + 1} {case.name} {arm}"
@@ -236,13 +273,15 @@ def measure_ab(opts: Options, accelerator: str, unavailable: dict[str, dict[str,
                     runs.setdefault((case.name, arm), []).append(measure_case(opts, accelerator, case, arm, run))
     summary = []
     for case in opts.cases:
-        entries = {arm: _arm_summary(runs.get((case.name, arm), []), cases.arm_label(arm, accelerator),
-                                     unavailable[arm][case.op]) for arm in arms}
+        entries = {
+            arm: _arm_summary(
+                runs.get((case.name, arm), []), cases.arm_label(arm, accelerator), unavailable[arm][case.op]
+            )
+            for arm in arms
+        }
         stats.add_ratios(entries, cases.PLAIN, "native")
         summary.append({"case": case.name, "op": case.op, "note": case.note, "arms": entries})
     return summary
-
-
 
 
 def report_unavailable(facts: dict[str, Any]) -> None:
@@ -261,8 +300,10 @@ def main(argv: list[str] | None = None) -> int:
         facts = probe(opts)
         report_unavailable(facts)
         env = facts["environment"]
-        _log(f"accelerator {env['vendor']}, device {env['device']}, {opts.runs} run(s), warm-up {opts.warmup}, "
-             f"repeat {opts.repeat}")
+        _log(
+            f"accelerator {env['vendor']}, device {env['device']}, {opts.runs} run(s), warm-up {opts.warmup}, "
+            f"repeat {opts.repeat}"
+        )
         ab = measure_ab(opts, env["vendor"], facts["unavailable"])
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -68,8 +68,10 @@ def ab_table(ab: list[dict[str, Any]]) -> list[str]:
     for c in ab:
         arms = c["arms"]
         plain, native = arms.get("plain", {}), arms.get("native", {})
-        row = (f"{c['case']:32s} {runs_text(plain.get('us'), '.2f'):>18s} {runs_text(native.get('us'), '.2f'):>18s}"
-               f" {runs_text(native.get('vs_plain'), '.2f', 'x'):>16s}")
+        row = (
+            f"{c['case']:32s} {runs_text(plain.get('us'), '.2f'):>18s} {runs_text(native.get('us'), '.2f'):>18s}"
+            f" {runs_text(native.get('vs_plain'), '.2f', 'x'):>16s}"
+        )
         for a in others:
             cell = runs_text(arms[a].get("vs_native"), ".2f", "x") if arms[a]["available"] else "unavailable"
             row += f" {cell:>16s}"

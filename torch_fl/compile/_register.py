@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import _C
+from .. import _core
 from . import _torch_compat
 
 
@@ -17,7 +17,7 @@ def inductor() -> None:
     """Inductor's backend, device op overrides and route pass for flagos, for this process's vendor."""
     from . import codegen, graphs, routes
 
-    gpu = _C.accelerator() in ("cuda", "dcu")
+    gpu = _core.accelerator() in ("cuda", "dcu")
     _torch_compat.supply_fused_attention_backward_meta()
     missing = _torch_compat.problems(gpu)
     if missing:

@@ -8,7 +8,7 @@ GPU vendors: the kernels are Inductor's Triton kernels, launched on the vendor's
 stream (the same stream: csrc/runtime/cuda.cpp). The wrapper is Inductor's own; only the device calls it writes
 (set the device, guard it, synchronize) name ``torch.flagos``.
 
-Both wrappers allocate flagos buffers through ``torch_fl._C._empty_strided``, as Inductor's own wrapper has a
+Both wrappers allocate flagos buffers through ``torch_fl._core.empty_strided``, as Inductor's own wrapper has a
 direct allocation call for cpu and cuda buffers: the generic ``empty_strided(..., device='flagos')`` it writes for
 other devices parses keywords and goes through the dispatcher, tens of times per graph call.
 """
@@ -24,7 +24,7 @@ from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPython
 from torch._inductor.virtualized import V
 
 _HOST_CALL = "from torch_fl.compile.host import call as flagos_host_call"
-_ALLOCATE = "from torch_fl._C import _empty_strided as empty_strided_flagos"
+_ALLOCATE = "from torch_fl._core import empty_strided as empty_strided_flagos"
 
 
 def _import_once(wrapper: Any, line: str) -> None:
@@ -98,11 +98,12 @@ class _HostKernelCalls:
 
 
 class _FlagosAllocations:
-    """Flagos buffers allocated with ``torch_fl._C._empty_strided``; pinned, tracked and other devices' buffers
+    """Flagos buffers allocated with ``torch_fl._core.empty_strided``; pinned, tracked and other devices' buffers
     as Inductor writes them. The signature is taken loosely: torch lines add parameters after ``stride``."""
 
-    def make_allocation(self, name: str, device: Any, dtype: Any, shape: Any, stride: Any, *args: Any,
-                        **kwargs: Any) -> str:
+    def make_allocation(
+        self, name: str, device: Any, dtype: Any, shape: Any, stride: Any, *args: Any, **kwargs: Any
+    ) -> str:
         allocation_shape = args[0] if args else kwargs.get("allocation_shape")
         pinned = args[1] if len(args) > 1 else kwargs.get("is_pinned", False)
         tracked = getattr(getattr(inductor_config, "test_configs", None), "track_memory_lifecycle", False)

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch._dynamo.device_interface import DeviceInterface
 
-from .. import _C
+from .. import _core
 from .. import flagos as _flagos
 
 _HostProperties = namedtuple("_HostProperties", ["multi_processor_count"])
@@ -26,7 +26,7 @@ def _vendor_index(device: Any) -> int:
 
 
 def on_gpu() -> bool:
-    return _C.accelerator() in ("cuda", "dcu")
+    return _core.accelerator() in ("cuda", "dcu")
 
 
 class FlagosInterface(DeviceInterface):
@@ -76,7 +76,7 @@ class FlagosInterface(DeviceInterface):
 
     @staticmethod
     def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
-        _C.exchange_stream(stream_id, device_index)
+        _core.exchange_stream(stream_id, device_index)
 
     @staticmethod
     def exchange_device(device: int) -> int:

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from .. import _C
+from .. import _core
 from .. import flagos as _flagos
 from ._torch_compat import cudagraphs as _compat
 
@@ -73,8 +73,9 @@ class Recording:
         self.copies = [(i, _expanded(inputs[i])) for i in runner.copy_idxs]
         self.buffers = list(inputs)
         for i, expanded in self.copies:
-            self.buffers[i] = torch.empty_strided(inputs[i].size(), inputs[i].stride(), dtype=inputs[i].dtype,
-                                                  device=inputs[i].device)
+            self.buffers[i] = torch.empty_strided(
+                inputs[i].size(), inputs[i].stride(), dtype=inputs[i].dtype, device=inputs[i].device
+            )
             _copy_into(self.buffers[i], inputs[i], expanded)
         self.graph = FlagosGraph()
         # A pool of its own (the module docstring says why not one shared with the function's other recordings).
@@ -84,7 +85,8 @@ class Recording:
         self.outputs = list(outputs) if self.kind else [outputs]
         owned = {t.untyped_storage().data_ptr() for i, t in enumerate(self.buffers) if i in self.static_idxs}
         self.fresh = [  # outputs handed out anew per call: those in the graph's own memory
-            i for i, o in enumerate(self.outputs)
+            i
+            for i, o in enumerate(self.outputs)
             if isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() not in owned
         ]
         self.fresh_tensors = [self.outputs[i] for i in self.fresh]
@@ -100,9 +102,9 @@ class Recording:
             _copy_into(self.buffers[i], inputs[i], expanded)
         inputs.clear()  # the inputs are read (an input may be the previous call's output): those go now
         for t, message in zip(self.handed, self.messages, strict=False):  # none before the first
-            _C.make_unreadable(t, message)
+            _core.make_unreadable(t, message)
         self.graph.replay()
-        self.handed = _C.fresh_aliases(self.fresh_tensors)
+        self.handed = _core.fresh_aliases(self.fresh_tensors)
         out = list(self.outputs)
         for i, t in zip(self.fresh, self.handed, strict=True):
             out[i] = t
@@ -158,8 +160,9 @@ class GraphRunner:
             elif isinstance(x, int):
                 self.int_idxs.append(i)
             else:
-                self._skip(f"skipping cudagraphs due to a {type(x).__name__} input (flagos graphs take tensors "
-                           "and ints)")
+                self._skip(
+                    f"skipping cudagraphs due to a {type(x).__name__} input (flagos graphs take tensors and ints)"
+                )
                 return
         mutated = [i for i in self.mutated if i not in self.static_idxs]
         if mutated:
@@ -183,8 +186,10 @@ class GraphRunner:
         if recording is not _WARMED and not recording.static_inputs_stayed(inputs):
             self.rerecords += 1
             if self.rerecords > _compat.rerecord_limit():
-                self._skip(f"skipping cudagraphs due to static input data pointers changed "
-                           f"({self.rerecords} times: past the re-record limit)")
+                self._skip(
+                    f"skipping cudagraphs due to static input data pointers changed "
+                    f"({self.rerecords} times: past the re-record limit)"
+                )
                 return self.model(inputs)
             recording = _WARMED
         if recording is _WARMED:

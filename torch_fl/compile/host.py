@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from .. import _C
+from .. import _core
 
 
 def _plain(kernel: Any, *args: Any) -> Any:
@@ -23,7 +23,7 @@ def _opened(kernel: Any, *args: Any) -> Any:
     storages = [
         a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor) and a.device.type == "flagos"
     ]
-    access = _C.HostAccess(storages)
+    access = _core.HostAccess(storages)
     try:
         return kernel(*args)
     finally:
@@ -31,7 +31,7 @@ def _opened(kernel: Any, *args: Any) -> Any:
 
 
 def _choose() -> Any:
-    return _opened if _C.host_trap_enabled() else _plain
+    return _opened if _core.host_trap_enabled() else _plain
 
 
 # The trap is switched on once, at start-up (torch_fl._startup), before any wrapper imports this module.

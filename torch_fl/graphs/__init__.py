@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from .. import _C
+from .. import _core
 from ._callables import make_graphed_callables
 from ._capture import CaptureError
 
@@ -29,7 +29,7 @@ _CAPTURE_ERROR_MODES = ("default", "global", "thread_local", "relaxed")
 
 
 def _on_gpu() -> bool:
-    return _C.accelerator() in ("cuda", "dcu")
+    return _core.accelerator() in ("cuda", "dcu")
 
 
 def graph_pool_handle() -> tuple[int, int]:

@@ -101,8 +101,19 @@ def _from_file(x: Any) -> Any:
     return getattr(torch, x.name) if isinstance(x, _Format) else x
 
 
-_PLAIN = (torch.Tensor, int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.layout,
-          torch.memory_format)
+_PLAIN = (
+    torch.Tensor,
+    int,
+    float,
+    bool,
+    complex,
+    str,
+    type(None),
+    torch.dtype,
+    torch.device,
+    torch.layout,
+    torch.memory_format,
+)
 
 
 @dataclass

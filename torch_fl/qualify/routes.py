@@ -16,15 +16,14 @@ def faster(r: dict[str, Any]) -> bool:
     speed = r.get("speed")
     return bool(speed) and speed["ratio"] <= 1.0 and abs(speed["aa"] - 1.0) <= AA_BAND
 
+
 Block = tuple[tuple[str, ...], tuple[str, ...], str]  # (ops, chain, reason)
 
 
 def _failure_reason(r: dict[str, Any]) -> str:
     f = r.get("failure")
     if f:
-        return (
-            f"{r['verdict']} ({f['dtype']}): {f['sample']}: {f['detail']}. Reproduce: {f['repro']}"
-        )
+        return f"{r['verdict']} ({f['dtype']}): {f['sample']}: {f['detail']}. Reproduce: {f['repro']}"
     if r["verdict"] == "pending":
         return "pending: the qualification run ended before it reached this operator (a rerun resumes it)"
     return f"{r['verdict']}: {r.get('detail') or 'no sample of the qualification reached the provider'}"
@@ -50,11 +49,22 @@ def blocks(report: dict[str, Any], tuned: bool = False, pinned: frozenset[str] =
     head: list[Block] = []
     if passing:
         what = "and no slower than native at its real shapes" if tuned else "in every dtype it was given"
-        head.append((tuple(passing), (provider, NATIVE),
-                     f"Qualified ({where}): each passes its samples {what}; native when {provider} is unusable."))
+        head.append(
+            (
+                tuple(passing),
+                (provider, NATIVE),
+                f"Qualified ({where}): each passes its samples {what}; native when {provider} is unusable.",
+            )
+        )
     if slower:
-        head.append((tuple(slower), (NATIVE,), f"Correct, but not measured faster than native ({where}): slower, "
-                     f"or its A/A control was further than {AA_BAND:g} from 1."))
+        head.append(
+            (
+                tuple(slower),
+                (NATIVE,),
+                f"Correct, but not measured faster than native ({where}): slower, "
+                f"or its A/A control was further than {AA_BAND:g} from 1.",
+            )
+        )
     return head + out
 
 

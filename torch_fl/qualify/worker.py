@@ -77,7 +77,7 @@ class _Worker:
         self.torch_fl.flagos.synchronize()
 
     def provider_calls(self, op: str) -> int:
-        rows = self.torch_fl._C.router_counters()
+        rows = self.torch_fl._core.router_counters()
         return sum(calls for name, path, calls, _ in rows if name == op and path == "provider")
 
     # -- one operator ----------------------------------------------------------------------------------------
@@ -110,11 +110,11 @@ class _Worker:
         failures: dict[str, dict] = {}
         bitwise: dict[str, bool] = defaultdict(lambda: True)
         passing: list[int] = []
-        self.torch_fl._C.set_router_counters(True)
+        self.torch_fl._core.set_router_counters(True)
         for i, reference in references:
             sample = samples[i]
             self.emit("sample", op=op, index=i, dtype=sample.dtype, sample=sample.describe()[:400])
-            self.torch_fl._C.reset_router_counters()
+            self.torch_fl._core.reset_router_counters()
             # three times, on fresh inputs each time: for a provider that replays, the first two calls of a key are
             # recorded while the provider runs them and the third runs from the plan in C++, as every later call of
             # a training run does
@@ -150,7 +150,7 @@ class _Worker:
                     "source": sample.source,
                     "detail": outcome.detail[:400],
                 }
-        self.torch_fl._C.set_router_counters(False)
+        self.torch_fl._core.set_router_counters(False)
         self.route(op, provider=False)
         dtypes = {
             d: {

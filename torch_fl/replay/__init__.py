@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from .. import _C
+from .. import _core
 from ._record import launch, record_call
 
 __all__ = ["clear", "configure", "launch", "print_stats", "record_call", "settings", "stats"]
@@ -34,10 +34,10 @@ __all__ = ["clear", "configure", "launch", "print_stats", "record_call", "settin
 
 def configure(*, enabled: bool | None = None, verify: bool | None = None, capacity: int | None = None) -> None:
     """Change the replay settings of this process (None keeps a setting); takes effect on the next call."""
-    cur_enabled, cur_verify, cur_capacity = _C.replay_settings()
+    cur_enabled, cur_verify, cur_capacity = _core.replay_settings()
     if capacity is not None and capacity < 1:
         raise ValueError(f"replay cache capacity must be a positive number of keys, got {capacity}")
-    _C.replay_configure(
+    _core.replay_configure(
         cur_enabled if enabled is None else bool(enabled),
         cur_verify if verify is None else bool(verify),
         cur_capacity if capacity is None else int(capacity),
@@ -45,19 +45,19 @@ def configure(*, enabled: bool | None = None, verify: bool | None = None, capaci
 
 
 def settings() -> dict[str, object]:
-    enabled, verify, capacity = _C.replay_settings()
+    enabled, verify, capacity = _core.replay_settings()
     return {"enabled": enabled, "verify": verify, "capacity": capacity}
 
 
 def clear() -> None:
     """Drop every key, plan and statistic (the next calls record again)."""
-    _C.replay_clear()
+    _core.replay_clear()
 
 
 def stats() -> list[dict[str, object]]:
     """Per operator: hits (replayed calls), recordings, refused_calls, unkeyed_calls, verified, evictions, the
     keys now in the cache (ready_keys, refused_keys, pending_keys) and the reasons keys were refused."""
-    return list(_C.replay_stats())
+    return list(_core.replay_stats())
 
 
 def format_stats(rows: Sequence[dict[str, object]] | None = None) -> str:

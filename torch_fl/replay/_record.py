@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .. import _C
+from .. import _core
 
 _local = threading.local()
 
@@ -36,7 +36,7 @@ _FILLED = {
     "new_full": lambda a, k: a[2] if len(a) > 2 else k["fill_value"],
 }
 
-# Parameter kinds of the wire format (csrc/python/replay.cpp).
+# Parameter kinds of the wire format (csrc/ops/replay.cpp reads it; torch_fl/_core.py flattens it).
 _ARG, _ALLOC, _BYTES = 0, 1, 2
 _STEP_ALLOC, _STEP_FILL, _STEP_LAUNCH = 0, 1, 2
 
@@ -236,7 +236,7 @@ class Recording:
 
 
 def _vendor_type() -> str:
-    return "cpu" if _C.accelerator() == "cpu" else "cuda"
+    return "cpu" if _core.accelerator() == "cpu" else "cuda"
 
 
 class _Watch(TorchDispatchMode):
@@ -299,4 +299,4 @@ def launch(
     if rec is not None:
         rec.launch(function, grid, block, shared_bytes, params)
     values = [v for _, v in params]
-    _C.launch_module(function, tuple(grid), tuple(block), shared_bytes, values, -1 if device is None else device)
+    _core.launch_module(function, tuple(grid), tuple(block), shared_bytes, values, -1 if device is None else device)

@@ -42,8 +42,13 @@ def command(module: str, flagos: bool, args: list[str]) -> tuple[list[str], dict
     return [sys.executable, "-m", f"harness.{module}", *args], env
 
 
-def timed_sets(commands: Mapping[str, tuple[list[str], dict[str, str]]], sets: int, turns: tuple[int, int],
-               timeout: float, say: Callable[[str], None]) -> tuple[list[dict[str, float]], dict]:
+def timed_sets(
+    commands: Mapping[str, tuple[list[str], dict[str, str]]],
+    sets: int,
+    turns: tuple[int, int],
+    timeout: float,
+    say: Callable[[str], None],
+) -> tuple[list[dict[str, float]], dict]:
     """``sets`` lockstep sets of one process per arm (``commands``), ``turns`` = (rounds, steps per turn): the
     median ms of each arm per round, every round of every set, and the arms' READY info of the last set.
     Raises LockstepError naming a failed arm."""
@@ -56,8 +61,10 @@ def timed_sets(commands: Mapping[str, tuple[list[str], dict[str, str]]], sets: i
             rounds = group.rounds(*turns)
         med = [{arm: statistics.median(t) for arm, t in r.items()} for r in rounds]
         rounds_ms += med
-        say(f"  set {number + 1} ({time.perf_counter() - start:.0f} s): "
-            + ", ".join(f"{arm} {statistics.median(m[arm] for m in med):.2f} ms" for arm in commands))
+        say(
+            f"  set {number + 1} ({time.perf_counter() - start:.0f} s): "
+            + ", ".join(f"{arm} {statistics.median(m[arm] for m in med):.2f} ms" for arm in commands)
+        )
     return rounds_ms, info
 
 

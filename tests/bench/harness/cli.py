@@ -34,8 +34,10 @@ def _step_sizes(text: str) -> list[int]:
     except ValueError:
         sizes = []
     if not sizes or any(d < 4 or d % workloads.STEP_HEADS for d in sizes):
-        raise argparse.ArgumentTypeError(f"{text!r}: d_model values must be multiples of {workloads.STEP_HEADS} "
-                                         "(the heads), comma separated, or 'none'")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: d_model values must be multiples of {workloads.STEP_HEADS} "
+            "(the heads), comma separated, or 'none'"
+        )
     return sizes
 
 
@@ -43,48 +45,94 @@ def _paired_arms(text: str) -> list[str]:
     arms = list(dict.fromkeys(node._csv(text)))
     unknown = [a for a in arms if a not in workloads.PAIRED_ARMS]
     if not arms or unknown:
-        raise argparse.ArgumentTypeError(f"{text!r}: paired arms are comma separated names among "
-                                         f"{', '.join(workloads.PAIRED_ARMS)}")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: paired arms are comma separated names among {', '.join(workloads.PAIRED_ARMS)}"
+        )
     return arms
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m harness", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m harness",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     node.add_options(p)
     p.add_argument("--out", type=Path, help="report directory (default reports/<accelerator>/bench)")
-    p.add_argument("--paired", type=int, default=0, metavar="PAIRS",
-                   help="also time plain and flagos native in one process per (case, run), PAIRS alternating "
-                        "batches each: differences smaller than the noise between processes (default 0: off)")
-    p.add_argument("--paired-arms", type=_paired_arms, default=list(workloads.DEFAULT_PAIRED_ARMS),
-                   metavar="A[,A...]", help="the flagos arms of --paired, timed beside plain in the same process: "
-                   f"{', '.join(workloads.PAIRED_ARMS)} (flaggems: the replay off; default native)")
+    p.add_argument(
+        "--paired",
+        type=int,
+        default=0,
+        metavar="PAIRS",
+        help="also time plain and flagos native in one process per (case, run), PAIRS alternating "
+        "batches each: differences smaller than the noise between processes (default 0: off)",
+    )
+    p.add_argument(
+        "--paired-arms",
+        type=_paired_arms,
+        default=list(workloads.DEFAULT_PAIRED_ARMS),
+        metavar="A[,A...]",
+        help="the flagos arms of --paired, timed beside plain in the same process: "
+        f"{', '.join(workloads.PAIRED_ARMS)} (flaggems: the replay off; default native)",
+    )
     p.add_argument("--no-overhead", action="store_true", help="skip the dispatch-overhead part")
-    p.add_argument("--step", type=_step_sizes, metavar="D[,D...]|none",
-                   help="training-step part: the d_model values to time (default 256; --short 64; none: skip)")
-    p.add_argument("--step-procs", type=node._positive,
-                   help="process sets (one process per arm, timed in turns) per d_model (default 5; --short 2)")
-    p.add_argument("--step-steps", type=node._positive,
-                   help=f"timed steps per arm and set, in turns of {measure.STEP_TURN} (default 200; --short 3)")
-    p.add_argument("--step-timeout", type=float, metavar="S",
-                   help="seconds allowed per lockstep set of the step part, start-up included (default --timeout)")
-    p.add_argument("--step-profile", action="store_true",
-                   help="also profile each --step d_model's plain and all-native arms in its first lockstep set "
-                        "(torch's profiler): calls and self host µs per op and step, side by side")
-    p.add_argument("--llm", type=int, default=0, metavar="SETS",
-                   help="also the compiled decoder LLM training step (harness/llm.py: an HF Llama of 155M "
-                        "parameters, seq 1024, bf16; on the emulation and under --short a 1-layer one, traced "
-                        "only) in SETS lockstep sets of compiled flagos, compiled plain and plain again: time and "
-                        "peak memory (default 0: off)")
-    p.add_argument("--decode", type=int, default=0, metavar="SETS",
-                   help="also greedy decoding of a small HF Llama with a StaticCache (harness/decode.py), plain and "
-                        "flagos eager, compiled and reduce-overhead with an A/A, in SETS lockstep sets: tokens/s "
-                        "and identical tokens (on the emulation and under --short a 1-layer dry run; default 0: off)")
+    p.add_argument(
+        "--step",
+        type=_step_sizes,
+        metavar="D[,D...]|none",
+        help="training-step part: the d_model values to time (default 256; --short 64; none: skip)",
+    )
+    p.add_argument(
+        "--step-procs",
+        type=node._positive,
+        help="process sets (one process per arm, timed in turns) per d_model (default 5; --short 2)",
+    )
+    p.add_argument(
+        "--step-steps",
+        type=node._positive,
+        help=f"timed steps per arm and set, in turns of {measure.STEP_TURN} (default 200; --short 3)",
+    )
+    p.add_argument(
+        "--step-timeout",
+        type=float,
+        metavar="S",
+        help="seconds allowed per lockstep set of the step part, start-up included (default --timeout)",
+    )
+    p.add_argument(
+        "--step-profile",
+        action="store_true",
+        help="also profile each --step d_model's plain and all-native arms in its first lockstep set "
+        "(torch's profiler): calls and self host µs per op and step, side by side",
+    )
+    p.add_argument(
+        "--llm",
+        type=int,
+        default=0,
+        metavar="SETS",
+        help="also the compiled decoder LLM training step (harness/llm.py: an HF Llama of 155M "
+        "parameters, seq 1024, bf16; on the emulation and under --short a 1-layer one, traced "
+        "only) in SETS lockstep sets of compiled flagos, compiled plain and plain again: time and "
+        "peak memory (default 0: off)",
+    )
+    p.add_argument(
+        "--decode",
+        type=int,
+        default=0,
+        metavar="SETS",
+        help="also greedy decoding of a small HF Llama with a StaticCache (harness/decode.py), plain and "
+        "flagos eager, compiled and reduce-overhead with an A/A, in SETS lockstep sets: tokens/s "
+        "and identical tokens (on the emulation and under --short a 1-layer dry run; default 0: off)",
+    )
     p.add_argument("--compare", type=Path, metavar="OLD.json", help="print the change per case against OLD.json")
-    p.add_argument("--max-ratio", type=float, metavar="R",
-                   help="exit 3 when a case's mean flagos native / plain ratio exceeds R")
-    p.add_argument("--render", type=Path, metavar="BENCH.json",
-                   help="measure nothing: rewrite the reports from an existing bench.json")
+    p.add_argument(
+        "--max-ratio", type=float, metavar="R", help="exit 3 when a case's mean flagos native / plain ratio exceeds R"
+    )
+    p.add_argument(
+        "--render",
+        type=Path,
+        metavar="BENCH.json",
+        help="measure nothing: rewrite the reports from an existing bench.json",
+    )
     return p
 
 
@@ -134,8 +182,9 @@ def main(argv: list[str] | None = None) -> int:
         return opts.out or Path("reports") / result["environment"]["vendor"] / "bench"
 
     try:
-        result = (load_saved(args.render) if args.render
-                  else measure.measure(opts, lambda r: write_reports(r, out_for(r))))
+        result = (
+            load_saved(args.render) if args.render else measure.measure(opts, lambda r: write_reports(r, out_for(r)))
+        )
     except node.BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

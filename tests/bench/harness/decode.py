@@ -53,9 +53,14 @@ def _model(size: dict, device: str):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
-        vocab_size=size["vocab"], hidden_size=size["hidden"], intermediate_size=size["mlp"],
-        num_hidden_layers=size["layers"], num_attention_heads=size["heads"], num_key_value_heads=size["kv_heads"],
-        max_position_embeddings=PROMPT + TOKENS, tie_word_embeddings=False,
+        vocab_size=size["vocab"],
+        hidden_size=size["hidden"],
+        intermediate_size=size["mlp"],
+        num_hidden_layers=size["layers"],
+        num_attention_heads=size["heads"],
+        num_key_value_heads=size["kv_heads"],
+        max_position_embeddings=PROMPT + TOKENS,
+        tie_word_embeddings=False,
     )
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
@@ -108,9 +113,12 @@ def _graphs(runners: list) -> dict:
     from torch_fl.compile import graph_runner
 
     recorded = [r for r in runners if any(isinstance(v, graph_runner.Recording) for v in r.recordings.values())]
-    return {"runners": len(runners), "replaying": len(recorded),
-            "recordings": sum(len(r.recordings) for r in recorded),
-            "skipped": sorted({r.skipped for r in runners if r.skipped})}
+    return {
+        "runners": len(runners),
+        "replaying": len(recorded),
+        "recordings": sum(len(r.recordings) for r in recorded),
+        "skipped": sorted({r.skipped for r in runners if r.skipped}),
+    }
 
 
 def _rewind(cache) -> None:
@@ -146,8 +154,9 @@ def run(arm: str, mode: str, device: str, tiny: bool, serve_cpu: int | None) -> 
     positions = [torch.tensor([PROMPT + i], device=device) for i in range(TOKENS)]
     sync = {"flagos": lambda: torch.flagos.synchronize(), "cuda": torch.cuda.synchronize}.get(device, lambda: None)
     with torch.inference_mode():
-        logits = model(input_ids=prompt, past_key_values=cache, use_cache=True,
-                       cache_position=torch.arange(PROMPT, device=device)).logits
+        logits = model(
+            input_ids=prompt, past_key_values=cache, use_cache=True, cache_position=torch.arange(PROMPT, device=device)
+        ).logits
         first = logits[:, -1:].argmax(-1)
     if mode == "reduce-overhead":
         import torch._inductor.config as inductor_config
@@ -180,8 +189,9 @@ def run(arm: str, mode: str, device: str, tiny: bool, serve_cpu: int | None) -> 
     if runners is not None:
         info["graphs"] = _graphs(runners)
     if arm == "flagos" and mode == "compiled" and info["flagos_runtime"] == "cpu":
-        info["refusal"] = _refusal(model, {"input_ids": first, "cache_position": positions[0],
-                                           "past_key_values": cache, "use_cache": True})
+        info["refusal"] = _refusal(
+            model, {"input_ids": first, "cache_position": positions[0], "past_key_values": cache, "use_cache": True}
+        )
     if serve_cpu is not None:
         lockstep.pin_all_threads(serve_cpu)
     lockstep.serve(step, sync, info)
@@ -190,9 +200,13 @@ def run(arm: str, mode: str, device: str, tiny: bool, serve_cpu: int | None) -> 
 def _arms(plain: str, tiny: bool) -> dict[str, tuple[str, str]]:
     """name -> (process kind, mode)."""
     if tiny:
-        return {f"{plain}-eager": ("plain", "eager"), f"{plain}-compiled": ("plain", "compiled"),
-                f"{plain}-eager-again": ("plain", "eager"), "flagos-eager": ("flagos", "eager"),
-                "flagos-compiled": ("flagos", "compiled")}
+        return {
+            f"{plain}-eager": ("plain", "eager"),
+            f"{plain}-compiled": ("plain", "compiled"),
+            f"{plain}-eager-again": ("plain", "eager"),
+            "flagos-eager": ("flagos", "eager"),
+            "flagos-compiled": ("flagos", "compiled"),
+        }
     named = {f"{plain}-{m}": ("plain", m) for m in MODES}
     named[f"{plain}-reduce-overhead-again"] = ("plain", "reduce-overhead")
     named.update({f"flagos-{m}": ("flagos", m) for m in MODES})
@@ -207,9 +221,11 @@ def case(sets: int, tiny: bool = False) -> dict:
     result: dict = {"size": size, "sets": sets, "judged": not tiny, "lines": [], "failures": []}
     say = arms.sayer(result)
 
-    say(f"decode check: HF Llama {size['layers']} layers, hidden {size['hidden']}, {size['heads']} heads / "
+    say(
+        f"decode check: HF Llama {size['layers']} layers, hidden {size['hidden']}, {size['heads']} heads / "
         f"{size['kv_heads']} kv heads, vocab {size['vocab']}, bf16, StaticCache, batch 1, prompt {PROMPT}, "
-        f"{TOKENS} greedy tokens per step; flagos on {runtime} against plain {plain}")
+        f"{TOKENS} greedy tokens per step; flagos on {runtime} against plain {plain}"
+    )
     named = _arms(plain, tiny)
     cpu = max(os.sched_getaffinity(0)) if plain == "cpu" else None
     commands = {}
@@ -227,13 +243,17 @@ def case(sets: int, tiny: bool = False) -> dict:
     for name in named:
         per_s = [TOKENS * 1e3 / r[name] for r in rounds]
         result["arms"][name] = {"tokens_per_s": statistics.median(per_s), "first_step_s": info[name]["first_step_s"]}
-        say(f"  {name:28s} {statistics.median(per_s):9.1f} tokens/s (first step, compile included: "
-            f"{info[name]['first_step_s']} s; cudagraph skips {info[name]['cudagraph_skips']})")
+        say(
+            f"  {name:28s} {statistics.median(per_s):9.1f} tokens/s (first step, compile included: "
+            f"{info[name]['first_step_s']} s; cudagraph skips {info[name]['cudagraph_skips']})"
+        )
         if "graphs" in info[name]:
             graphs = info[name]["graphs"]
             skipped = "; skipped: " + " | ".join(graphs["skipped"]) if graphs["skipped"] else ""
-            say(f"    flagos graphs: {graphs['runners']} runners, {graphs['replaying']} replaying "
-                f"({graphs['recordings']} recordings){skipped}")
+            say(
+                f"    flagos graphs: {graphs['runners']} runners, {graphs['replaying']} replaying "
+                f"({graphs['recordings']} recordings){skipped}"
+            )
             if not tiny and not graphs["replaying"]:
                 result["failures"].append(f"{name} replayed no graph")
     base = f"{plain}-eager" if tiny else f"{plain}-reduce-overhead"
@@ -241,7 +261,7 @@ def case(sets: int, tiny: bool = False) -> dict:
     aa = statistics.median(r[base] / r[again] for r in rounds)
     say(f"  A/A {again} / {base} tokens/s = {aa:.3f}")
     ratios = {}
-    for mode in (MODES if not tiny else ("eager", "compiled")):
+    for mode in MODES if not tiny else ("eager", "compiled"):
         ratios[mode] = statistics.median(r[f"{plain}-{mode}"] / r[f"flagos-{mode}"] for r in rounds)
         say(f"  flagos / {plain} tokens/s, {mode}: {ratios[mode]:.3f}")
     result.update(ratios=ratios, aa_ratio=aa)
@@ -278,6 +298,7 @@ def main() -> int:
         run(args.arm, args.mode, args.device, args.tiny, args.serve_cpu)
         return 0
     return int(bool(case(args.sets, args.tiny)["failures"]))
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -116,6 +116,7 @@ def run(arm: str, device: str, tiny: bool, serve_cpu: int | None) -> None:
     info: dict = {"arm": arm, "torch": torch.__version__}
     if arm == "flagos":
         import torch_fl
+
         device = "flagos"
         info["flagos_runtime"] = torch_fl.accelerator()
         try:  # now, not on Inductor's import: the traced-only dry run never imports Inductor, and AOTAutograd needs
@@ -126,9 +127,14 @@ def run(arm: str, device: str, tiny: bool, serve_cpu: int | None) -> None:
         raise SystemExit("the plain arm asks for cuda, but torch.cuda.is_available() is False here")
     size = TINY if tiny else FULL
     config = LlamaConfig(
-        vocab_size=size["vocab"], hidden_size=size["hidden"], intermediate_size=size["mlp"],
-        num_hidden_layers=size["layers"], num_attention_heads=size["heads"], num_key_value_heads=size["kv_heads"],
-        max_position_embeddings=size["seq"], tie_word_embeddings=False,
+        vocab_size=size["vocab"],
+        hidden_size=size["hidden"],
+        intermediate_size=size["mlp"],
+        num_hidden_layers=size["layers"],
+        num_attention_heads=size["heads"],
+        num_key_value_heads=size["kv_heads"],
+        max_position_embeddings=size["seq"],
+        tie_word_embeddings=False,
     )
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
@@ -225,9 +231,11 @@ def case(sets: int, tiny: bool = False) -> dict:
     result: dict = {"size": size, "sets": sets, "judged": not tiny, "lines": []}
     say = arms.sayer(result)
 
-    say(f"llm compile check: HF Llama {size['layers']} layers, hidden {size['hidden']}, {size['heads']} heads / "
+    say(
+        f"llm compile check: HF Llama {size['layers']} layers, hidden {size['hidden']}, {size['heads']} heads / "
         f"{size['kv_heads']} kv heads, vocab {size['vocab']}, seq {size['seq']}, batch {size['batch']}, bf16 "
-        f"autocast, fused AdamW, torch.compile default; flagos on {runtime} against plain {plain}")
+        f"autocast, fused AdamW, torch.compile default; flagos on {runtime} against plain {plain}"
+    )
     names = ("flagos", plain, plain + "-again")
     cpu = max(os.sched_getaffinity(0)) if plain == "cpu" else None
     ms: dict[str, list[float]] = {a: [] for a in names}
@@ -250,37 +258,51 @@ def case(sets: int, tiny: bool = False) -> dict:
             ms[a] += [m[a] for m in med]
         ratios["flagos"] += [m["flagos"] / m[plain] for m in med]
         ratios["again"] += [m[plain + "-again"] / m[plain] for m in med]
-        say(f"  set {number + 1} ({time.perf_counter() - start:.0f} s): "
-            + ", ".join(f"{a} {statistics.median(m[a] for m in med):.2f} ms" for a in names))
+        say(
+            f"  set {number + 1} ({time.perf_counter() - start:.0f} s): "
+            + ", ".join(f"{a} {statistics.median(m[a] for m in med):.2f} ms" for a in names)
+        )
     say(f"  model: {info['flagos']['params_m']}M parameters; torch {info['flagos']['torch']}")
     result["arms"] = {}
     for a in names:
         q = statistics.quantiles(ms[a], n=4) if len(ms[a]) > 1 else [ms[a][0]] * 3
         peak = info[a].get("peak_gib")
         result["arms"][a] = {"ms_median": q[1], "ms_quartiles": [q[0], q[2]], "peak_gib": peak}
-        say(f"  {a:12s} ms/step median {q[1]:.2f} (quartiles {q[0]:.2f} to {q[2]:.2f})"
-            + (f", peak memory {peak:.2f} GiB" if peak is not None else ""))
+        say(
+            f"  {a:12s} ms/step median {q[1]:.2f} (quartiles {q[0]:.2f} to {q[2]:.2f})"
+            + (f", peak memory {peak:.2f} GiB" if peak is not None else "")
+        )
     ratio, aa = statistics.median(ratios["flagos"]), statistics.median(ratios["again"])
-    say(f"  time: compiled flagos / compiled {plain} = {ratio:.3f} per round (bar {TIME_BAR:.2f}); "
-        f"A/A {plain}-again / {plain} = {aa:.3f}")
+    say(
+        f"  time: compiled flagos / compiled {plain} = {ratio:.3f} per round (bar {TIME_BAR:.2f}); "
+        f"A/A {plain}-again / {plain} = {aa:.3f}"
+    )
     peaks = [info[a].get("peak_gib") for a in ("flagos", plain)]
     memory = peaks[0] / peaks[1] if None not in peaks else None
     result.update(time_ratio=ratio, aa_ratio=aa, memory_ratio=memory)
-    say(f"  memory: peak flagos / {plain} = " + (f"{memory:.3f} (bar {MEMORY_BAR:.2f})" if memory else
-                                                  "not measured (the host keeps no peak statistics)"))
+    say(
+        f"  memory: peak flagos / {plain} = "
+        + (f"{memory:.3f} (bar {MEMORY_BAR:.2f})" if memory else "not measured (the host keeps no peak statistics)")
+    )
     if info["flagos"].get("registration_failed"):
         say(f"  flagos compile registration failed: {info['flagos']['registration_failed']}")
     result["inductor_features"] = info["flagos"].get("inductor_features", [])
-    say("  Inductor features of the flagos graph (those torch gates on the name cuda): "
-        + (", ".join(result["inductor_features"]) or f"none (the {runtime} runtime compiles C++ kernels)"))
+    say(
+        "  Inductor features of the flagos graph (those torch gates on the name cuda): "
+        + (", ".join(result["inductor_features"]) or f"none (the {runtime} runtime compiles C++ kernels)")
+    )
     for a in ("flagos", plain):
         seen = info[a]["eager_attention"]
-        say(f"  eager attention on {a}: ops {', '.join(seen['ops']) or 'none'}"
-            + (f"; kernels {', '.join(seen['kernels'])}" if seen["kernels"] else ""))
+        say(
+            f"  eager attention on {a}: ops {', '.join(seen['ops']) or 'none'}"
+            + (f"; kernels {', '.join(seen['kernels'])}" if seen["kernels"] else "")
+        )
     for a in ("flagos", plain):
         calls = info[a]["compiled_attention"]
-        say(f"  compiled graph on {a}: fused attention calls "
-            + (", ".join(f"{op} x{n}" for op, n in calls.items()) or "none (attention was decomposed)"))
+        say(
+            f"  compiled graph on {a}: fused attention calls "
+            + (", ".join(f"{op} x{n}" for op, n in calls.items()) or "none (attention was decomposed)")
+        )
     same, what = _takes_fused_where_plain_does(info["flagos"]["eager_attention"], info[plain]["eager_attention"])
     say(f"  eager attention: flagos takes the plain device's fused kernel: {'yes' if same else 'NO'} ({what})")
     failures = []
@@ -313,6 +335,7 @@ def main() -> int:
         run(args.arm, args.device, args.tiny, args.serve_cpu)
         return 0
     return check(args.sets, args.tiny)
+
 
 if __name__ == "__main__":
     sys.exit(main())

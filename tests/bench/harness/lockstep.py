@@ -53,9 +53,14 @@ def pin_all_threads(cpu: int | None) -> None:
             pass
 
 
-def serve(step: Callable[[], Any], sync: Callable[[], None], info: Mapping[str, Any],
-          inp: IO[str] | None = None, out: IO[str] | None = None,
-          requests: Mapping[str, Callable[[int], Any]] | None = None) -> None:
+def serve(
+    step: Callable[[], Any],
+    sync: Callable[[], None],
+    info: Mapping[str, Any],
+    inp: IO[str] | None = None,
+    out: IO[str] | None = None,
+    requests: Mapping[str, Callable[[int], Any]] | None = None,
+) -> None:
     """Answer the parent's ``run <n>`` requests with the ms of ``n`` steps, each synchronized, and its other
     ``requests`` (name -> function of n, whose json-able result is the reply), until ``quit``."""
     inp = inp or sys.stdin
@@ -92,8 +97,9 @@ class _Arm:
     def __init__(self, name: str, argv: list[str], env: Mapping[str, str]) -> None:
         self.name = name
         self.stderr = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-                                     env=dict(env), text=False)
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=dict(env), text=False
+        )
         self.pending = b""
 
     def send(self, line: str) -> None:
@@ -113,7 +119,7 @@ class _Arm:
                 line, self.pending = self.pending.split(b"\n", 1)
                 text = line.decode(errors="replace")
                 if text.startswith(mark):
-                    return json.loads(text[len(mark):])
+                    return json.loads(text[len(mark) :])
             left = deadline - time.monotonic()
             if left <= 0:
                 raise LockstepError(f"{self.name}: no answer in the time allowed")

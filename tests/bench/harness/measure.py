@@ -46,8 +46,9 @@ class Options(node.Options):
     decode: int = 0
 
 
-def worker_env(accelerator: str | None, arm: str | None, overrides: dict[str, str] | None = None,
-               steady_malloc: bool = True) -> dict[str, str]:
+def worker_env(
+    accelerator: str | None, arm: str | None, overrides: dict[str, str] | None = None, steady_malloc: bool = True
+) -> dict[str, str]:
     """node.child_env, with the harness's parent folder on PYTHONPATH for ``-m harness.worker``."""
     env = node.child_env(accelerator, arm, overrides, steady_malloc)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(HERE.parent), env.get("PYTHONPATH"))))
@@ -117,8 +118,10 @@ def _paired_log(what: str, result: dict[str, Any], pairs: int) -> None:
         if "reason" in got:
             _log(f"{what}: flagos {arm} unavailable: {got['reason']}")
         else:
-            _log(f"{what}: median flagos {arm} / plain {report.median(got['ratios']):.3f}x over {pairs} pairs "
-                 f"(route {got['route']} confirmed)")
+            _log(
+                f"{what}: median flagos {arm} / plain {report.median(got['ratios']):.3f}x over {pairs} pairs "
+                f"(route {got['route']} confirmed)"
+            )
 
 
 def _check_availability(case: str, runs: list[dict[str, Any]]) -> None:
@@ -134,10 +137,19 @@ def measure_paired(opts: Options, accelerator: str) -> dict[str, Any]:
     per_case: dict[str, list[dict[str, Any]]] = {case.name: [] for case in opts.cases}
     for run in range(opts.runs):
         for case in opts.cases:
-            spec = {"mode": "paired", "case": case.name, "arm": "native", "arms": list(opts.paired_arms),
-                    "device": cases.FLAGOS_DEVICE, "plain_device": cases.PLAIN_DEVICE[accelerator],
-                    "warmup": opts.warmup, "repeat": opts.repeat, "pairs": opts.paired, "threads": opts.threads,
-                    "cpu": opts.cpu}
+            spec = {
+                "mode": "paired",
+                "case": case.name,
+                "arm": "native",
+                "arms": list(opts.paired_arms),
+                "device": cases.FLAGOS_DEVICE,
+                "plain_device": cases.PLAIN_DEVICE[accelerator],
+                "warmup": opts.warmup,
+                "repeat": opts.repeat,
+                "pairs": opts.paired,
+                "threads": opts.threads,
+                "cpu": opts.cpu,
+            }
             # The process starts on native, a route every accelerator loads; the child switches arms itself.
             env = worker_env(accelerator, "native", {cases.override_var(case.op): "native"}, opts.steady_malloc)
             result = run_worker(spec, env, opts.timeout)
@@ -148,9 +160,11 @@ def measure_paired(opts: Options, accelerator: str) -> dict[str, Any]:
     labels = {arm: cases.arm_label(arm, accelerator) for arm in opts.paired_arms}
     for case in opts.cases:
         _check_availability(case.name, per_case[case.name])
-    return {"method": PAIRED_METHOD.format(pairs=opts.paired, arms=", ".join(opts.paired_arms)),
-            "arms": list(opts.paired_arms),
-            "cases": [report.paired_entry(case.name, per_case[case.name], labels) for case in opts.cases]}
+    return {
+        "method": PAIRED_METHOD.format(pairs=opts.paired, arms=", ".join(opts.paired_arms)),
+        "arms": list(opts.paired_arms),
+        "cases": [report.paired_entry(case.name, per_case[case.name], labels) for case in opts.cases],
+    }
 
 
 def _all_native_conf(tmp: str) -> Path:
@@ -165,9 +179,16 @@ def measure_overhead(opts: Options, accelerator: str) -> dict[str, Any]:
         conf = {"FLAGOS_BACKEND_CONFIG": str(_all_native_conf(tmp))}
         env = worker_env(accelerator, "native", conf, opts.steady_malloc)
         for run in range(opts.runs):
-            spec = {"mode": "overhead", "arm": "native", "device": cases.FLAGOS_DEVICE,
-                    "plain_device": cases.PLAIN_DEVICE[accelerator], "warmup": opts.warmup, "repeat": opts.repeat,
-                    "threads": opts.threads, "cpu": opts.cpu}
+            spec = {
+                "mode": "overhead",
+                "arm": "native",
+                "device": cases.FLAGOS_DEVICE,
+                "plain_device": cases.PLAIN_DEVICE[accelerator],
+                "warmup": opts.warmup,
+                "repeat": opts.repeat,
+                "threads": opts.threads,
+                "cpu": opts.cpu,
+            }
             per_run.append(run_worker(spec, env, opts.timeout)["ops"])
             _log(f"run {run + 1} overhead: done")
     ops = []
@@ -180,16 +201,22 @@ def measure_overhead(opts: Options, accelerator: str) -> dict[str, Any]:
     return {"method": OVERHEAD_METHOD, "ops": ops}
 
 
-def measure_step(opts: Options, accelerator: str, done: Callable[[dict[str, Any]], None],
-                 profiles: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+def measure_step(
+    opts: Options,
+    accelerator: str,
+    done: Callable[[dict[str, Any]], None],
+    profiles: dict[int, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The step part in lockstep sets (lockstep.py); ``done`` gets the part after every d_model (a partial
     report's). With ``profiles``, the first set of each d_model also profiles its plain and all-native arms."""
     arms = (*workloads.STEP_ARMS, cases.CONTROL)
     turn = min(STEP_TURN, opts.step_steps)
     rounds = -(-opts.step_steps // turn)
     method = STEP_METHOD.format(plain=cases.PLAIN_DEVICE[accelerator], warmup=3, turn=turn, rounds=rounds)
-    labels = {arm: cases.arm_label(arm, accelerator) if arm != workloads.STEP_SHIPPED else "flagos shipped conf"
-              for arm in arms}
+    labels = {
+        arm: cases.arm_label(arm, accelerator) if arm != workloads.STEP_SHIPPED else "flagos shipped conf"
+        for arm in arms
+    }
     sizes: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="torch_fl_bench_") as tmp:
         conf = _all_native_conf(tmp)
@@ -198,12 +225,21 @@ def measure_step(opts: Options, accelerator: str, done: Callable[[dict[str, Any]
             for number in range(opts.step_procs):
                 children = {}
                 for arm in arms:
-                    spec = {"mode": "step_lockstep", "arm": arm, "device": node.device_of(arm, accelerator),
-                            "d_model": d_model,
-                            "warmup": 3, "threads": opts.threads, "cpu": None, "time_cpu": opts.cpu}
+                    spec = {
+                        "mode": "step_lockstep",
+                        "arm": arm,
+                        "device": node.device_of(arm, accelerator),
+                        "d_model": d_model,
+                        "warmup": 3,
+                        "threads": opts.threads,
+                        "cpu": None,
+                        "time_cpu": opts.cpu,
+                    }
                     overrides = {"FLAGOS_BACKEND_CONFIG": str(conf)} if arm == "native" else {}
-                    children[arm] = ([*WORKER, json.dumps(spec)],
-                                     worker_env(accelerator, arm, overrides, opts.steady_malloc))
+                    children[arm] = (
+                        [*WORKER, json.dumps(spec)],
+                        worker_env(accelerator, arm, overrides, opts.steady_malloc),
+                    )
                 what = f"step d_model {d_model} set {number + 1}"
                 try:
                     with lockstep.Group(children, opts.step_timeout) as group:
@@ -211,14 +247,18 @@ def measure_step(opts: Options, accelerator: str, done: Callable[[dict[str, Any]
                         first = number % len(arms)  # each set starts its rotation one arm later
                         measured = group.rounds(rounds, turn, order=arms[first:] + arms[:first])
                         if profiles is not None and number == 0:
-                            profiles[d_model] = {arm: group.ask(arm, "profile", workloads.STEP_PROFILE_STEPS)["ops"]
-                                                 for arm in (cases.PLAIN, "native")}
+                            profiles[d_model] = {
+                                arm: group.ask(arm, "profile", workloads.STEP_PROFILE_STEPS)["ops"]
+                                for arm in (cases.PLAIN, "native")
+                            }
                 except lockstep.LockstepError as exc:
                     raise BenchError(f"{what}: {exc} (no result within {opts.step_timeout:g} s for the set)") from exc
                 sets.append({"info": group.info, "rounds": measured})
                 entry = report.step_set_summary(measured)
-                _log(f"{what}: " + ", ".join(f"{arm} {entry[arm]['ms']:.2f} ms ({entry[arm]['vs_plain']:.3f}x)"
-                                              for arm in arms))
+                _log(
+                    f"{what}: "
+                    + ", ".join(f"{arm} {entry[arm]['ms']:.2f} ms ({entry[arm]['vs_plain']:.3f}x)" for arm in arms)
+                )
             sizes.append(report.step_entry(d_model, labels, sets))
             done({"method": method, "sizes": list(sizes)})
     return {"method": method, "sizes": sizes}
@@ -239,8 +279,10 @@ def step_profile_part(accelerator: str, profiles: dict[int, dict[str, Any]]) -> 
     sizes = []
     for d_model, ops in profiles.items():
         sizes.append(report.step_profile_entry(d_model, ops[cases.PLAIN], ops["native"]))
-        _log(f"step profile d_model {d_model}: self host µs per step, plain {sizes[-1]['plain_us']:.0f}, "
-             f"flagos {sizes[-1]['flagos_us']:.0f}")
+        _log(
+            f"step profile d_model {d_model}: self host µs per step, plain {sizes[-1]['plain_us']:.0f}, "
+            f"flagos {sizes[-1]['flagos_us']:.0f}"
+        )
     method = STEP_PROFILE_METHOD.format(plain=cases.PLAIN_DEVICE[accelerator], steps=workloads.STEP_PROFILE_STEPS)
     return {"method": method, "sizes": sizes}
 
@@ -258,26 +300,44 @@ def measure(opts: Options, checkpoint: Callable[[dict[str, Any]], None] = lambda
     accelerator = env["vendor"]
     # the caller's checkout HEAD (plan.py, cuda_node.sh pass it): the installed package is no checkout to ask
     env["commit"] = os.environ.get("TORCH_FL_COMMIT") or "unknown"
-    _log(f"accelerator {accelerator}, device {env['device']}, {opts.runs} run(s), warm-up {opts.warmup}, "
-         f"repeat {opts.repeat}")
+    _log(
+        f"accelerator {accelerator}, device {env['device']}, {opts.runs} run(s), warm-up {opts.warmup}, "
+        f"repeat {opts.repeat}"
+    )
     ab = node.measure_ab(opts, accelerator, facts["unavailable"])
     result: dict[str, Any] = {
         "schema": report.SCHEMA,
         "environment": env,
-        "settings": {"runs": opts.runs, "warmup": opts.warmup, "repeat": opts.repeat, "batches": opts.batches,
-                     "threads": opts.threads, "cpu": opts.cpu,
-                     "short": opts.short, "routes": list(opts.routes), "cases": [c.name for c in opts.cases],
-                     "overhead_pairs": workloads.OVERHEAD_PAIRS, "paired": opts.paired,
-                     "paired_arms": list(opts.paired_arms),
-                     "step": list(opts.step), "step_procs": opts.step_procs, "step_steps": opts.step_steps,
-                     "step_profile": opts.step_profile, "llm": opts.llm, "decode": opts.decode,
-                     "glibc_tunables": os.environ.get("GLIBC_TUNABLES",
-                                                      node.STEADY_MALLOC if opts.steady_malloc else None)},
+        "settings": {
+            "runs": opts.runs,
+            "warmup": opts.warmup,
+            "repeat": opts.repeat,
+            "batches": opts.batches,
+            "threads": opts.threads,
+            "cpu": opts.cpu,
+            "short": opts.short,
+            "routes": list(opts.routes),
+            "cases": [c.name for c in opts.cases],
+            "overhead_pairs": workloads.OVERHEAD_PAIRS,
+            "paired": opts.paired,
+            "paired_arms": list(opts.paired_arms),
+            "step": list(opts.step),
+            "step_procs": opts.step_procs,
+            "step_steps": opts.step_steps,
+            "step_profile": opts.step_profile,
+            "llm": opts.llm,
+            "decode": opts.decode,
+            "glibc_tunables": os.environ.get("GLIBC_TUNABLES", node.STEADY_MALLOC if opts.steady_malloc else None),
+        },
         "method": {"ab": AB_METHOD.format(batches=_batches_text(opts.batches)), "overhead": OVERHEAD_METHOD},
         "ab": ab,
         "acceptance": report.acceptance(ab, report.goal_for(accelerator)),
         "complete": False,
-        "paired": None, "overhead": None, "step": None, "step_profile": None, "llm": None,
+        "paired": None,
+        "overhead": None,
+        "step": None,
+        "step_profile": None,
+        "llm": None,
         "decode": None,
     }
     result["acceptance"]["paired"] = None
@@ -306,5 +366,3 @@ def measure(opts: Options, checkpoint: Callable[[dict[str, Any]], None] = lambda
         result["decode"] = decode.case(opts.decode, tiny=opts.short)
     result["complete"] = True
     return result
-
-

@@ -63,11 +63,16 @@ def render_png(report: dict[str, Any]) -> bytes:
             _bars(ax, [c["case"] for c in ab], series, f"route A/B ({ab[0]['op']}), {env['device']}")
         else:
             ops = report["overhead"]["ops"]
-            series = [(label, [_summary([u for run in o["runs"] for u in run[key]]) for o in ops])
-                      for label, key in ((ops[0]["plain_label"], "plain_us"), ("flagos native", "flagos_us"))]
+            series = [
+                (label, [_summary([u for run in o["runs"] for u in run[key]]) for o in ops])
+                for label, key in ((ops[0]["plain_label"], "plain_us"), ("flagos native", "flagos_us"))
+            ]
             _bars(ax, [o["op"] for o in ops], series, "host overhead per op, small inputs, in-process pairs")
-    fig.suptitle(f"torch_fl bench: {env['vendor']}  torch {env['torch']}  torch_fl {env['torch_fl']}  "
-                 f"{env.get('commit', '')[:12]}  {env['date']}", fontsize=9)
+    fig.suptitle(
+        f"torch_fl bench: {env['vendor']}  torch {env['torch']}  torch_fl {env['torch_fl']}  "
+        f"{env.get('commit', '')[:12]}  {env['date']}",
+        fontsize=9,
+    )
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)

@@ -162,8 +162,11 @@ def run_paired(spec: dict[str, Any]) -> dict[str, Any]:
             raise SystemExit(f"{case.name}: flagos {name} and plain results differ")
     results: dict[str, Any] = {arm: {"reason": reasons[arm]} for arm in arms if reasons[arm] is not None}
     for arm in measured[1:]:
-        results[arm] = {"us": us[arm], "ratios": [a / p for a, p in zip(us[arm], us["plain"], strict=True)],
-                        "logged": logged[arm]}
+        results[arm] = {
+            "us": us[arm],
+            "ratios": [a / p for a, p in zip(us[arm], us["plain"], strict=True)],
+            "logged": logged[arm],
+        }
     return {"plain_us": us["plain"], "arms": {arm: results[arm] for arm in arms}}
 
 
@@ -171,7 +174,7 @@ def run_paired(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _overhead_one(torch: Any, item: workloads.OverheadOp, spec: dict[str, Any]) -> dict[str, Any]:
-    from torch_fl import _C
+    from torch_fl import _core as _C
 
     calls = {}
     for name, device in (("plain", torch.device(spec["plain_device"])), ("flagos", torch.device(spec["device"]))):
@@ -188,15 +191,19 @@ def _overhead_one(torch: Any, item: workloads.OverheadOp, spec: dict[str, Any]) 
     times: dict[str, list[float]] = {name: [] for name in calls}
     order = list(calls)
     for pair in range(workloads.OVERHEAD_PAIRS):
-        for name in order[pair % 3:] + order[:pair % 3]:  # rotated, so no arm always runs first
+        for name in order[pair % 3 :] + order[: pair % 3]:  # rotated, so no arm always runs first
             call, sync = calls[name]
             _C.set_alias_reuse(name != "flagos-fresh")
             try:
                 times[name].append(child.batch_us(call, spec["repeat"], sync))
             finally:
                 _C.set_alias_reuse(True)
-    return {"plain_us": times["plain"], "flagos_us": times["flagos"], "flagos_fresh_us": times["flagos-fresh"],
-            "logged": logged}
+    return {
+        "plain_us": times["plain"],
+        "flagos_us": times["flagos"],
+        "flagos_fresh_us": times["flagos-fresh"],
+        "logged": logged,
+    }
 
 
 def run_overhead(spec: dict[str, Any]) -> dict[str, Any]:
@@ -236,8 +243,12 @@ def run_step_lockstep(spec: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-MODES: dict[str, child.Mode] = {**child.MODES, "paired": run_paired, "overhead": run_overhead,
-                                "step_lockstep": run_step_lockstep}
+MODES: dict[str, child.Mode] = {
+    **child.MODES,
+    "paired": run_paired,
+    "overhead": run_overhead,
+    "step_lockstep": run_step_lockstep,
+}
 
 if __name__ == "__main__":
     sys.exit(child.main(sys.argv, MODES))

@@ -23,7 +23,11 @@ def test_cpu_variant_has_two_torch_lines_and_cuda_one():
     cu128 = [c.name for c in distribute.line_rows(M, M.toolchain("cuda29"))]
     assert cu128 == ["cuda29", "cuda210"]  # PyPI's torch 2.9 and 2.10 are CUDA 12.8 builds
     assert distribute.variant_dirs(M) == {
-        "cpu": "cpu", "cu128": "cu128", "cu130": "cu130", "cu132": "cu132", "dcu": "dtk*",
+        "cpu": "cpu",
+        "cu128": "cu128",
+        "cu130": "cu130",
+        "cu132": "cu132",
+        "dcu": "dtk*",
     }
 
 

@@ -72,4 +72,3 @@ def test_every_line_in_one_place_is_the_trap_the_pages_avoid(variant_index, tmp_
     args = ["--index-url", (stub / "simple").as_uri() + "/", "--find-links", str(variant_index), "torch-fl"]
     installs = {x["name"]: x["version"] for x in _dry_run(pip_env, *args)}
     assert installs == {"torch-fl": f"0.1.0+{_label((LINE[0], LINE[1] + 1))}", "torch": newer}
-

@@ -166,8 +166,12 @@ def test_session_flags_then_a_separator_then_pytest_arguments(posargs, expected)
     ("action", "posargs", "message"),
     [
         ("test", ["--dryrun"], r"test-cpu: unknown argument '--dryrun'; did you mean --dry-run\? \(flags: --dry-run, "),
-        ("test", ["-k", "add"], r"unknown argument '-k' .*pytest arguments go after a separator: "
-         r"nox -s test-cpu -- \[flags\] -- ARGS"),
+        (
+            "test",
+            ["-k", "add"],
+            r"unknown argument '-k' .*pytest arguments go after a separator: "
+            r"nox -s test-cpu -- \[flags\] -- ARGS",
+        ),
         ("build", ["--no-bench"], r"unknown argument '--no-bench' \(flags: --dry-run, --rebuild\)$"),
         ("build", ["--", "-k", "add"], r"test-cpu passes no arguments on: '-k add'"),
         ("test", ["--bench-full", "--no-bench"], r"exclude each other"),

@@ -16,6 +16,7 @@ from build_tools import matrix, wheelcheck
 CPU = matrix.load(REPO / "configs" / "toolchains.toml").toolchain("cpu")
 GOOD = "torch_fl-0.1.0+pt213cpu-cp310-abi3-manylinux_2_34_x86_64.manylinux_2_36_x86_64.whl"
 CORE = "torch_fl/libtorch_fl_core.so"
+PLATFORMS = "manylinux_2_34_x86_64.manylinux_2_36_x86_64"
 
 
 def make_wheel(path: Path, members: list[str]) -> Path:
@@ -267,5 +268,3 @@ def test_the_repair_keeps_the_python_and_abi_tags_that_the_build_set(tmp_path, m
     with pytest.raises(SystemExit, match="the Python and ABI tags must stay"):
         repair.repair(built, out, [], "manylinux_2_36_x86_64", "/lib", {})
 
-
-PLATFORMS = "manylinux_2_34_x86_64.manylinux_2_36_x86_64"

@@ -125,7 +125,7 @@ def test_secrets_are_mounted_never_copied():
     for run in _runs(text):
         assert "pip install" not in run or "--no-index" in run, f"pip from an index outside steps.sh: {run}"
     steps = (REPO / "docker" / "scripts" / "steps.sh").read_text()
-    lock = steps[steps.index("step_lock()"):steps.index("step_wheel()")]
+    lock = steps[steps.index("step_lock()") : steps.index("step_wheel()")]
     assert "PIP_CONFIG_FILE=/run/secrets/pipconf" in lock and "--require-hashes" in lock
 
 
@@ -247,8 +247,14 @@ def test_the_composed_toolkit_must_be_one_release_nvvm_included():
     ct = _cuda_toolkit()
     cuda, pin = ct.torch_cuda_release(["cuda-toolkit[cudart]==13.0.2; extra == 'x'"], "cuda = '13.0'\nhip = None\n")
     assert (cuda, pin) == ("13.0", "13.0.2")
-    good = {"cuda-toolkit": "13.0.2", "nvidia-cuda-nvcc": "13.0.88", "nvidia-nvvm": "13.0.88",
-            "nvidia-cuda-runtime": "13.0.96", "nvidia-cuda-crt": "13.0.88", "nvidia-cuda-cccl": "13.0.85"}
+    good = {
+        "cuda-toolkit": "13.0.2",
+        "nvidia-cuda-nvcc": "13.0.88",
+        "nvidia-nvvm": "13.0.88",
+        "nvidia-cuda-runtime": "13.0.96",
+        "nvidia-cuda-crt": "13.0.88",
+        "nvidia-cuda-cccl": "13.0.85",
+    }
     assert ct.release_problems(cuda, pin, good) == []
     # the drift of 2026-10: nvidia-cuda-nvcc asks for any nvidia-nvvm, and 13.5 breaks ptxas 13.0
     (problem,) = ct.release_problems(cuda, pin, {**good, "nvidia-nvvm": "13.5.37"})
@@ -265,8 +271,11 @@ def test_cuda_12_wheels_are_checked_by_their_own_names():
     ct = _cuda_toolkit()
     cuda, pin = ct.torch_cuda_release(["nvidia-cuda-runtime-cu12==12.8.90"], "cuda: Optional[str] = '12.8'\n")
     assert (cuda, pin) == ("12.8", None)
-    good = {"nvidia-cuda-nvcc-cu12": "12.8.93", "nvidia-cuda-runtime-cu12": "12.8.90",
-            "nvidia-cuda-cccl-cu12": "12.8.90"}
+    good = {
+        "nvidia-cuda-nvcc-cu12": "12.8.93",
+        "nvidia-cuda-runtime-cu12": "12.8.90",
+        "nvidia-cuda-cccl-cu12": "12.8.90",
+    }
     assert ct.release_problems(cuda, pin, good) == []
     (problem,) = ct.release_problems(cuda, pin, {**good, "nvidia-cuda-nvcc-cu12": "12.9.86"})
     assert "nvidia-cuda-nvcc-cu12 12.9.86 is not of torch's CUDA release 12.8" in problem
@@ -278,9 +287,13 @@ def test_cuda_12_components_become_one_tree_beside_nvcc(tmp_path):
     ct = _cuda_toolkit()
     nvidia = tmp_path / "nvidia"
     files = {
-        "cuda_nvcc/bin/nvcc": "nvcc", "cuda_nvcc/nvvm/bin/cicc": "cicc", "cuda_nvcc/include/crt/host_config.h": "crt",
-        "cuda_runtime/include/cuda_runtime.h": "rt", "cuda_runtime/lib/libcudart.so.12": "so",
-        "cuda_cccl/include/cuda/std/cstddef": "cccl", "cuda_cccl/include/crt/host_config.h": "not nvcc's",
+        "cuda_nvcc/bin/nvcc": "nvcc",
+        "cuda_nvcc/nvvm/bin/cicc": "cicc",
+        "cuda_nvcc/include/crt/host_config.h": "crt",
+        "cuda_runtime/include/cuda_runtime.h": "rt",
+        "cuda_runtime/lib/libcudart.so.12": "so",
+        "cuda_cccl/include/cuda/std/cstddef": "cccl",
+        "cuda_cccl/include/crt/host_config.h": "not nvcc's",
         "cuda_runtime/__init__.py": "",
     }
     for rel, text in files.items():

@@ -9,16 +9,25 @@ from build_tools import hostpython
 
 def test_an_installation_is_staged_without_its_tests_packages_or_bytecode_and_links_as_their_files(tmp_path):
     prefix = tmp_path / "3.12.1"
-    for rel in ("bin/python3.12", "include/python3.12/Python.h", "lib/python3.12/os.py", "lib/libpython3.12.so.1.0",
-                "lib/python3.12/test/test_os.py", "lib/python3.12/site-packages/hook.pth",
-                "lib/python3.12/__pycache__/os.cpython-312.pyc"):
+    for rel in (
+        "bin/python3.12",
+        "include/python3.12/Python.h",
+        "lib/python3.12/os.py",
+        "lib/libpython3.12.so.1.0",
+        "lib/python3.12/test/test_os.py",
+        "lib/python3.12/site-packages/hook.pth",
+        "lib/python3.12/__pycache__/os.cpython-312.pyc",
+    ):
         (prefix / rel).parent.mkdir(parents=True, exist_ok=True)
         (prefix / rel).write_text(rel)
     (prefix / "bin" / "python3").symlink_to("python3.12")
     (prefix / "bin" / "gone").symlink_to("nothing-there")
     staged = {rel.as_posix(): src for src, rel in hostpython.files(prefix)}
     assert sorted(staged) == [
-        "bin/python3", "bin/python3.12", "include/python3.12/Python.h", "lib/libpython3.12.so.1.0",
+        "bin/python3",
+        "bin/python3.12",
+        "include/python3.12/Python.h",
+        "lib/libpython3.12.so.1.0",
         "lib/python3.12/os.py",
     ]
     assert staged["bin/python3"] == (prefix / "bin" / "python3.12").resolve()  # a plain file in the context

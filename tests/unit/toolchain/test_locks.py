@@ -125,8 +125,12 @@ def _instructions(text: str) -> list[str]:
 
 def test_test_images_start_like_the_bare_node_image_so_they_share_its_torch_layers():
     node = _instructions((REPO / "docker/install/Dockerfile").read_text())
-    node = node[node.index(next(i for i in node if i.startswith("FROM"))) + 1 : node.index(
-        next(i for i in node if "install-lock.txt" in i and i.startswith("RUN"))) + 1]
+    node = node[
+        node.index(next(i for i in node if i.startswith("FROM"))) + 1 : node.index(
+            next(i for i in node if "install-lock.txt" in i and i.startswith("RUN"))
+        )
+        + 1
+    ]
     for dockerfile in ("docker/cpu/Dockerfile", "docker/cuda/Dockerfile"):
         stage = _instructions((REPO / dockerfile).read_text().split("AS test-deps\n", 1)[1])
         assert stage[: len(node)] == node, dockerfile

@@ -49,7 +49,11 @@ def acme_repo(tmp_path_factory) -> Path:
 def nox(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "nox", "-f", str(repo / "noxfile.py"), *args],
-        capture_output=True, text=True, check=False, cwd=repo, timeout=300,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=repo,
+        timeout=300,
     )
 
 

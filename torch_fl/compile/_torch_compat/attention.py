@@ -25,9 +25,24 @@ _LIBRARIES: list[Any] = []
 
 
 def _fused_attention_backward_meta(
-    grad_out: Any, query: Any, key: Any, value: Any, attn_bias: Any, grad_input_mask: Any, out: Any, logsumexp: Any,
-    cum_seq_q: Any, cum_seq_k: Any, max_q: Any, max_k: Any, dropout_p: float, is_causal: bool, philox_seed: Any,
-    philox_offset: Any, *, scale: float | None = None,
+    grad_out: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_bias: Any,
+    grad_input_mask: Any,
+    out: Any,
+    logsumexp: Any,
+    cum_seq_q: Any,
+    cum_seq_k: Any,
+    max_q: Any,
+    max_k: Any,
+    dropout_p: float,
+    is_causal: bool,
+    philox_seed: Any,
+    philox_offset: Any,
+    *,
+    scale: float | None = None,
 ) -> tuple[Any, Any, Any, Any]:
     """The backward's shapes on fake tensors: each gradient is laid out like its input, as torch 2.13's own meta
     kernel says (tests/compile compares the two where both exist)."""
@@ -73,8 +88,10 @@ def _fused_attention_problems() -> list[str]:
             found.append(f"aten::{name} (the fused attention hook)")
         elif name != FUSED_ATTENTION_OPS[1] and not _has_meta(name):  # the backward's: supplied where missing
             found.append(f"a Meta kernel of aten::{name} (fake tensors trace it)")
-    if not found and not callable(getattr(lowering, "sdpa_constraint", None)) and any(
-        op not in lowering.lowerings for op in _fused_attention_overloads()
+    if (
+        not found
+        and not callable(getattr(lowering, "sdpa_constraint", None))
+        and any(op not in lowering.lowerings for op in _fused_attention_overloads())
     ):
         found.append("lowering.sdpa_constraint (the fused attention ops' fallback layout constraint)")
     return found

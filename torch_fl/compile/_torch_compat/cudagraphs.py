@@ -63,10 +63,10 @@ def same_addresses() -> Callable[[list[Any], list[int | None], list[int]], bool]
 
 
 def problems() -> list[str]:
-    """What this torch line (and torch_fl._C) lacks for flagos graphs under reduce-overhead, one line each."""
+    """What this torch line (and torch_fl._core) lacks for flagos graphs under reduce-overhead, one line each."""
     from torch._inductor import compile_fx, cudagraph_utils, output_code
 
-    from ... import _C
+    from ... import _core
 
     found: list[str] = []
 
@@ -84,12 +84,18 @@ def problems() -> list[str]:
         {"static_input_idxs", "mutated_input_idxs", "placeholders", "stack_traces"} <= set(params),
         "compile_fx.cudagraphify(model, static_input_idxs, *, stack_traces, placeholders, mutated_input_idxs)",
     )
-    need(_calls(output_code, "cudagraph_post_compile", "cudagraphify"), "output_code.cudagraph_post_compile "
-         "importing compile_fx.cudagraphify when it runs")
-    need(_calls(output_code, "cudagraph_post_compile", "maybe_handle_backward_generation"),
-         "output_code.cudagraph_post_compile calling maybe_handle_backward_generation by name")
-    need(callable(getattr(_C, "fresh_aliases", None)) and callable(getattr(_C, "make_unreadable", None)),
-         "torch_fl._C.fresh_aliases and make_unreadable (a wheel older than this code)")
+    need(
+        _calls(output_code, "cudagraph_post_compile", "cudagraphify"),
+        "output_code.cudagraph_post_compile importing compile_fx.cudagraphify when it runs",
+    )
+    need(
+        _calls(output_code, "cudagraph_post_compile", "maybe_handle_backward_generation"),
+        "output_code.cudagraph_post_compile calling maybe_handle_backward_generation by name",
+    )
+    need(
+        callable(getattr(_core, "fresh_aliases", None)) and callable(getattr(_core, "make_unreadable", None)),
+        "torch_fl._core.fresh_aliases and make_unreadable (a wheel older than this code)",
+    )
     return found
 
 
@@ -101,8 +107,9 @@ def skip_log_problems() -> list[str]:
     graph = getattr(output_code, "CompiledFxGraph", None)
     for name in ("__init__", "post_compile"):
         fn = _torch_own(getattr(graph, name, None))
-        if not (inspect.isfunction(fn) and {"cuda", "device_types", "disabled_cudagraphs_reason"} <= _names_in(
-                fn.__code__)):
+        if not (
+            inspect.isfunction(fn) and {"cuda", "device_types", "disabled_cudagraphs_reason"} <= _names_in(fn.__code__)
+        ):
             found.append(f"output_code.CompiledFxGraph.{name} testing 'cuda' in device_types for its skip log")
     if not _calls(output_code, "cudagraph_post_compile", "device_types"):
         found.append("output_code.cudagraph_post_compile testing device_types for its skip log")

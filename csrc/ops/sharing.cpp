@@ -1,4 +1,4 @@
-// torch_fl._C's sharing helpers: flagos memory seen by other processes (torch.multiprocessing) and by other
+// torch.ops.flagos: the sharing operators: flagos memory seen by other processes (torch.multiprocessing) and by other
 // libraries (DLPack). torch_fl/_sharing.py and torch_fl/_dlpack.py hold the Python side and say when each is used.
 //
 // Two kinds of zero-copy view, both owning (unlike the router's re-tag, whose aliases live for one call):
@@ -13,15 +13,14 @@
 #include <ATen/StorageUtils.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/TensorImpl.h>
-#include <torch/csrc/utils/pybind.h>
+#include <torch/library.h>
 
 #include <algorithm>
+#include <tuple>
 #include <cstring>
 #include <utility>
 #include <vector>
 #include <unistd.h>
-
-namespace py = pybind11;
 
 namespace torch_fl {
 namespace sharing {
@@ -90,12 +89,12 @@ bool emulated() {
 }
 
 // (fd, nbytes) of the shared-memory segment holding t's storage, moving the storage there first if needed.
-py::tuple share_fd(const at::Tensor& t) {
+std::tuple<int64_t, int64_t> share_fd(const at::Tensor& t) {
   check_flagos(t, "share_fd");
   TORCH_CHECK(emulated(), "flagos storages move into shared host memory under the CPU emulation only");
   c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
   if (at::MapAllocator* ctx = at::MapAllocator::fromDataPtr(storage->data_ptr())) {
-    return py::make_tuple(ctx->fd(), storage->nbytes());
+    return {ctx->fd(), static_cast<int64_t>(storage->nbytes())};
   }
   const size_t nbytes = storage->nbytes();
   TORCH_CHECK(nbytes > 0, "share_fd: an empty storage has nothing to map");
@@ -111,12 +110,14 @@ py::tuple share_fd(const at::Tensor& t) {
   storage->set_data_ptr_noswap(std::move(moved)); // frees the device block; the segment takes its place
   at::MapAllocator* ctx = at::MapAllocator::fromDataPtr(storage->data_ptr());
   TORCH_INTERNAL_ASSERT(ctx != nullptr);
-  return py::make_tuple(ctx->fd(), nbytes);
+  return {ctx->fd(), static_cast<int64_t>(nbytes)};
 }
 
 // A flagos uint8 tensor of `nbytes` over the shared-memory segment `fd` names (another process's share_fd); the
 // caller keeps its own fd: this maps a duplicate.
-at::Tensor from_shared_fd(int fd, size_t nbytes, int index) {
+at::Tensor from_shared_fd(int64_t fd64, int64_t nbytes64, int64_t index) {
+  const int fd = static_cast<int>(fd64);
+  const size_t nbytes = static_cast<size_t>(nbytes64);
   TORCH_CHECK(emulated(), "flagos storages come from shared host memory under the CPU emulation only");
   const int own = ::dup(fd);
   TORCH_CHECK(own >= 0, "could not duplicate the shared-memory file descriptor ", fd);
@@ -135,27 +136,32 @@ at::Tensor from_shared_fd(int fd, size_t nbytes, int index) {
 
 } // namespace sharing
 
-void bind_sharing(py::module_& m) {
-  m.def("vendor_view", [](const at::Tensor& t) {
+} // namespace torch_fl
+
+TORCH_LIBRARY_FRAGMENT(flagos, m) {
+  using namespace torch_fl;
+  // A vendor tensor over a flagos tensor's bytes that keeps its storage alive (the DLPack producer's view).
+  m.def("vendor_view(Tensor tensor) -> Tensor", [](const at::Tensor& t) {
     sharing::check_flagos(t, "vendor_view");
     return sharing::owning_view(t, runtime().vendor_device(t.device().index()));
-  }, "A vendor tensor over a flagos tensor's bytes that keeps its storage alive (the DLPack producer's view).");
-  m.def("flagos_view", [](const at::Tensor& t, int index) {
+  });
+  // A flagos tensor over a vendor tensor's bytes that keeps its storage alive (the DLPack consumer's view).
+  m.def("flagos_view(Tensor tensor, int index=0) -> Tensor", [](const at::Tensor& t, int64_t index) {
     TORCH_CHECK(t.device().type() == runtime().vendor_type(), "flagos_view: expected a tensor of the vendor device (",
         runtime().vendor_device(0).type(), "), got one on ", t.device());
     TORCH_CHECK(t.layout() == c10::Layout::Strided, "flagos_view: only strided tensors, got layout ", t.layout());
     const c10::DeviceIndex dev = t.device().type() == c10::DeviceType::CPU ? static_cast<c10::DeviceIndex>(index)
                                                                            : t.device().index();
     return sharing::owning_view(t, flagos_device(dev));
-  }, py::arg("tensor"), py::arg("index") = 0,
-      "A flagos tensor over a vendor tensor's bytes that keeps its storage alive (the DLPack consumer's view).");
-  m.def("fresh_aliases", &sharing::fresh_aliases, py::arg("tensors"),
-      "Tensors over the same bytes as `tensors`, on new storages that keep theirs alive (one per shared storage).");
-  m.def("make_unreadable", &sharing::make_unreadable, py::arg("tensor"), py::arg("message"),
-      "Reading or writing the data of any tensor over this tensor's storage raises `message` from now on.");
-  m.def("share_fd", &sharing::share_fd, "(fd, nbytes) of a flagos storage moved into shared memory (emulation).");
-  m.def("from_shared_fd", &sharing::from_shared_fd, py::arg("fd"), py::arg("nbytes"), py::arg("index"),
-      "A flagos uint8 tensor over another process's shared flagos storage (emulation).");
+  });
+  // Tensors over the same bytes as `tensors`, on new storages that keep theirs alive (one per shared storage).
+  m.def("fresh_aliases(Tensor[] tensors) -> Tensor[]",
+      [](std::vector<at::Tensor> tensors) { return sharing::fresh_aliases(tensors); });
+  // Reading or writing the data of any tensor over this tensor's storage raises `message` from now on.
+  m.def("make_unreadable(Tensor tensor, str message) -> ()",
+      [](const at::Tensor& t, std::string message) { sharing::make_unreadable(t, message); });
+  // (fd, nbytes) of a flagos storage moved into shared memory (emulation).
+  m.def("share_fd(Tensor tensor) -> (int, int)", &sharing::share_fd);
+  // A flagos uint8 tensor over another process's shared flagos storage (emulation).
+  m.def("from_shared_fd(int fd, int nbytes, int index) -> Tensor", &sharing::from_shared_fd);
 }
-
-} // namespace torch_fl
