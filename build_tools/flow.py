@@ -20,7 +20,13 @@ from .state import State
 from .summary import ImageRef, Summary
 
 ERRORS = (
-    UserError, StepFailed, dockercli.DockerError, MatrixError, env.EnvError, FileNotFoundError, wheelcheck.WheelError,
+    UserError,
+    StepFailed,
+    dockercli.DockerError,
+    MatrixError,
+    env.EnvError,
+    FileNotFoundError,
+    wheelcheck.WheelError,
     hostpython.HostPythonError,
 )
 

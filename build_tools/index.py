@@ -181,8 +181,18 @@ def _render(dists: Iterable[Dist], out: Path, packages_url: str) -> Path:
     lst, site = out / "packages.jsonl", out / "site"
     out.mkdir(parents=True, exist_ok=True)
     lst.write_text("".join(d.package_line() + "\n" for d in dists), encoding="utf-8")
-    args = ["--package-list-json", str(lst), "--output-dir", str(site), "--packages-url", packages_url,
-            "--title", "torch-fl", "--no-generate-timestamp", "--no-per-release-json"]
+    args = [
+        "--package-list-json",
+        str(lst),
+        "--output-dir",
+        str(site),
+        "--packages-url",
+        packages_url,
+        "--title",
+        "torch-fl",
+        "--no-generate-timestamp",
+        "--no-per-release-json",
+    ]
     if rc := dumb_pypi.main(args):
         raise IndexBuildError(f"dumb-pypi exited {rc} while writing {site}")
     return site

@@ -449,8 +449,11 @@ def parse(data: Mapping[str, Any], path: Path) -> Matrix:
             problems.add(f"toolchains.{name}.test_suites", f"{', '.join(extra)} not in [build].test_suites ({suites})")
         if row.torch.from_image:
             continue  # the image's own interpreter: no [pythons] entry, one Python
-        for field_name, versions in (("python", (row.python,)), ("pythons", row.pythons),
-                                     ("install_pythons", row.install_pythons)):
+        for field_name, versions in (
+            ("python", (row.python,)),
+            ("pythons", row.pythons),
+            ("install_pythons", row.install_pythons),
+        ):
             if unknown := [v for v in versions if v not in matrix.pythons]:
                 known = ", ".join(sorted(matrix.pythons)) or "none"
                 problems.add(f"toolchains.{name}.{field_name}", f"{', '.join(unknown)}: no [pythons] table ({known})")

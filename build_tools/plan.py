@@ -298,7 +298,10 @@ def parse_posargs(posargs: Sequence[str], action: str = "test", session: str = "
     if "--bench-full" in args and "--no-bench" in args:
         raise UsageError(f"{session}: --bench-full and --no-bench exclude each other")
     return Options(
-        dry_run="--dry-run" in args, rebuild="--rebuild" in args, bench=bench, tool_args=rest,
+        dry_run="--dry-run" in args,
+        rebuild="--rebuild" in args,
+        bench=bench,
+        tool_args=rest,
         all_pythons="--all-pythons" in args,
     )
 

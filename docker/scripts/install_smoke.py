@@ -197,8 +197,9 @@ def main(argv: list[str]) -> int:
     print(f"install-smoke: the README's first use: {first.stdout.strip()}", flush=True)
     subprocess.run([sys.executable, "-m", "torch_fl", "info"], cwd="/tmp", check=True)
     refused = check_wrong_line(args.index, major, minor, before)
-    print(f"install-smoke: OK {args.how}: torch-fl {version} for torch {before}, torch unchanged; {refused}",
-          flush=True)
+    print(
+        f"install-smoke: OK {args.how}: torch-fl {version} for torch {before}, torch unchanged; {refused}", flush=True
+    )
     return 0
 
 
@@ -234,8 +235,9 @@ def check_wrong_line(index: Path, major: int, minor: int, torch_version: str) ->
             return f"wrong line: not checked, the variant has no wheel of another torch line for Python {here}"
         pip("install", "--no-deps", "--force-reinstall", str(other))
     imp = subprocess.run([sys.executable, "-c", "import torch_fl"], cwd="/tmp", capture_output=True, text=True)
-    info = subprocess.run([sys.executable, "-m", "torch_fl", "info", "--check"], cwd="/tmp", capture_output=True,
-                          text=True)
+    info = subprocess.run(
+        [sys.executable, "-m", "torch_fl", "info", "--check"], cwd="/tmp", capture_output=True, text=True
+    )
     wheel_line = re.search(r"\+pt(\d)(\d\d)", other.name)
     built = f"torch {int(wheel_line.group(1))}.{int(wheel_line.group(2))}"
     problems = []

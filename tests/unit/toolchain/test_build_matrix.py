@@ -257,8 +257,9 @@ def test_a_builder_older_than_the_oldest_python_is_refused():
         r".*raise builder_python"
     )
     with pytest.raises(matrix.MatrixError, match=pattern):
-        parse_with(toolchains__cpu__python="3.12", toolchains__cpu__builder_python="3.11",
-                   toolchains__cpu__pythons=["3.12"])
+        parse_with(
+            toolchains__cpu__python="3.12", toolchains__cpu__builder_python="3.11", toolchains__cpu__pythons=["3.12"]
+        )
     # a builder newer than the oldest Python tags the wheel for the oldest all the same
     newer = parse_with(toolchains__cpu__builder_python="3.12", toolchains__cpu__pythons=["3.11", "3.12"])
     assert newer.toolchain("cpu").wheel_tag == "cp311-abi3"

@@ -267,4 +267,3 @@ def test_the_repair_keeps_the_python_and_abi_tags_that_the_build_set(tmp_path, m
     out.mkdir()
     with pytest.raises(SystemExit, match="the Python and ABI tags must stay"):
         repair.repair(built, out, [], "manylinux_2_36_x86_64", "/lib", {})
-
