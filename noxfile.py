@@ -101,9 +101,9 @@ def base_image(session: nox.Session) -> None:
 
 @nox.session
 def wheels(session: nox.Session) -> None:
-    """The release: every row of the matrix for every Python of its `pythons`, then `index` (resumable: what is
-    built and current is skipped); `-- ROW...` those rows only; `-- --list` prints the wheel matrix, one line per
-    wheel, without building."""
+    """The release: one wheel per row of the matrix (cp3X-abi3, for every Python of its `pythons`), then `index`
+    (resumable: what is built and current is skipped); `-- ROW...` those rows only; `-- --list` prints the wheel
+    matrix, one line per wheel, without building."""
     opts = plan.Options()
     f = flow.Flow(ROOT, MATRIX, opts, echo=session.log)
     summary = Summary("wheels")
@@ -175,8 +175,12 @@ def tests(session: nox.Session) -> None:
     session.log(note)
     session.install(*torch_args, cpu.torch.requirement)
     session.install(
-        "-r", "docker/cpu/requirements-build.txt", "-r", "docker/cpu/requirements-test.txt",
-        "-r", "build_tools/requirements-index.txt",  # tests/unit/distribution writes real indexes
+        "-r",
+        "docker/cpu/requirements-build.txt",
+        "-r",
+        "docker/cpu/requirements-test.txt",
+        "-r",
+        "build_tools/requirements-index.txt",  # tests/unit/distribution writes real indexes
         "nox==2026.10.20",  # tests/unit/toolchain drives the noxfile itself
     )
     hipify_torch = torch_headers.unpack(ROOT / "build" / "hipify-torch", HIPIFY_TORCH, session.log)
@@ -195,8 +199,18 @@ def tests(session: nox.Session) -> None:
         # (tests/compile); the README's examples need the checkout's README (tests/docs). Each test is a process of
         # its own or a compile, so two workers halve the time; loadscope keeps a module's fixtures on one worker.
         session.run(
-            "pytest", "compile", "docs", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadscope",
-            "-m", cpu.pytest_markers, *session.posargs,
+            "pytest",
+            "compile",
+            "docs",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "2",
+            "--dist",
+            "loadscope",
+            "-m",
+            cpu.pytest_markers,
+            *session.posargs,
             env={"TORCH_FL_README": str(ROOT / "README.md")},
         )
         # torch's op database on flagos, each operator once, on the native or the cpu route (a stable hash of its
@@ -206,7 +220,17 @@ def tests(session: nox.Session) -> None:
         confs = ("native", "cpu")
         for part, conf in enumerate(confs):
             session.run(
-                "pytest", "opinfo", "-p", "no:cacheprovider", "-n", "2", "--flagos-conf", conf,
-                f"--opinfo-part={part}/{len(confs)}", "--opinfo-samples", OPINFO_SAMPLES,
-                f"--opinfo-counts={reports / f'{conf}.json'}", *session.posargs,
+                "pytest",
+                "opinfo",
+                "-p",
+                "no:cacheprovider",
+                "-n",
+                "2",
+                "--flagos-conf",
+                conf,
+                f"--opinfo-part={part}/{len(confs)}",
+                "--opinfo-samples",
+                OPINFO_SAMPLES,
+                f"--opinfo-counts={reports / f'{conf}.json'}",
+                *session.posargs,
             )

@@ -178,8 +178,11 @@ def stage_build(
     sync(((f, root / "vendor" / f.relative_to(vendor_dir)) for f in vendor_files), root / "vendor")
     staged = []  # wheelhouse N of PIP_FIND_LINKS -> wheelhouse/N/, its files hard-linked where the disk allows
     for i, d in enumerate(wheelhouses):
-        staged += [(f, root / "wheelhouse" / str(i) / f.name) for f in sorted(d.iterdir())
-                   if f.is_file() and f.name.endswith(DIST_SUFFIXES)]
+        staged += [
+            (f, root / "wheelhouse" / str(i) / f.name)
+            for f in sorted(d.iterdir())
+            if f.is_file() and f.name.endswith(DIST_SUFFIXES)
+        ]
     sync(staged, root / "wheelhouse", link=True)
     pythons = [
         (f, root / "pythons" / version / rel)

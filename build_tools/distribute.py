@@ -82,8 +82,14 @@ def plan_node_image(docker: str, toolchain: Toolchain, inp: plan.BuildInputs, py
     tag = plan.image_tag(toolchain.name, f"node{python.tag}", inp.key)
     lock = plan.vendor_path(toolchain, locks.lock_path(toolchain, "install", python.version))
     args = (
-        "--build-arg", f"BASE_IMAGE={inp.test_image}", "--build-arg", f"INSTALL_LOCK={lock}",
-        "--build-arg", f"PYTHON_VERSION={python.version}", "--build-arg", f"PYTHON_SOURCE={python.source}",
+        "--build-arg",
+        f"BASE_IMAGE={inp.test_image}",
+        "--build-arg",
+        f"INSTALL_LOCK={lock}",
+        "--build-arg",
+        f"PYTHON_VERSION={python.version}",
+        "--build-arg",
+        f"PYTHON_SOURCE={python.source}",
     )
     argv = (*plan.docker_build(docker, inp.dockerfile), *args, *inp.host.proxy_flags("--build-arg"), *plan.secrets(inp))
     argv += (*plan.labels(toolchain, "node", inp.key), "-t", tag, str(inp.context))
@@ -151,7 +157,7 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
         unasked="a real run needs the wheels of every torch line and a current index (nox -s index)",
     )
     failed: list[str] = []
-    for version in toolchain.release_pythons if f.options.all_pythons else toolchain.checked_pythons:
+    for version in toolchain.served_pythons if f.options.all_pythons else toolchain.checked_pythons:
         python = f.matrix.python(version)
         failed += _install_on(f, toolchain, python, staged, torch_args, host, dists, summary)
     if failed:
@@ -173,14 +179,23 @@ def _install_on(
     base = f.images.resolve_base(python.image, toolchain.image_hint)
     client = f.images.client()
     digests = (
-        staged.wheelhouse_digest, staged.scripts_digest, staged.pythons_digest,
+        staged.wheelhouse_digest,
+        staged.scripts_digest,
+        staged.pythons_digest,
         context.file_sha256(f.repo / NODE_DOCKERFILE),
     )
     key = context.combine("node", toolchain.fingerprint(), python.version, *digests, base.id, *torch_args)
     t0 = time.monotonic()
     with f.pipconf(host, torch_args) as pipconf:
-        inp = plan.BuildInputs(context=staged.root, dockerfile=f.repo / NODE_DOCKERFILE, builder_image=base.ref,
-                               test_image=base.ref, pipconf=pipconf, host=host, key=key)
+        inp = plan.BuildInputs(
+            context=staged.root,
+            dockerfile=f.repo / NODE_DOCKERFILE,
+            builder_image=base.ref,
+            test_image=base.ref,
+            pipconf=pipconf,
+            host=host,
+            key=key,
+        )
         node = plan_node_image(client.exe, toolchain, inp, python)
         built = f.runner.run(node.command)
     if built.planned:
@@ -205,18 +220,26 @@ def _install_on(
         )
     page = variants.line_page(variants.torch_line(torch_version))
     on_page = sorted(x.filename for x in dists or () if variants.line_page(x.line) == page)
-    f.echo(f"node torch {torch_version}, Python {python.version}: {toolchain.wheel_dir}/{page}/ offers "
-           f"{', '.join(on_page)}")
-    f.echo(f"pip must choose +{expect} for {python.tag} and leave torch {torch_version} as it is "
-           f"({', '.join(toolchain.install_ways)})")
+    f.echo(
+        f"node torch {torch_version}, Python {python.version}: {toolchain.wheel_dir}/{page}/ offers "
+        f"{', '.join(on_page)}"
+    )
+    f.echo(
+        f"pip must choose +{expect} for {python.tag} and leave torch {torch_version} as it is "
+        f"({', '.join(toolchain.install_ways)})"
+    )
     failed = []
     for how in toolchain.install_ways:
         t1 = time.monotonic()
         cmd = plan_install_run(client.exe, toolchain, node.tag, wheel_dir, how, expect, python.version)
         res = f.runner.run(cmd, check=False, passthrough=True)
         ok = res.returncode == 0
-        summary.add(f"install {python.version} ({how})", "ran" if ok else "failed", time.monotonic() - t1,
-                    f"chose +{expect}; {_wrong_line_outcome(res.log)}" if ok else f"expected +{expect}")
+        summary.add(
+            f"install {python.version} ({how})",
+            "ran" if ok else "failed",
+            time.monotonic() - t1,
+            f"chose +{expect}; {_wrong_line_outcome(res.log)}" if ok else f"expected +{expect}",
+        )
         if not ok:
             failed.append(f"{python.version} {how} (exit {res.returncode}, log {res.log})")
     if f.options.all_pythons:  # a release check visits every Python once: keep the disk for the next node image

@@ -20,7 +20,13 @@ from .state import State
 from .summary import ImageRef, Summary
 
 ERRORS = (
-    UserError, StepFailed, dockercli.DockerError, MatrixError, env.EnvError, FileNotFoundError, wheelcheck.WheelError,
+    UserError,
+    StepFailed,
+    dockercli.DockerError,
+    MatrixError,
+    env.EnvError,
+    FileNotFoundError,
+    wheelcheck.WheelError,
     hostpython.HostPythonError,
 )
 
@@ -61,26 +67,20 @@ class Flow:
         title = "pip.conf passed as the BuildKit secret 'pipconf' (credentials redacted here):\n"
         return self.runner.secret_file("pip.conf", text, title + shown)
 
-    def build_pythons(self, toolchain: Toolchain) -> tuple[str, ...]:
-        """The Pythons a build of ``toolchain`` makes wheels for: all of the row's for ``nox -s wheels``, else its
-        test's and install checks'; none for a row whose image brings its own interpreter."""
+    def image_pythons(self, toolchain: Toolchain) -> tuple[str, ...]:
+        """The Pythons the test and node images of ``toolchain`` run: its test's and install checks' (with
+        ``--all-pythons``, every one its wheel serves); none for a row whose image brings its own interpreter. No
+        builder needs one: the wheel serves every Python of the row from one build."""
         if toolchain.torch.from_image:
             return ()
-        return toolchain.release_pythons if self.options.all_pythons else toolchain.session_pythons
-
-    def python_sources(self, toolchain: Toolchain) -> dict[str, str]:
-        """X.Y -> where it comes from, for every Python a build or an image of ``toolchain`` may use."""
-        if toolchain.torch.from_image:
-            return {}
-        wanted = {*toolchain.release_pythons, toolchain.python, *toolchain.checked_pythons}
-        return {v: self.matrix.python(v).source for v in sorted(wanted)}
+        checked = toolchain.served_pythons if self.options.all_pythons else toolchain.checked_pythons
+        return tuple(sorted({toolchain.python, *checked}, key=lambda v: tuple(map(int, v.split(".")))))
 
     def stage(self, toolchain: Toolchain, host: env.HostEnv) -> tuple[context.Staged, list[str]]:
         """Stage the build context of ``toolchain``; returns it with the pip args of the torch its images install."""
         shared = locks.shared_install(self.matrix, toolchain, self.repo)
-        needed = {*self.build_pythons(toolchain), *(() if toolchain.torch.from_image else (toolchain.python,)),
-                  *(() if toolchain.torch.from_image else toolchain.checked_pythons)}
-        host_pythons = {v: hostpython.find(v) for v in sorted(needed) if self.matrix.python(v).from_host}
+        needed = self.image_pythons(toolchain)
+        host_pythons = {v: hostpython.find(v) for v in needed if self.matrix.python(v).from_host}
         staged = context.stage_build(
             self.repo, toolchain, self.matrix.build, host.find_links_dirs, shared, host_pythons
         )
@@ -103,9 +103,8 @@ class Built:
     key: str
     sources: str  # the digest built_wheel compares
     wheel_dir: Path
-    wheel: Path = Path()  # the wheel of the row's test Python
+    wheel: Path = Path()  # the row's one wheel, which serves every Python of its `pythons`
     info: wheelcheck.WheelInfo | None = None
-    others: dict[str, Path] = field(default_factory=dict)  # the wheels of its other Pythons, by tag
 
     @property
     def builder_tag(self) -> str:
@@ -114,6 +113,8 @@ class Built:
     @contextmanager
     def inputs(self, flow: Flow, key: str) -> Iterator[plan.BuildInputs]:
         """The build's inputs for cache key ``key``, with the pip.conf secret in place while the block runs."""
+        toolchain = self.toolchain
+        source = "" if toolchain.torch.from_image else flow.matrix.python(toolchain.python).source
         with flow.pipconf(self.host, self.torch_args) as conf:
             yield plan.BuildInputs(
                 context=self.staged.root,
@@ -124,8 +125,7 @@ class Built:
                 host=self.host,
                 key=key,
                 source_date_epoch=git.source_date_epoch(flow.repo),
-                pythons=flow.build_pythons(self.toolchain),
-                python_sources=flow.python_sources(self.toolchain),
+                python_source=source,
             )
 
 
@@ -182,8 +182,8 @@ def _stage(flow: Flow, toolchain: Toolchain) -> Built:
     staged, torch_args = flow.stage(toolchain, host)
     if toolchain.collectives:
         flow.echo(f"collectives: {toolchain.collectives}")
-    # Not the staged host Pythons: a wheel needs only their headers, whose ABI is fixed within a minor version, and
-    # `nox -s wheels` stages more of them than `build-<row>` does; the state's Python set decides what is missing.
+    # Not the staged host Pythons: the builder uses none of them, and `install-<row> -- --all-pythons` stages more
+    # of them than `build-<row>` does.
     digests = (staged.src_digest, staged.scripts_digest, staged.wheelhouse_digest, staged.dockerfile_digest)
     key = context.combine("build", toolchain.fingerprint(), *digests, builder_base.id, *torch_args)
     sources = context.sources_digest(flow.repo, toolchain, flow.matrix.build)
@@ -198,15 +198,10 @@ def _up_to_date(flow: Flow, built: Built) -> Path | None:
     state = flow.state.read(built.toolchain.name)
     if flow.options.rebuild or state.get("key") != built.key:
         return None
-    if not set(flow.build_pythons(built.toolchain)) <= set(state.get("pythons", ())):
-        return None  # the last build made fewer Pythons' wheels than this one wants
-    made = {state.get("wheel", ""): state.get("sha256"), **state.get("others", {})}
-    for name, sha in made.items():
-        if not (built.wheel_dir / name).is_file() or context.file_sha256(built.wheel_dir / name) != sha:
-            return None
-    others = [built.wheel_dir / n for n in state.get("others", {})]
-    built.others = {wheelcheck.inspect(w).python_tags[0]: w for w in others}
-    return built.wheel_dir / state["wheel"]
+    wheel = built.wheel_dir / state.get("wheel", "?")
+    if not wheel.is_file() or context.file_sha256(wheel) != state.get("sha256"):
+        return None
+    return wheel
 
 
 def _build_wheel(flow: Flow, built: Built) -> Path | None:
@@ -218,45 +213,50 @@ def _build_wheel(flow: Flow, built: Built) -> Path | None:
             results = [flow.runner.run(cmd) for cmd in cmds]
         if results[-1].planned:
             return None
-        built.others = _accept_wheels(flow, built.toolchain, export, built.wheel_dir)
-        return built.wheel_dir / built.others.pop(built.toolchain.python_tag)
+        return _accept_wheel(flow, built.toolchain, export, built.wheel_dir)
     finally:
         flow.runner.remove(export)
 
 
 def _take(flow: Flow, built: Built, wheel: Path, *, new: bool = False) -> None:
-    """Make ``wheel`` the build's and record it (a ``new`` one with the key it was built from)."""
+    """Make ``wheel`` the build's and record it (a ``new`` one with the key it was built from). A new wheel replaces
+    the row's previous ones: a line's page offers one wheel, and pip prefers a wheel of one CPython (``cp311-cp311``)
+    left beside it over the abi3 one."""
     built.wheel, built.info = wheel, wheelcheck.inspect(wheel)
-    made = dict(
-        key=built.key, wheel=wheel.name, sha256=built.info.sha256, builder_image=built.builder_tag,
-        pythons=list(flow.build_pythons(built.toolchain)),
-        others={p.name: context.file_sha256(p) for p in built.others.values()},
+    if new:
+        _remove_replaced(flow, built, wheel)
+    made = dict(key=built.key, wheel=wheel.name, sha256=built.info.sha256, builder_image=built.builder_tag)
+    flow.state.write(built.toolchain.name, replace=new, sources=built.sources, **(made if new else {}))
+
+
+def _remove_replaced(flow: Flow, built: Built, wheel: Path) -> None:
+    """Remove the wheels the row's last build recorded (its own, and those of one CPython each that a record of the
+    per-Python layout lists under ``others``) when they are still the files it wrote and not ``wheel``."""
+    state = flow.state.read(built.toolchain.name)
+    recorded = {state.get("wheel", ""): state.get("sha256"), **state.get("others", {})}
+    for name, sha in recorded.items():
+        old = built.wheel_dir / name
+        if name and name != wheel.name and old.is_file() and context.file_sha256(old) == sha:
+            old.unlink()
+            flow.echo(f"removed {old.relative_to(flow.repo)}: replaced by {wheel.name}")
+
+
+def _accept_wheel(flow: Flow, toolchain: Toolchain, export: Path, wheel_dir: Path) -> Path:
+    """Check the exported wheel, the row's one, and move it into ``wheel_dir`` (with the build's reports into
+    build/state); returns where it is now."""
+    found = sorted(export.glob("*.whl"))
+    if len(found) != 1:
+        names = ", ".join(w.name for w in found) or "none"
+        raise UserError(f"the build exported {len(found)} wheels ({names}), not the row's one: {export}")
+    info = wheelcheck.inspect(found[0])
+    bad = wheelcheck.problems(
+        info, variant=toolchain.variant, wheel_tag=toolchain.wheel_tag, excludes=toolchain.auditwheel_exclude
     )
-    flow.state.write(built.toolchain.name, sources=built.sources, **(made if new else {}))
-
-
-def _accept_wheels(flow: Flow, toolchain: Toolchain, export: Path, wheel_dir: Path) -> dict[str, Path]:
-    """Check the exported wheels, one per Python of the build, and move them into ``wheel_dir`` (with the build's
-    reports into build/state); returns them by Python tag."""
-    wanted = {flow.matrix.python(v).tag for v in flow.build_pythons(toolchain)} or {toolchain.python_tag}
-    found: dict[str, Path] = {}
-    for wheel in sorted(export.glob("*.whl")):
-        info = wheelcheck.inspect(wheel)
-        tag = info.python_tags[0] if len(info.python_tags) == 1 else ".".join(info.python_tags)
-        excludes = toolchain.auditwheel_exclude
-        bad = wheelcheck.problems(info, variant=toolchain.variant, python_tag=tag, excludes=excludes)
-        if tag not in wanted or tag in found:
-            bad.append(f"python tag {tag} is not one of this build's ({', '.join(sorted(wanted))}) or came twice")
-        if bad:
-            raise UserError(f"repaired wheel {info.path.name} is not acceptable: " + "; ".join(bad))
-        found[tag] = wheel
-    if missing := sorted(wanted - set(found)):
-        raise UserError(f"the build exported no wheel for {', '.join(missing)} ({export})")
+    if bad:
+        raise UserError(f"repaired wheel {info.path.name} is not acceptable: " + "; ".join(bad))
     wheel_dir.mkdir(parents=True, exist_ok=True)
-    final = {}
-    for tag, wheel in found.items():
-        final[tag] = wheel_dir / wheel.name
-        os.replace(wheel, final[tag])  # same filesystem: atomic, never a half wheel
+    final = wheel_dir / found[0].name
+    os.replace(found[0], final)  # same filesystem: atomic, never a half wheel
     for name in BUILD_REPORTS:
         if (export / name).is_file():
             outputs.atomic_copy(export / name, flow.state.reports(toolchain.name) / name)

@@ -66,7 +66,11 @@ def device_groups(flags: Sequence[str], stat: Stat = _stat, listdir: ListDir = _
 
 
 def run_flags(
-    flags: Sequence[str], optional_mounts: Sequence[str], *, exists: Exists = os.path.exists, stat: Stat = _stat,
+    flags: Sequence[str],
+    optional_mounts: Sequence[str],
+    *,
+    exists: Exists = os.path.exists,
+    stat: Stat = _stat,
     listdir: ListDir = _listdir,
 ) -> list[str]:
     """The host-dependent ``docker run`` flags of a row: present optional mounts, then device groups."""

@@ -1,9 +1,9 @@
 """The host's own CPythons, for the Pythons the matrix takes from the host (``[pythons."X.Y"] source = "host"``).
 
-No Debian release ships 3.10 or 3.12, so their images run, and their builders compile against, a copy of the
-host's installation: its prefix minus the test suite and whatever was installed into it (the images make a venv of
-their own). Found as ``pythonX.Y`` on PATH when that runs, else under pyenv's ``versions/X.Y.*`` (pyenv's shims
-answer only for the versions that ``pyenv global`` names).
+No Debian release ships 3.10 or 3.12, so the test and node images that run them run a copy of the host's
+installation: its prefix minus the test suite and whatever was installed into it (the images make a venv of their
+own). No builder needs one: the wheel holds no CPython ABI. Found as ``pythonX.Y`` on PATH when that runs, else
+under pyenv's ``versions/X.Y.*`` (pyenv's shims answer only for the versions that ``pyenv global`` names).
 """
 
 from __future__ import annotations
@@ -43,12 +43,13 @@ def find(version: str) -> Path:
     candidates = [f"python{version}", *(str(p / "bin" / f"python{version}") for p in _pyenv_versions(version))]
     for exe in candidates:
         prefix = _prefix_of(exe)
-        if prefix and (prefix / "include" / f"python{version}" / "Python.h").is_file():
+        if prefix and (prefix / "lib" / f"python{version}" / "os.py").is_file():  # its standard library
             return prefix
     raise HostPythonError(
         f'configs/toolchains.toml takes CPython {version} from the host ([pythons."{version}"] source = "host"), '
-        f"but no python{version} with its headers was found on PATH or under pyenv's versions/{version}.*: install "
-        f"it (e.g. `pyenv install {version}`), or leave {version} out of the rows you build"
+        f"but no python{version} with its standard library was found on PATH or under pyenv's "
+        f"versions/{version}.*: install it (e.g. `pyenv install {version}`), or leave {version} out of the rows you "
+        "build"
     )
 
 

@@ -1,13 +1,15 @@
 """Package indexes of the built wheels, one per (variant, torch line), and publishing them to a share.
 
-``wheels/<variant>/`` holds a variant's wheels, one per torch line and Python (``torch_fl-0.1.0+pt213cpu-cp311-...``).
+``wheels/<variant>/`` holds a variant's wheels, one per torch line (``torch_fl-0.1.0+pt213cpu-cp310-abi3-...``), each
+tagged for every CPython its row serves.
 ``build(dir)`` writes beside them, for each torch line that has wheels::
 
     torch-2.13/simple/index.html            PEP 503 root page (one project: torch-fl)
     torch-2.13/simple/torch-fl/index.html   project page: ``../../../<wheel>#sha256=...`` per wheel of the line
     torch-2.13/index.html                   flat find-links page (``../<wheel>#sha256=...``)
 
-A page offers only its line's wheels, and no variant-wide page is written: docs/cluster.md says why. The relative
+A page offers only its line's one wheel (one per build label: DTK releases share a line), and no variant-wide page
+is written: docs/cluster.md says why. The relative
 links resolve the same under http, file:// and in a published copy. dumb-pypi writes the HTML (with hashes and
 Requires-Python, the same bytes for the same wheels); each line's tree is swapped in whole (``outputs.publish_dir``).
 """
@@ -126,8 +128,8 @@ def read_dist(path: Path) -> Dist:
 
 
 def collect(wheel_dir: Path, variant: str) -> list[Dist]:
-    """The torch-fl wheels of ``wheel_dir``; each must carry ``pt<line><variant>`` (``variant`` may be "dtk*") and
-    require exactly that torch line."""
+    """The torch-fl wheels of ``wheel_dir``; each must carry ``pt<line><variant>`` (``variant`` may be "dtk*"),
+    require exactly that torch line and be tagged ``cp3X-abi3``, the one wheel of its build for every Python."""
     dists = [read_dist(p) for p in sorted(wheel_dir.glob(WHEEL_GLOB))]
     if not dists:
         raise IndexBuildError(f"{wheel_dir}: no {WHEEL_GLOB} to index: run `nox -s build-<toolchain>` first")
@@ -141,12 +143,26 @@ def collect(wheel_dir: Path, variant: str) -> list[Dist]:
                 f"{d.path}: version label +{d.label or '(none)'} is not pt<torch line>{variant}: a {variant} index "
                 "never holds another toolchain's wheel (move it to its own wheels/<variant>/ or delete it)"
             )
+        if not wheelcheck.is_abi3(d.filename):
+            raise IndexBuildError(
+                f"{d.path}: tagged {wheelcheck.interpreter_tag(d.filename)}, a wheel of one CPython: a line's page "
+                "offers one cp3X-abi3 wheel for every Python, and pip would prefer this one where it fits; delete "
+                "it, or rebuild its row (`nox -s build-<row>` replaces the row's last wheels)"
+            )
         admitted = required_lines(d.requires_dist)
         if admitted is not None and admitted != [d.line]:
             raise IndexBuildError(
                 f"{d.path}: label +{label} is for torch {d.line[0]}.{d.line[1]} but the wheel requires "
                 f"{', '.join(r for r in d.requires_dist if r.lower().startswith('torch'))}: the page of its line "
                 "would offer a wheel that changes torch; rebuild it against that torch line or delete it"
+            )
+    seen: dict[str, Dist] = {}
+    for d in dists:
+        if (first := seen.setdefault(d.label, d)) is not d:
+            raise IndexBuildError(
+                f"{wheel_dir}: {first.filename} and {d.filename} are both +{d.label}: the page of torch "
+                f"{d.line[0]}.{d.line[1]} offers one wheel of a build; delete the one that build/state/<row>.json "
+                "does not name"
             )
     return dists
 
@@ -165,8 +181,18 @@ def _render(dists: Iterable[Dist], out: Path, packages_url: str) -> Path:
     lst, site = out / "packages.jsonl", out / "site"
     out.mkdir(parents=True, exist_ok=True)
     lst.write_text("".join(d.package_line() + "\n" for d in dists), encoding="utf-8")
-    args = ["--package-list-json", str(lst), "--output-dir", str(site), "--packages-url", packages_url,
-            "--title", "torch-fl", "--no-generate-timestamp", "--no-per-release-json"]
+    args = [
+        "--package-list-json",
+        str(lst),
+        "--output-dir",
+        str(site),
+        "--packages-url",
+        packages_url,
+        "--title",
+        "torch-fl",
+        "--no-generate-timestamp",
+        "--no-per-release-json",
+    ]
     if rc := dumb_pypi.main(args):
         raise IndexBuildError(f"dumb-pypi exited {rc} while writing {site}")
     return site

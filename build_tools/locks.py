@@ -115,7 +115,7 @@ def locks_of(toolchain: Toolchain, repo: Path, matrix_path: str, suites: Sequenc
     pythons = {
         "builder": (toolchain.builder_python or toolchain.python,),
         "test": (toolchain.python,),
-        "install": tuple(sorted({toolchain.python, *toolchain.checked_pythons, *toolchain.release_pythons})),
+        "install": tuple(sorted({toolchain.python, *toolchain.checked_pythons, *toolchain.served_pythons})),
     }
     # a node of another Python than the test's takes torch.node_requirement where the row names one
     node_torch = toolchain.torch.node_requirement
@@ -167,8 +167,11 @@ def shared_install(matrix: Matrix, toolchain: Toolchain, repo: Path) -> str:
     it."""
     group = toolchain.torch.shared_deps
     rows = [t for t in matrix.toolchains.values() if group and t.torch.shared_deps == group]
-    paths = [lock_path(row, "install", py) for row in rows
-             for py in sorted({row.python, *row.checked_pythons, *row.release_pythons})]
+    paths = [
+        lock_path(row, "install", py)
+        for row in rows
+        for py in sorted({row.python, *row.checked_pythons, *row.served_pythons})
+    ]
     shared: dict[str, str] = {}
     for i, path in enumerate(paths):
         entries = _entries((repo / path).read_text(encoding="utf-8"))
@@ -242,11 +245,21 @@ def _compile(uv: Sequence[str], lock: Lock, find_links: Sequence[str], *, pinned
         out = Path(tmp) / f"{lock.name}.txt"
         out.write_text(previous, encoding="utf-8")
         cmd = [
-            *uv, "pip", "compile", "--quiet", "--generate-hashes", "--no-header", "--no-annotate",
-            "--python-version", lock.python, "--python-platform", PLATFORM,
+            *uv,
+            "pip",
+            "compile",
+            "--quiet",
+            "--generate-hashes",
+            "--no-header",
+            "--no-annotate",
+            "--python-version",
+            lock.python,
+            "--python-platform",
+            PLATFORM,
             *(["--no-deps"] if pinned else []),
             *_indexes(lock, lines, find_links),
-            "--output-file", str(out),
+            "--output-file",
+            str(out),
             str(spec),
         ]
         res = subprocess.run(cmd, capture_output=True, text=True, check=False)

@@ -81,9 +81,9 @@ class PythonSource:
 
     version: str = given(matches(_PYTHON_RE, '"X.Y" (e.g. "3.12")'), quoted=True)
     source: str = key(
-        '"host": the host\'s own `pythonX.Y` (its whole installation is staged into the build context; the images '
-        "run it, the builders take its headers); or a Debian suite whose packages pythonX.Y, pythonX.Y-venv and "
-        "libpythonX.Y-dev bring it (the builders fetch only the headers package from that suite)",
+        '"host": the host\'s own `pythonX.Y` (its whole installation is staged into the build context, and the test '
+        "and node images run a copy of it); or a Debian suite whose packages pythonX.Y and pythonX.Y-venv bring it. "
+        "Builders need no Python of the matrix: the wheel holds no CPython ABI",
         check=matches(_SUITE_RE, '"host" or a Debian suite name (e.g. "sid")'),
     )
     image: str = key(
@@ -161,20 +161,21 @@ class Toolchain:
         check=matches(_PYTHON_RE, '"X.Y" (e.g. "3.11")'),
     )
     builder_python: str = key(
-        '(optional) "X.Y" of the builder image\'s own interpreter, which runs CMake and pip (default: python); the '
-        "wheels' Pythons need only their headers there",
+        '(optional) "X.Y" of the builder image\'s own interpreter, which runs CMake and pip (default: python); at '
+        "least the oldest of pythons, since scikit-build-core tags a wheel abi3 only from a Python as new as the tag",
         check=matches(_PYTHON_RE, '"X.Y" (e.g. "3.11")'),
         default="",
     )
     pythons: tuple[str, ...] = key(
-        "(optional) every CPython the row's wheels are built for: `nox -s wheels` builds them all, one core and one "
-        "torch_fl._C each (default: python alone)",
+        "(optional) the CPythons this row's one wheel serves: it is tagged cp<oldest>-abi3 (the core library holds "
+        "no CPython ABI), so pip takes it on each of them and refuses older ones; `install-<toolchain> -- "
+        "--all-pythons` checks each (default: python alone)",
         check=matches(_PYTHON_RE, '"X.Y" (e.g. "3.12")'),
         default=(),
     )
     install_pythons: tuple[str, ...] = key(
         "(optional) the CPythons `install-<toolchain>` installs the wheel on as a node does, each in a node image "
-        "of that Python; `build-<toolchain>` builds these and python (default: python alone)",
+        "of that Python, a subset of pythons (default: python alone)",
         check=matches(_PYTHON_RE, '"X.Y" (e.g. "3.12")'),
         default=(),
     )
@@ -258,30 +259,41 @@ class Toolchain:
 
     @property
     def python_tag(self) -> str:
+        """The test image's interpreter as a wheel tag (``cp313``): what a torch wheel for its images must carry."""
         return "cp" + self.python.replace(".", "")
 
     @property
-    def release_pythons(self) -> tuple[str, ...]:
-        """Every Python the row's wheels are built for (``nox -s wheels``)."""
+    def served_pythons(self) -> tuple[str, ...]:
+        """Every Python the row's one wheel serves."""
         return _sorted_pythons(self.pythons or (self.python,))
+
+    @property
+    def wheel_python(self) -> str:
+        """The Python tag of the row's wheel (``cp310``): its oldest served Python, which scikit-build-core's
+        ``wheel.py-api`` turns into ``cp310-abi3``."""
+        return "cp" + self.served_pythons[0].replace(".", "")
+
+    @property
+    def wheel_tag(self) -> str:
+        """``cp310-abi3``: the Python and ABI tags of the row's wheel, which pip accepts on that CPython or newer."""
+        return f"{self.wheel_python}-abi3"
 
     @property
     def checked_pythons(self) -> tuple[str, ...]:
         """The Pythons the install checks run on."""
         return _sorted_pythons(self.install_pythons or (self.python,))
 
-    @property
-    def session_pythons(self) -> tuple[str, ...]:
-        """The Pythons ``build-<toolchain>`` builds: the test's and the install checks'."""
-        return _sorted_pythons({self.python, *self.checked_pythons})
-
     def fingerprint(self) -> str:
         """A stable hash of the row: part of the build and test cache keys."""
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=list).encode()).hexdigest()
 
 
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
+
+
 def _sorted_pythons(versions) -> tuple[str, ...]:
-    return tuple(sorted(set(versions), key=lambda v: tuple(int(x) for x in v.split("."))))
+    return tuple(sorted(set(versions), key=_version_key))
 
 
 @dataclass(frozen=True)
@@ -437,13 +449,25 @@ def parse(data: Mapping[str, Any], path: Path) -> Matrix:
             problems.add(f"toolchains.{name}.test_suites", f"{', '.join(extra)} not in [build].test_suites ({suites})")
         if row.torch.from_image:
             continue  # the image's own interpreter: no [pythons] entry, one Python
-        for field_name, versions in (("python", (row.python,)), ("pythons", row.pythons),
-                                     ("install_pythons", row.install_pythons)):
+        for field_name, versions in (
+            ("python", (row.python,)),
+            ("pythons", row.pythons),
+            ("install_pythons", row.install_pythons),
+        ):
             if unknown := [v for v in versions if v not in matrix.pythons]:
                 known = ", ".join(sorted(matrix.pythons)) or "none"
                 problems.add(f"toolchains.{name}.{field_name}", f"{', '.join(unknown)}: no [pythons] table ({known})")
-        if row.pythons and (outside := sorted(set(row.session_pythons) - set(row.pythons))):
+        if row.pythons and (outside := sorted({row.python, *row.checked_pythons} - set(row.pythons))):
             problems.add(f"toolchains.{name}.pythons", f"misses {', '.join(outside)} (python and install_pythons)")
+        builder, oldest = row.builder_python or row.python, row.served_pythons[0]
+        well_formed = all(map(_PYTHON_RE.match, (builder, oldest)))
+        if well_formed and _version_key(builder) < _version_key(oldest):
+            problems.add(
+                f"toolchains.{name}.builder_python",
+                f"{builder} is older than {oldest}, the oldest of pythons: scikit-build-core tags the "
+                f"wheel {row.wheel_tag} only when a Python at least that new builds it (raise builder_python, or "
+                "drop the older Pythons from pythons)",
+            )
     if problems:
         raise MatrixError("\n".join(f"{path}: {p}" for p in problems))
     return matrix

@@ -91,8 +91,7 @@ class BuildInputs:
     host: HostEnv
     key: str
     source_date_epoch: str = "315532800"  # the commit's time (git.source_date_epoch); 1980-01-01 when unknown
-    pythons: tuple[str, ...] = ()  # the Pythons whose wheels this build makes
-    python_sources: Mapping[str, str] = field(default_factory=dict)  # X.Y -> "host" or a Debian suite
+    python_source: str = ""  # where the test image's Python comes from: "host" or a Debian suite
 
 
 def vendor_path(toolchain: Toolchain, path: Path) -> str:
@@ -113,13 +112,12 @@ def build_args(toolchain: Toolchain, inp: BuildInputs) -> list[str]:
         "BUILD_ENV": " ".join(f"{k}={v}" for k, v in sorted(toolchain.build_env.items())),
         "AUDITWHEEL_EXCLUDE": " ".join(toolchain.auditwheel_exclude),
         "SOURCE_DATE_EPOCH": inp.source_date_epoch,
+        # the row's one wheel is tagged cp<oldest Python>-abi3 (scikit-build-core's wheel.py-api)
+        "WHEEL_PY_API": toolchain.wheel_python,
     }
     if not toolchain.torch.from_image:  # torch's own lock, which the test stage installs first
         args["INSTALL_LOCK"] = vendor_path(toolchain, locks.lock_path(toolchain, "install"))
-        # the Pythons: the test image's, and those the build compiles torch_fl._C for (with their headers' source)
-        args["PYTHON_SOURCE"] = inp.python_sources.get(toolchain.python, "")
-        args["PYTHONS"] = " ".join(inp.pythons)
-        args["PYTHON_HEADER_SOURCES"] = " ".join(f"{v}={inp.python_sources.get(v, '')}" for v in inp.pythons)
+        args["PYTHON_SOURCE"] = inp.python_source
     return [a for k, v in args.items() for a in ("--build-arg", f"{k}={v}")] + inp.host.proxy_flags("--build-arg")
 
 
@@ -251,7 +249,7 @@ SESSION_FLAGS = {
     "--bench-full": "run the full benchmark after the suites (default: the short one)",
     "--no-bench": "run no benchmark after the suites",
     "--all": "also remove the local base images and the BuildKit cache",
-    "--all-pythons": "check every Python of the row's `pythons` (after `nox -s wheels`), not only its install_pythons",
+    "--all-pythons": "check every Python of the row's `pythons`, which its one wheel serves, not only install_pythons",
 }
 FLAGS_OF = {
     "build": ("--dry-run", "--rebuild"),
@@ -276,7 +274,7 @@ class Options:
     rebuild: bool = False
     bench: str = "short"  # short | full | none
     tool_args: tuple[str, ...] = ()  # after the separator: for pytest (test-*), the benchmark (bench-*), qualify
-    all_pythons: bool = False  # build every Python of the row (`nox -s wheels`), not only its test's and installs'
+    all_pythons: bool = False  # install checks on every Python the row's wheel serves, not only install_pythons
 
 
 def parse_posargs(posargs: Sequence[str], action: str = "test", session: str = "") -> Options:
@@ -300,7 +298,10 @@ def parse_posargs(posargs: Sequence[str], action: str = "test", session: str = "
     if "--bench-full" in args and "--no-bench" in args:
         raise UsageError(f"{session}: --bench-full and --no-bench exclude each other")
     return Options(
-        dry_run="--dry-run" in args, rebuild="--rebuild" in args, bench=bench, tool_args=rest,
+        dry_run="--dry-run" in args,
+        rebuild="--rebuild" in args,
+        bench=bench,
+        tool_args=rest,
         all_pythons="--all-pythons" in args,
     )
 

@@ -1,18 +1,18 @@
 """``nox -s wheels``: the operator's release command. Builds every wheel of the matrix into wheels/ and indexes them.
 
-The matrix is the rows of configs/toolchains.toml times each row's ``pythons``: one build per row (the core once,
-torch_fl._C once per Python), one wheel per Python. A row whose last build is current and made all of its Pythons
-is skipped (the build flow's own up-to-date check), so a stopped run resumes where it stopped. A row that cannot
-be built on this host (its base image cannot be had, e.g. the DTK image) is reported and left out; the others
-still build. ``--list`` prints the matrix without building anything; row names build those rows only (`nox -s
-wheels -- cpu cpu29`).
+The matrix is the rows of configs/toolchains.toml: one build and one wheel per row, tagged ``cp3X-abi3`` for the
+oldest CPython of its ``pythons`` (the core library holds no CPython ABI), which pip takes on each of them. A row
+whose last build is current is skipped (the build flow's own up-to-date check), so a stopped run resumes where it
+stopped. A row that cannot be built on this host (its base image cannot be had, e.g. the DTK image) is reported and
+left out; the others still build. ``--list`` prints the matrix without building anything; row names build those
+rows only (`nox -s wheels -- cpu cpu29`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from . import dockercli, flow
 from .matrix import Matrix, Toolchain
@@ -22,14 +22,17 @@ from .wheel_metadata import variants
 
 @dataclass(frozen=True)
 class Entry:
-    """One wheel of the matrix."""
+    """One wheel of the matrix: one row's."""
 
     toolchain: Toolchain
     line: str  # "2.15"
-    python_tag: str  # "cp312"
+
+    @property
+    def wheel_tag(self) -> str:
+        return self.toolchain.wheel_tag  # "cp311-abi3"
 
     def describe(self) -> str:
-        return f"{self.toolchain.wheel_dir} torch-{self.line} {self.python_tag}"
+        return f"{self.toolchain.wheel_dir} torch-{self.line} {self.wheel_tag}"
 
 
 def torch_line(toolchain: Toolchain) -> str:
@@ -45,12 +48,9 @@ def torch_line(toolchain: Toolchain) -> str:
 
 
 def entries(matrix: Matrix) -> list[Entry]:
-    """Every wheel of the matrix, by variant, torch line and Python."""
-    out = []
-    for row in matrix.toolchains.values():
-        for version in row.release_pythons:
-            out.append(Entry(row, torch_line(row), "cp" + version.replace(".", "")))
-    return sorted(out, key=lambda e: (e.toolchain.wheel_dir, _line_key(e.line), int(e.python_tag[2:])))
+    """Every wheel of the matrix, one per row, by variant and torch line."""
+    out = [Entry(row, torch_line(row)) for row in matrix.toolchains.values()]
+    return sorted(out, key=lambda e: (e.toolchain.wheel_dir, _line_key(e.line)))
 
 
 def _line_key(line: str) -> tuple[int, ...]:
@@ -63,7 +63,7 @@ def listing(matrix: Matrix) -> str:
 
 
 def build_all(f: flow.Flow, summary: Summary, posargs: Sequence[str]) -> list[str]:
-    """Build every row for all of its Pythons; the rows that did not build (the summary says why). `nox -s wheels`
+    """Build every row's wheel; the rows that did not build (the summary says why). `nox -s wheels`
     then indexes wheels/ in its venv, which has the index renderer (this process need not)."""
     if list(posargs) == ["--list"]:
         f.echo(f"the wheel matrix of {f.matrix.path}, {len(entries(f.matrix))} wheels:")
@@ -72,13 +72,12 @@ def build_all(f: flow.Flow, summary: Summary, posargs: Sequence[str]) -> list[st
     if unknown := [a for a in posargs if a not in f.matrix.toolchains]:
         rows = ", ".join(f.matrix.toolchains)
         raise flow.UserError(f"nox -s wheels takes --list or row names ({rows}), not {' '.join(unknown)}")
-    f.options = replace(f.options, all_pythons=True)
     failed = []
     for row in f.matrix.toolchains.values():
         if posargs and row.name not in posargs:
             continue
         t0 = time.monotonic()
-        pythons = ", ".join(row.release_pythons)
+        pythons = _span(row.served_pythons)
         try:
             f.toolchain(row.name)
             image = row.builder_image
@@ -90,10 +89,9 @@ def build_all(f: flow.Flow, summary: Summary, posargs: Sequence[str]) -> list[st
             summary.add(f"wheels {row.name}", "failed", time.monotonic() - t0, str(exc).splitlines()[0][:120])
             failed.append(row.name)
             continue
-        made = [built.wheel.name, *(w.name for w in built.others.values())]
-        summary.add(f"wheels {row.name}", "ran", time.monotonic() - t0, f"torch {torch_line(row)}: {pythons}")
-        for name in sorted(made):
-            f.echo(f"{row.name}: wheels/{row.wheel_dir}/{name}")
+        note = f"torch {torch_line(row)}, {row.wheel_tag} for CPython {pythons}"
+        summary.add(f"wheels {row.name}", "ran", time.monotonic() - t0, note)
+        f.echo(f"{row.name}: wheels/{row.wheel_dir}/{built.wheel.name}")
     return failed
 
 
@@ -106,14 +104,14 @@ def _span(versions: Sequence[str]) -> str:
 
 
 def wheel_table(matrix: Matrix) -> str:
-    """README.md's table of the release's wheels: one row per (index directory, set of Pythons), its torch lines."""
-    groups: dict[tuple[str, str], list[str]] = {}
+    """README.md's table of the release's wheels: one row per (index directory, wheel tag), its torch lines and the
+    CPythons each line's one wheel serves."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
     for row in matrix.toolchains.values():
-        pythons = tuple(sorted({e.python_tag for e in entries(matrix) if e.toolchain is row}, key=lambda t: int(t[2:])))
-        span = _span([f"{t[2]}.{t[3:]}" for t in pythons])
-        groups.setdefault((variants.index_dir(row.wheel_dir), span), []).append(torch_line(row))
-    lines = ["| index directory | torch lines | CPython |", "|---|---|---|"]
-    for (directory, span), torch_lines in sorted(groups.items()):
+        group = (variants.index_dir(row.wheel_dir), row.wheel_tag, _span(row.served_pythons))
+        groups.setdefault(group, []).append(torch_line(row))
+    lines = ["| index directory | torch lines | wheel (one per line) | CPython |", "|---|---|---|---|"]
+    for (directory, tag, span), torch_lines in sorted(groups.items()):
         ordered = ", ".join(sorted(set(torch_lines), key=_line_key))
-        lines.append(f"| `{directory}/` | {ordered} | {span} |")
+        lines.append(f"| `{directory}/` | {ordered} | `{tag}` | {span} |")
     return "\n".join(lines)

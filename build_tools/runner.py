@@ -90,8 +90,13 @@ class Runner:
             f.write(f"$ {cmd.shell()}\n")
             f.flush()
             proc = subprocess.Popen(
-                list(cmd.argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, **cmd.env},
-                text=True, errors="replace", bufsize=1,
+                list(cmd.argv),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **cmd.env},
+                text=True,
+                errors="replace",
+                bufsize=1,
             )
             assert proc.stdout is not None
             try:

@@ -25,6 +25,8 @@ class State:
         except (FileNotFoundError, json.JSONDecodeError):
             return {}
 
-    def write(self, name: str, **values: object) -> None:
-        state = {**self.read(name), **values}
+    def write(self, name: str, *, replace: bool = False, **values: object) -> None:
+        """Record ``values`` beside what the file holds, or, with ``replace``, instead of it (a new build's record
+        keeps nothing of the last one's)."""
+        state = values if replace else {**self.read(name), **values}
         outputs.atomic_write_text(self.path(name), json.dumps(state, indent=2, sort_keys=True) + "\n")

@@ -22,8 +22,20 @@ def unpack(dest: Path, requirement: str, log: Callable[[str], object] = print) -
         return dest
     with tempfile.TemporaryDirectory(prefix="torch-fl-headers-") as tmp:
         cmd = [
-            sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
-            "--platform", "manylinux_2_28_x86_64", "--python-version", "3.11", "-d", tmp, requirement,
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--quiet",
+            "--platform",
+            "manylinux_2_28_x86_64",
+            "--python-version",
+            "3.11",
+            "-d",
+            tmp,
+            requirement,
         ]
         log(f"torch headers: {' '.join(cmd[3:])}")
         res = subprocess.run(cmd, capture_output=True, text=True, check=False)

@@ -50,7 +50,7 @@ def torch_pin(torch_version: str) -> str:
 def dynamic_metadata(settings: Mapping[str, Any], project: Mapping[str, Any]) -> dict[str, Any]:
     base = settings.get("base-version")
     if not isinstance(base, str):
-        raise RuntimeError("[[tool.dynamic-metadata]] for torch_fl needs base-version = \"X.Y.Z\"")
+        raise RuntimeError('[[tool.dynamic-metadata]] for torch_fl needs base-version = "X.Y.Z"')
     try:
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:

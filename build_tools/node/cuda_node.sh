@@ -88,21 +88,28 @@ if [ -n "${CXX:-}" ]; then echo "C++ compiler: $CXX ($("$CXX" --version | head -
 start=$(date +%s)
 if [ "$mode" = index ]; then
   [ "${REUSE_BUILD:-0}" = 1 ] || rm -rf "$dist" /tmp/torch-fl-repaired
-  # What this node needs: its Python tag and torch line, in the project's variant scheme.
-  read -r pytag label page line < <(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" -c 'import sys, torch
-sys.path.append("torch_fl"); import _variant as v; want = v.make(torch.__version__, sys.argv[1])
-print("cp%d%d" % sys.version_info[:2], want.label, v.line_page(want.line), "%d.%d" % want.line)' "$variant")
-  log "node: $("$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__,
-    "gpus", torch.cuda.device_count())'); wants +$label ($pytag)"
   index=$repo/wheels/$variant have_wheel=0
-  [ "${REBUILD:-0}" != 1 ] && compgen -G "$index/torch_fl-*+$label-$pytag-*.whl" >/dev/null && have_wheel=1
+  # What this node needs: its torch line in the project's variant scheme, and the carried wheel of that line whose
+  # tags this Python takes (the cp3X-abi3 wheel serves every CPython from 3.X on), "-" where there is none.
+  read -r fits label page line < <(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" -c 'import sys, torch
+from pathlib import Path
+from packaging.tags import sys_tags
+from packaging.utils import parse_wheel_filename
+sys.path.append("torch_fl"); import _variant as v; want = v.make(torch.__version__, sys.argv[1]); here = set(sys_tags())
+found = [w.name for w in sorted(Path(sys.argv[2]).glob(f"torch_fl-*+{want.label}-*.whl"))
+         if parse_wheel_filename(w.name)[3] & here]
+print(found[-1] if found else "-", want.label, v.line_page(want.line), "%d.%d" % want.line)' "$variant" "$index")
+  pyver=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  log "node: $("$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__,
+    "gpus", torch.cuda.device_count())'); wants +$label for Python $pyver"
+  [ "${REBUILD:-0}" != 1 ] && [ "$fits" != - ] && have_wheel=1
   if [ "$have_wheel" = 1 ] && [ -f "$index/$page/simple/torch-fl/index.html" ]; then
-    log "index: the carried wheels/$variant has $(cd "$index" && ls torch_fl-*+"$label"-"$pytag"-*.whl) on $page/"
+    log "index: the carried wheels/$variant has $fits on $page/"
   else
     if [ "$have_wheel" = 1 ]; then  # an index of another layout: the wheel is there, its line's page is not
-      log "index: the carried wheels/$variant has the +$label $pytag wheel but no $page/ page; indexing a copy"
+      log "index: the carried wheels/$variant has $fits but no $page/ page; indexing a copy"
     else
-      log "index: the carried wheels/$variant has no +$label $pytag wheel ($(cd "$index" 2>/dev/null \
+      log "index: the carried wheels/$variant has no +$label wheel for Python $pyver ($(cd "$index" 2>/dev/null \
         && ls torch_fl-*.whl 2>/dev/null | tr '\n' ' ')); building it as the builder does"
       if [ "${REUSE_BUILD:-0}" = 1 ] && compgen -G "/tmp/torch-fl-repaired/*.whl" >/dev/null; then
         log "build: reusing $(cd /tmp/torch-fl-repaired && ls ./*.whl) (REUSE_BUILD=1)"

@@ -50,8 +50,10 @@ def toolkit(cuda: str) -> tuple[str, ...]:
     """The toolkit wheels of a CUDA release; a major with no known wheel layout stops here."""
     major = cuda.split(".")[0]
     if major not in TOOLKITS:
-        raise SystemExit(f"cuda_toolkit: torch is a CUDA {cuda} build; the toolkit wheels of CUDA "
-                         f"{' and '.join(sorted(TOOLKITS))} are known here, not of CUDA {major}")
+        raise SystemExit(
+            f"cuda_toolkit: torch is a CUDA {cuda} build; the toolkit wheels of CUDA "
+            f"{' and '.join(sorted(TOOLKITS))} are known here, not of CUDA {major}"
+        )
     return TOOLKITS[major]
 
 
@@ -142,8 +144,15 @@ def main() -> int:
     probe.mkdir(exist_ok=True)
     if host_only:  # the headers and libcudart, as the extension's CUDA runtime uses them
         (probe / "h.cpp").write_text("#include <cuda_runtime.h>\nint main() { int n = 0; cudaGetDeviceCount(&n); }\n")
-        argv = [os.environ.get("CXX", "c++"), str(probe / "h.cpp"), f"-I{SYSTEM}/include", f"-L{SYSTEM}/lib64",
-                "-lcudart", "-o", str(probe / "h")]
+        argv = [
+            os.environ.get("CXX", "c++"),
+            str(probe / "h.cpp"),
+            f"-I{SYSTEM}/include",
+            f"-L{SYSTEM}/lib64",
+            "-lcudart",
+            "-o",
+            str(probe / "h"),
+        ]
         what = "a host program builds and links against it"
         failed = "a host program including cuda_runtime.h does not build or link against it"
     else:  # nvcc must compile and link a kernel: ptxas refuses PTX of a later nvvm, and a missing lib64 fails the link

@@ -5,9 +5,10 @@ usage: python build_wheel.py SRC_DIR DIST_DIR
 Environment: BUILD_ENV="K=V K2=V2" (the matrix row's build_env) applies to the build; VARIANT becomes
 TORCH_FL_VARIANT, the wheel's local version label; SKBUILD_CACHE, when set, is a persistent (BuildKit cache-mounted)
 directory holding one scikit-build-core build directory per toolchain key, so rebuilds are incremental.
-PYTHONS="3.10 3.11 ..." names the CPythons to build for and PYTHON_HEADERS the directory with X.Y/Python.h of each
-one other than this interpreter's: CMake builds the core once and torch_fl._C once per Python, all in the one wheel
-pip builds; repair_wheel.py repairs it once and splits it into one wheel per Python (split_wheel.py).
+WHEEL_PY_API=cp3X (the oldest CPython the matrix row serves) becomes scikit-build-core's wheel.py-api: the wheel is
+tagged cp3X-abi3, one wheel for every CPython from 3.X on, since the core library holds no CPython ABI. Unset, the
+project's own setting applies; either way a wheel that is not abi3 (scikit-build-core keeps this interpreter's tag
+when it is older than 3.X) is refused here.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from packaging.utils import parse_wheel_filename
 
 
 def parse_build_env(value: str) -> dict[str, str]:
@@ -44,8 +48,7 @@ def toolchain_key(env: dict[str, str]) -> str:
         raise SystemExit("build_wheel: torch is not installed in this builder image") from None
     cxx = env.get("CXX", "c++")
     compiler = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False).stdout
-    pythons = env.get("PYTHONS", "")
-    for part in (sys.version, compiler, env.get("BUILD_ENV", ""), env.get("TORCH_FL_VARIANT", ""), pythons):
+    for part in (sys.version, compiler, *(env.get(k, "") for k in ("BUILD_ENV", "TORCH_FL_VARIANT", "WHEEL_PY_API"))):
         digest.update(b"\0" + part.encode())
     return digest.hexdigest()[:16]
 
@@ -101,11 +104,10 @@ def main(argv: list[str]) -> int:
     if os.environ.get("VARIANT"):
         extra.setdefault("TORCH_FL_VARIANT", os.environ["VARIANT"])
     env = {**os.environ, **extra}
-    pythons = os.environ.get("PYTHONS", "").split()
-    if pythons:
-        env["TORCH_FL_PYTHONS"] = " ".join(pythons)
-        env["TORCH_FL_PYTHON_HEADERS"] = os.environ.get("PYTHON_HEADERS", "")
-        print(f"build_wheel: torch_fl._C for CPython {', '.join(pythons)}", flush=True)
+    py_api = os.environ.get("WHEEL_PY_API", "")
+    if py_api and not PY_API_RE.fullmatch(py_api):
+        print(f"build_wheel: WHEEL_PY_API={py_api!r} is not a CPython tag such as cp310", file=sys.stderr)
+        return 2
     if env.get("SKBUILD_CACHE"):
         env["SKBUILD_BUILD_DIR"] = str(Path(env["SKBUILD_CACHE"]) / toolchain_key(env))
         print(f"build_wheel: build directory {env['SKBUILD_BUILD_DIR']}", flush=True)
@@ -113,7 +115,10 @@ def main(argv: list[str]) -> int:
         print(f"build_wheel: {kept} sources as the last build here had them, {renewed} new or changed", flush=True)
     for key in sorted(extra):
         print(f"build_wheel: {key}={env[key]}", flush=True)
-    cmd = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v", "-w", str(dist), str(src)]
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v", "-w", str(dist)]
+    if py_api:
+        cmd.append(f"--config-settings=wheel.py-api={py_api}")
+    cmd.append(str(src))
     print("build_wheel: " + " ".join(cmd), flush=True)
     start = time.monotonic()
     rc = subprocess.call(cmd, env=env)
@@ -124,8 +129,30 @@ def main(argv: list[str]) -> int:
     if len(wheels) != 1:
         print(f"build_wheel: expected one wheel in {dist}, found {[w.name for w in wheels]}", file=sys.stderr)
         return 1
+    if problem := abi3_problem(wheels[0].name, py_api):
+        print(f"build_wheel: {problem}", file=sys.stderr)
+        return 1
     print(f"build_wheel: built {wheels[0].name} in {time.monotonic() - start:.0f}s", flush=True)
     return 0
+
+
+PY_API_RE = re.compile(r"cp3\d+")
+
+
+def abi3_problem(filename: str, py_api: str) -> str | None:
+    """What keeps the wheel ``filename`` from serving every CPython from ``py_api`` on (any abi3 tag when
+    ``py_api`` is empty); None when it does."""
+    _name, _version, _build, tags = parse_wheel_filename(filename)
+    found = sorted({f"{t.interpreter}-{t.abi}" for t in tags})
+    if all(t.abi == "abi3" and (not py_api or t.interpreter == py_api) for t in tags):
+        return None
+    want = f"{py_api}-abi3" if py_api else "cp3X-abi3"
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return (
+        f"{filename} is tagged {', '.join(found)}, not {want}: scikit-build-core keeps the building Python's own "
+        f"tag where wheel.py-api names no CPython or one newer than this {here}; set WHEEL_PY_API (or "
+        "[tool.scikit-build] wheel.py-api) to the row's oldest Python and build with one at least that new"
+    )
 
 
 if __name__ == "__main__":

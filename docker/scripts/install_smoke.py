@@ -8,9 +8,9 @@ README's pip line beside a loopback torch index that offers the next minor (extr
 sources, so it must pick the wheel whose torch pin the installed torch satisfies and leave that torch as it is.
 Then the installed version must carry LABEL, ``import torch_fl`` must route and compute ``add.Tensor``, the
 README's first use (``FIRST_USE``) must train, and ``pip check`` and ``python -m torch_fl info`` must pass. Then
-this Python's wheel of another torch line (where the variant holds one) is forced in: ``import torch_fl`` must
-refuse it with the TorchLineError and ``info --check`` print that message and exit 1. The last line is
-``install-smoke: OK ...``.
+a wheel of another torch line that pip takes on this Python (where the variant holds one) is forced in: ``import
+torch_fl`` must refuse it with the TorchLineError and ``info --check`` print that message and exit 1. The last line
+is ``install-smoke: OK ...``.
 """
 
 from __future__ import annotations
@@ -56,13 +56,18 @@ print(f"loss {loss.item():.4f} on {loss.device}")    # every op went through the
 """
 
 
-def pip(*args: str) -> None:
-    """pip with only the sources on its command line: no pip.conf, no PIP_* variables, no cache."""
+def pip_env() -> dict[str, str]:
+    """The environment of a pip with only the sources on its command line: no pip.conf, no PIP_* variables, no
+    cache."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    return env
+
+
+def pip(*args: str) -> None:
     if args[0] == "install":
         print("install-smoke: pip " + " ".join(args), flush=True)
-    subprocess.run([sys.executable, "-m", "pip", *args], env=env, check=True)
+    subprocess.run([sys.executable, "-m", "pip", *args], env=pip_env(), check=True)
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -192,23 +197,48 @@ def main(argv: list[str]) -> int:
     print(f"install-smoke: the README's first use: {first.stdout.strip()}", flush=True)
     subprocess.run([sys.executable, "-m", "torch_fl", "info"], cwd="/tmp", check=True)
     refused = check_wrong_line(args.index, major, minor, before)
-    print(f"install-smoke: OK {args.how}: torch-fl {version} for torch {before}, torch unchanged; {refused}",
-          flush=True)
+    print(
+        f"install-smoke: OK {args.how}: torch-fl {version} for torch {before}, torch unchanged; {refused}", flush=True
+    )
     return 0
+
+
+NO_MATCH = "No matching distribution found for torch-fl"  # pip's words when no wheel's tags fit this Python
+
+
+def wheel_of_another_line(index: Path, major: int, minor: int, into: Path) -> Path | None:
+    """The newest wheel of another torch line that pip takes on this Python, downloaded from those lines' flat pages
+    into ``into``; None when the variant has no other line or none of its wheels is for this Python (a cp311-abi3
+    wheel is not for 3.10). pip decides, by the wheels' tags, as on a node."""
+    own = f"torch-{major}.{minor}"
+    pages = [p for p in sorted(index.glob("torch-*/index.html")) if p.parent.name != own]
+    if not pages:
+        return None
+    links = [a for page in pages for a in ("--find-links", str(page))]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-index", "--only-binary=:all:", "-d", str(into)]
+    res = subprocess.run([*cmd, *links, "torch-fl"], env=pip_env(), capture_output=True, text=True)
+    if res.returncode != 0:
+        if NO_MATCH in res.stderr:
+            return None
+        raise SystemExit(f"install-smoke: pip download from the other lines' pages failed: {res.stderr.strip()[-500:]}")
+    (wheel,) = into.glob("torch_fl-*.whl")
+    return wheel
 
 
 def check_wrong_line(index: Path, major: int, minor: int, torch_version: str) -> str:
     """Force in this Python's wheel of another torch line: the import must refuse it with the line check's error
     (never the dynamic loader's), and ``info --check`` must print the same and exit 1. Returns what it checked."""
-    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    others = sorted(w for w in index.glob(f"torch_fl-*-{tag}-{tag}-*.whl") if f"+pt{major}{minor:02d}" not in w.name)
-    if not others:
-        return f"wrong line: not checked, the variant has no {tag} wheel of another torch line"
-    pip("install", "--no-deps", "--force-reinstall", str(others[-1]))
+    with tempfile.TemporaryDirectory() as tmp:
+        other = wheel_of_another_line(index, major, minor, Path(tmp))
+        if other is None:
+            here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+            return f"wrong line: not checked, the variant has no wheel of another torch line for Python {here}"
+        pip("install", "--no-deps", "--force-reinstall", str(other))
     imp = subprocess.run([sys.executable, "-c", "import torch_fl"], cwd="/tmp", capture_output=True, text=True)
-    info = subprocess.run([sys.executable, "-m", "torch_fl", "info", "--check"], cwd="/tmp", capture_output=True,
-                          text=True)
-    wheel_line = re.search(r"\+pt(\d)(\d\d)", others[-1].name)
+    info = subprocess.run(
+        [sys.executable, "-m", "torch_fl", "info", "--check"], cwd="/tmp", capture_output=True, text=True
+    )
+    wheel_line = re.search(r"\+pt(\d)(\d\d)", other.name)
     built = f"torch {int(wheel_line.group(1))}.{int(wheel_line.group(2))}"
     problems = []
     if imp.returncode == 0 or "TorchLineError" not in imp.stderr or "undefined symbol" in imp.stderr:
@@ -220,7 +250,7 @@ def check_wrong_line(index: Path, major: int, minor: int, torch_version: str) ->
         problems.append(f"info --check: exit {info.returncode}, {(info.stdout + info.stderr).strip()[-300:]!r}")
     if problems:
         raise SystemExit("install-smoke: a wheel of another line: " + "; ".join(problems))
-    return f"wrong line: {others[-1].name} refused under torch {major}.{minor}, info --check exit {info.returncode}"
+    return f"wrong line: {other.name} refused under torch {major}.{minor}, info --check exit {info.returncode}"
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
-"""auditwheel-repair the freshly built wheel inside the builder image (run by the Dockerfile's `build` stage), then,
-when it holds torch_fl._C for several CPythons (PYTHONS, build_wheel.py), split it into one wheel per Python
-(split_wheel.py): auditwheel runs once for all of them.
+"""auditwheel-repair the freshly built wheel inside the builder image (run by the Dockerfile's `build` stage): the
+row's one wheel, tagged cp3X-abi3 for every CPython it serves (build_wheel.py); auditwheel sets its platform tag
+and keeps the Python and ABI tags, which this script checks.
 
 usage: python repair_wheel.py DIST_DIR OUT_DIR
 
 The platform tag comes from this image's glibc (auditwheel may still pick an older policy). AUDITWHEEL_EXCLUDE's
 soname globs are never grafted: the user's torch install brings them; torch/lib is on auditwheel's library path so
-they resolve; the core library (libtorch_fl_core.so) ships in the wheel beside the modules that load it. Writes
-OUT_DIR/<repaired wheel> for each Python, OUT_DIR/auditwheel-show.txt and OUT_DIR/build-info.json.
+they resolve; the core library (libtorch_fl_core.so) ships in the wheel itself, where torch loads it. Writes
+OUT_DIR/<repaired wheel>, OUT_DIR/auditwheel-show.txt and OUT_DIR/build-info.json.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import split_wheel  # noqa: E402  (beside this script)
+from packaging.utils import parse_wheel_filename
 
 
 def manylinux_tag(libc: str | None = None, machine: str | None = None) -> str:
@@ -69,7 +68,7 @@ def _dynamic_symbols(path: Path) -> tuple[set[str], set[str], list[str]]:
 
 
 def check_torch_symbols(wheel: Path, torch_lib: str) -> None:
-    """Fail when an extension module of ``wheel`` needs a torch symbol that this image's torch does not export:
+    """Fail when a shared library of ``wheel`` needs a torch symbol that this image's torch does not export:
     objects of another torch line (a stale incremental build) link fine, then fail at import on a node. Symbol
     tables, not loading: builders may lack the vendor libraries torch's own libraries need."""
     lib = Path(torch_lib)
@@ -103,7 +102,7 @@ def run(cmd: list[str], env: dict[str, str]) -> str:
     return res.stdout + res.stderr
 
 
-# the wheel's own core library, found beside the modules through their $ORIGIN rpath: never grafted
+# the wheel's own core library, which torch loads from the package: never grafted
 CORE_LIBRARY = "libtorch_fl_core.so"
 
 
@@ -118,6 +117,11 @@ def repair(wheel: Path, out: Path, excludes: list[str], plat: str, lib: str, env
     repaired = sorted(out.glob("*.whl"))
     if len(repaired) != 1:
         raise SystemExit(f"repair_wheel: auditwheel produced {[w.name for w in repaired]} from {wheel.name}")
+    if interpreter_tags(repaired[0].name) != interpreter_tags(wheel.name):
+        raise SystemExit(
+            f"repair_wheel: auditwheel turned {wheel.name} into {repaired[0].name}: the Python and ABI tags must "
+            "stay as scikit-build-core set them (check the auditwheel release in the builder lock)"
+        )
     check_torch_symbols(repaired[0], lib)
     shown_repaired = run([*auditwheel, "show", str(repaired[0])], env)
     report = (
@@ -125,6 +129,11 @@ def repair(wheel: Path, out: Path, excludes: list[str], plat: str, lib: str, env
         f"$ auditwheel show {repaired[0].name}  (repaired)\n{shown_repaired}"
     )
     return repaired[0], report
+
+
+def interpreter_tags(filename: str) -> set[str]:
+    """The Python-ABI pairs of a wheel file name (``{"cp310-abi3"}``), whatever its platforms."""
+    return {f"{t.interpreter}-{t.abi}" for t in parse_wheel_filename(filename)[3]}
 
 
 def main(argv: list[str]) -> int:
@@ -148,15 +157,11 @@ def main(argv: list[str]) -> int:
         repaired, report = repair(wheels[0], Path(tmp), excludes, plat, lib, env)
         with zipfile.ZipFile(repaired) as zf:
             grafted = sorted(n for n in zf.namelist() if ".libs/" in n)
-        pythons = os.environ.get("PYTHONS", "").split()
-        if pythons and pythons != [f"{sys.version_info[0]}.{sys.version_info[1]}"]:  # the tag is this Python's
-            made = split_wheel.per_python(repaired, pythons, out)
-        else:
-            made = [out / repaired.name]
-            shutil.move(str(repaired), made[0])
+        made = out / repaired.name
+        shutil.move(str(repaired), made)
     (out / "auditwheel-show.txt").write_text(report)
     info = {
-        "wheels": [w.name for w in made],
+        "wheel": made.name,
         "built_wheel": wheels[0].name,
         "requested_plat": plat,
         "glibc": os.confstr("CS_GNU_LIBC_VERSION"),
@@ -166,8 +171,7 @@ def main(argv: list[str]) -> int:
         "torch_lib_dir": lib,
     }
     (out / "build-info.json").write_text(json.dumps(info, indent=2) + "\n")
-    print(f"repair_wheel: {', '.join(w.name for w in made)} (requested {plat}; grafted: {grafted or 'nothing'})",
-          flush=True)
+    print(f"repair_wheel: {made.name} (requested {plat}; grafted: {grafted or 'nothing'})", flush=True)
     return 0
 
 

@@ -3,8 +3,8 @@
 usage: python run_tests.py --tests DIR --reports DIR --markers EXPR --accelerator A --bench short|full|none
                            [--suites routing,correctness] [--workers N|auto] [-- PYTEST_ARGS...]
 
-1. smoke: the extension loads without torch imported first (its RPATH), no compiler is on PATH, and ``import
-   torch_fl`` imports the installed wheel, not a checkout;
+1. smoke: the core library loads without torch imported first (its RPATH), the package holds no module of one
+   CPython's ABI, no compiler is on PATH, and ``import torch_fl`` imports the installed wheel, not a checkout;
 2. pytest on the suites, JUnit XML to REPORTS/junit.xml;
 3. the benchmark, ``python -m harness`` from the tests' bench/, unless the bench suite's own short run wrote it.
 Everything is written under REPORTS; the exit status is non-zero when any part failed.
@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 
 COMPILERS = ("cc", "gcc", "g++", "c++", "clang", "clang++", "nvcc", "hipcc")
+# the package's one compiled part, which torch loads (torch.ops.load_library); its RPATH finds torch's libraries
+CORE_LIBRARY = "libtorch_fl_core.so"
 
 
 def worker_count(text: str) -> int:
@@ -47,17 +49,22 @@ def smoke(reports: Path, tests: Path) -> list[str]:
         info["package_dir"] = str(pkg)
         if pkg.is_relative_to(tests):
             problems.append(f"torch_fl resolves to {pkg}, inside the test copy, not the installed wheel")
-        mods = sorted(pkg.glob("_C*.so"))
-        info["extension"] = [m.name for m in mods]
-        if not mods:
-            problems.append(f"no _C*.so extension module in {pkg}")
+        core = pkg / CORE_LIBRARY
+        info["core"] = str(core) if core.is_file() else None
+        # the wheel serves every Python of its row: a module built for one CPython's ABI has no place in it
+        bound = sorted(m.name for m in pkg.glob("_C*.so"))
+        info["cpython_modules"] = bound
+        if bound:
+            problems.append(f"{', '.join(bound)} in {pkg}: the installed wheel holds a module of one CPython's ABI")
+        if not core.is_file():
+            problems.append(f"no {CORE_LIBRARY} in {pkg}")
         else:
             assert "torch" not in sys.modules
             try:
-                ctypes.CDLL(str(mods[0]))
+                ctypes.CDLL(str(core))
                 info["loads_without_torch"] = True
             except OSError as exc:
-                problems.append(f"{mods[0].name} does not load without torch imported first: {exc}")
+                problems.append(f"{CORE_LIBRARY} does not load without torch imported first: {exc}")
     found = {c: shutil.which(c) for c in COMPILERS if shutil.which(c)}
     info["compilers_on_path"] = found
     if found:

@@ -5,8 +5,6 @@
 #   steps check-python      python3 is the matrix row's PYTHON_VERSION (X.Y)
 #   steps python X.Y SOURCE the venv /opt/venv of CPython X.Y: from the context's pythons/X.Y (SOURCE host, a copy of
 #                           the host's installation) or from this image's own Debian packages (SOURCE a suite)
-#   steps python-headers X.Y=SOURCE...  each Python's Python.h and pyconfig.h in /opt/torch-fl/python-headers/X.Y:
-#                           from pythons/X.Y/include (host) or the suite's libpythonX.Y-dev, only unpacked
 #   steps lock FILE         a lock's packages by hash, --no-deps; pip reads the BuildKit secret pipconf
 #   steps wheel DIR [NAME]  DIR's wheel with --no-index, then pip check (with NAME, only NAME's problems fail:
 #                           DTK images carry conflicts of their own)
@@ -14,7 +12,7 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: steps apt PACKAGE... | check-python | python X.Y SOURCE | python-headers X.Y=SOURCE..." >&2
+  echo "usage: steps apt PACKAGE... | check-python | python X.Y SOURCE" >&2
   echo "       steps lock FILE | wheel DIR [NAME]" >&2
   exit 2
 }
@@ -62,43 +60,6 @@ step_python() {
   /opt/venv/bin/python -c 'import ssl, sqlite3, ctypes, zlib' # what pip and the suites import
 }
 
-step_python_headers() {
-  local out=/opt/torch-fl/python-headers item version source
-  mkdir -p "$out"
-  for item in "$@"; do
-    version="${item%%=*}" source="${item#*=}"
-    mkdir -p "$out/$version"
-    if [ "$source" = host ]; then
-      cp -a "$STAGED_PYTHONS/$version/include/python$version/." "$out/$version/"
-    else
-      python_headers_from_debian "$version" "$source" "$out/$version"
-    fi
-    [ -f "$out/$version/Python.h" ] && [ -f "$out/$version/pyconfig.h" ] || {
-      echo "steps python-headers: no Python.h or pyconfig.h of $version ($source)" >&2; exit 1; }
-  done
-}
-
-# Only unpacked, never installed: the headers of another Debian suite need none of its libraries to be compiled
-# against. The package index comes from the image's own Debian mirror.
-python_headers_from_debian() {
-  local version="$1" suite="$2" dest="$3" tmp mirror
-  tmp=$(mktemp -d)
-  mirror=$(grep -rhoE 'https?://[^ ]+/debian/?' /etc/apt/sources.list /etc/apt/sources.list.d 2>/dev/null | head -n1)
-  mirror="${mirror:-http://deb.debian.org/debian}"
-  mkdir -p "$tmp/lists/partial" "$tmp/archives/partial"
-  echo "deb $mirror $suite main" >"$tmp/sources.list"
-  local opts=(-o "Dir::Etc::SourceList=$tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
-    -o "Dir::State::Lists=$tmp/lists" -o "Dir::Cache::Archives=$tmp/archives" -o APT::Sandbox::User=root
-    "${APT_FRESHNESS[@]}")
-  apt-get "${opts[@]}" update
-  (cd "$tmp" && apt-get "${opts[@]}" download "libpython$version-dev")
-  dpkg-deb -x "$tmp"/libpython"$version"-dev_*.deb "$tmp/root"
-  cp -a "$tmp/root/usr/include/python$version/." "$dest/"
-  # Debian's pyconfig.h includes the one of the machine's multiarch triplet: take that one
-  cp "$tmp/root/usr/include/$(uname -m)-linux-gnu/python$version/pyconfig.h" "$dest/pyconfig.h"
-  rm -rf "$tmp"
-}
-
 step_lock() {
   [ "$#" -eq 1 ] || usage
   # a lock that pins nothing (the shared lock of a row outside a torch.shared_deps group) installs nothing
@@ -125,7 +86,6 @@ case "$step" in
   apt) step_apt "$@" ;;
   check-python) step_check_python "$@" ;;
   python) step_python "$@" ;;
-  python-headers) step_python_headers "$@" ;;
   lock) step_lock "$@" ;;
   wheel) step_wheel "$@" ;;
   *) usage ;;

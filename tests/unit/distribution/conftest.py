@@ -32,18 +32,19 @@ def _load_install_smoke() -> ModuleType:
 install_smoke = _load_install_smoke()
 
 
-def make_wheel(directory: Path, label: str, py: str = "cp311", pin: str | None = None) -> Path:
-    """``torch_fl-0.1.0+<label>-<py>-<py>-manylinux_2_28_x86_64.whl`` with a METADATA pinning its torch line."""
+def make_wheel(directory: Path, label: str, py: str = "cp310", pin: str | None = None, abi: str = "abi3") -> Path:
+    """``torch_fl-0.1.0+<label>-<py>-<abi>-manylinux_2_28_x86_64.whl`` (by default ``cp310-abi3``, a build's one
+    wheel for every CPython from 3.10 on) with a METADATA pinning its torch line."""
     line = label[2:5]
     pin = pin or f"torch<{line[0]}.{int(line[1:]) + 1},>={line[0]}.{int(line[1:])}"
-    name = f"torch_fl-0.1.0+{label}-{py}-{py}-manylinux_2_28_x86_64.whl"
+    name = f"torch_fl-0.1.0+{label}-{py}-{abi}-manylinux_2_28_x86_64.whl"
     directory.mkdir(parents=True, exist_ok=True)
     meta = (
         "Metadata-Version: 2.2\nName: torch-fl\n"
         f"Version: 0.1.0+{label}\nRequires-Python: >=3.10\nRequires-Dist: {pin}\n\n"
     )
     info = f"torch_fl-0.1.0+{label}.dist-info"
-    tag = f"{py}-{py}-manylinux_2_28_x86_64"
+    tag = f"{py}-{abi}-manylinux_2_28_x86_64"
     files = {
         f"{info}/METADATA": meta.encode(),
         # WHEEL too, so that pip itself can resolve against these (tests/unit/distribution/test_line_pages_pip.py)

@@ -20,12 +20,11 @@ def _hrefs(page):
 def test_each_torch_line_has_its_own_pages_with_sha256_links_to_the_wheels(tmp_path, wheel_factory):
     d = tmp_path / "cpu"
     a = wheel_factory(d, "pt213cpu")
-    a312 = wheel_factory(d, "pt213cpu", py="cp312")
-    b = wheel_factory(d, "pt214cpu")
+    b = wheel_factory(d, "pt215cpu", py="cp311")  # torch 2.15 ships no CPython 3.10
     res = index.build(d, "cpu")
-    assert res.changed and [x.filename for x in res.dists] == [a.name, a312.name, b.name]
-    assert res.pages == {(2, 13): d / "torch-2.13", (2, 14): d / "torch-2.14"}
-    for line, wheels in (("torch-2.13", [a, a312]), ("torch-2.14", [b])):
+    assert res.changed and [x.filename for x in res.dists] == [a.name, b.name]
+    assert res.pages == {(2, 13): d / "torch-2.13", (2, 15): d / "torch-2.15"}
+    for line, wheels in (("torch-2.13", [a]), ("torch-2.15", [b])):
         assert _hrefs(d / line / "simple" / "index.html") == ["torch-fl/index.html"]
         links = index.page_links((d / line / "simple" / "torch-fl" / "index.html").read_text())
         by_name = {x["href"].split("#")[0].rsplit("/", 1)[-1]: x for x in links}
@@ -118,6 +117,27 @@ def test_an_unlabelled_wheel_and_an_empty_dir_are_refused(tmp_path, wheel_factor
     )
     with pytest.raises(index.IndexBuildError, match=r"\+cpu is not pt<torch line>cpu"):
         index.build(d, "cpu")
+
+
+def test_a_wheel_of_one_cpython_beside_the_lines_abi3_wheel_is_refused(tmp_path, wheel_factory):
+    """pip prefers a cp311-cp311 wheel over cp310-abi3 on 3.11: a page holding both would serve 3.11 the stale one."""
+    d = tmp_path / "cpu"
+    wheel_factory(d, "pt213cpu")
+    stale = wheel_factory(d, "pt213cpu", py="cp311", abi="cp311")
+    with pytest.raises(index.IndexBuildError, match=re.escape(stale.name) + ": tagged cp311-cp311, a wheel of one"):
+        index.build(d, "cpu")
+    assert not list(d.glob("torch-*"))
+
+
+def test_two_wheels_of_one_build_on_a_line_are_refused(tmp_path, wheel_factory):
+    d = tmp_path / "cpu"
+    first = wheel_factory(d, "pt213cpu")
+    second = wheel_factory(d, "pt213cpu", py="cp311")
+    message = f"{re.escape(first.name)} and {re.escape(second.name)} are both \\+pt213cpu"
+    with pytest.raises(index.IndexBuildError, match=message):
+        index.build(d, "cpu")
+    second.unlink()
+    assert [x.filename for x in index.build(d, "cpu").dists] == [first.name]
 
 
 def test_dtk_family_accepts_any_dtk_release(tmp_path, wheel_factory):

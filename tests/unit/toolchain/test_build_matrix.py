@@ -231,13 +231,38 @@ def test_every_key_of_the_matrix_file_is_documented(repo):
 def test_a_python_is_a_column_each_row_names_from_the_pythons_table():
     m = parse_with(toolchains__cpu__pythons=["3.12", "3.11"], toolchains__cpu__install_pythons=["3.12"])
     cpu = m.toolchain("cpu")
-    assert cpu.release_pythons == ("3.11", "3.12")
-    assert cpu.session_pythons == ("3.11", "3.12")
+    assert cpu.served_pythons == ("3.11", "3.12") and cpu.checked_pythons == ("3.12",)
     assert m.python("3.12").from_host and m.python("3.12").tag == "cp312"
     with pytest.raises(matrix.MatrixError, match=r"toolchains\.cpu\.pythons: 3\.13: no \[pythons\] table"):
         parse_with(toolchains__cpu__pythons=["3.11", "3.13"])
     with pytest.raises(matrix.MatrixError, match=r"toolchains\.cpu\.pythons: misses 3\.12"):
         parse_with(toolchains__cpu__pythons=["3.11"], toolchains__cpu__install_pythons=["3.12"])
+
+
+def test_a_rows_one_wheel_is_tagged_abi3_for_the_oldest_python_it_serves():
+    data = copy.deepcopy(MINIMAL)
+    data["pythons"]["3.10"] = {"source": "host", "image": "debian:bookworm-slim"}
+    data["toolchains"]["cpu"]["pythons"] = ["3.12", "3.10", "3.11"]
+    cpu = matrix.parse(data, P).toolchain("cpu")
+    assert cpu.served_pythons == ("3.10", "3.11", "3.12")
+    assert (cpu.wheel_python, cpu.wheel_tag) == ("cp310", "cp310-abi3")
+    # without `pythons`, the row serves its test's Python alone
+    assert parse_with().toolchain("cpu").wheel_tag == "cp311-abi3"
+
+
+def test_a_builder_older_than_the_oldest_python_is_refused():
+    """scikit-build-core keeps the building interpreter's own tag when wheel.py-api names a newer CPython."""
+    pattern = (
+        r"toolchains\.cpu\.builder_python: 3\.11 is older than 3\.12, the oldest of pythons: .*cp312-abi3 "
+        r".*raise builder_python"
+    )
+    with pytest.raises(matrix.MatrixError, match=pattern):
+        parse_with(
+            toolchains__cpu__python="3.12", toolchains__cpu__builder_python="3.11", toolchains__cpu__pythons=["3.12"]
+        )
+    # a builder newer than the oldest Python tags the wheel for the oldest all the same
+    newer = parse_with(toolchains__cpu__builder_python="3.12", toolchains__cpu__pythons=["3.11", "3.12"])
+    assert newer.toolchain("cpu").wheel_tag == "cp311-abi3"
 
 
 def test_a_row_extends_another_and_overrides_what_it_sets():

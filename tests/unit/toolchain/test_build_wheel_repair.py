@@ -14,7 +14,9 @@ from buildtest_support import REPO, load_script
 from build_tools import matrix, wheelcheck
 
 CPU = matrix.load(REPO / "configs" / "toolchains.toml").toolchain("cpu")
-GOOD = "torch_fl-0.1.0+pt213cpu-cp311-cp311-manylinux_2_34_x86_64.manylinux_2_36_x86_64.whl"
+GOOD = "torch_fl-0.1.0+pt213cpu-cp310-abi3-manylinux_2_34_x86_64.manylinux_2_36_x86_64.whl"
+CORE = "torch_fl/libtorch_fl_core.so"
+PLATFORMS = "manylinux_2_34_x86_64.manylinux_2_36_x86_64"
 
 
 def make_wheel(path: Path, members: list[str]) -> Path:
@@ -25,31 +27,29 @@ def make_wheel(path: Path, members: list[str]) -> Path:
 
 
 def test_a_clean_wheel_has_no_problems(tmp_path):
-    w = make_wheel(
-        tmp_path / GOOD,
-        ["torch_fl/__init__.py", "torch_fl/_C.cpython-311-x86_64-linux-gnu.so", "torch_fl/configs/backends_cpu.conf"],
-    )
+    w = make_wheel(tmp_path / GOOD, ["torch_fl/__init__.py", CORE, "torch_fl/configs/backends_cpu.conf"])
     info = wheelcheck.inspect(w)
     assert info.local_label == "pt213cpu"
     assert info.tag == "manylinux_2_34_x86_64.manylinux_2_36_x86_64"
-    assert info.extension_modules == ("torch_fl/_C.cpython-311-x86_64-linux-gnu.so",)
+    assert info.interpreter_tag == "cp310-abi3"
+    assert info.extension_modules == (CORE,) and info.cpython_modules == ()
     assert info.grafted == ()
     assert len(info.sha256) == 64
-    assert wheelcheck.problems(info, variant="cpu", python_tag="cp311", excludes=CPU.auditwheel_exclude) == []
+    assert wheelcheck.problems(info, variant="cpu", wheel_tag="cp310-abi3", excludes=CPU.auditwheel_exclude) == []
 
 
 def test_grafted_torch_libraries_are_caught(tmp_path):
     w = make_wheel(
         tmp_path / GOOD,
         [
-            "torch_fl/_C.cpython-311-x86_64-linux-gnu.so",
+            CORE,
             "torch_fl.libs/libc10-1a2b3c4d.so",
             "torch_fl.libs/libgomp-a34b3233.so.1",
             "torch_fl.libs/libzstd-0badc0de.so.1.5",
         ],
     )
     info = wheelcheck.inspect(w)
-    bad = wheelcheck.problems(info, variant="cpu", python_tag="cp311", excludes=CPU.auditwheel_exclude)
+    bad = wheelcheck.problems(info, variant="cpu", wheel_tag="cp310-abi3", excludes=CPU.auditwheel_exclude)
     assert len(bad) == 1
     assert "torch libraries were grafted" in bad[0]
     assert "libc10-1a2b3c4d.so" in bad[0] and "libgomp-a34b3233.so.1" in bad[0]
@@ -58,11 +58,24 @@ def test_grafted_torch_libraries_are_caught(tmp_path):
 
 def test_wrong_variant_python_or_platform(tmp_path):
     w = make_wheel(tmp_path / "torch_fl-0.1.0+pt211cu130-cp312-cp312-linux_x86_64.whl", ["torch_fl/__init__.py"])
-    bad = " | ".join(wheelcheck.problems(wheelcheck.inspect(w), variant="cpu", python_tag="cp311", excludes=()))
+    bad = " | ".join(wheelcheck.problems(wheelcheck.inspect(w), variant="cpu", wheel_tag="cp310-abi3", excludes=()))
     assert "variant label +pt<torch line>cpu" in bad
-    assert "python tag cp312 is not cp311" in bad
+    assert "tagged cp312-cp312, not cp310-abi3" in bad
     assert "not a manylinux tag" in bad
-    assert "no extension module" in bad
+    assert f"no {CORE} inside" in bad
+
+
+def test_an_abi3_wheel_of_another_oldest_python_or_with_a_module_of_one_cpython_is_refused(tmp_path):
+    """The row's one wheel serves each of its Pythons: its tag names the oldest, and nothing in it is bound to one."""
+    w = make_wheel(tmp_path / GOOD.replace("cp310-abi3", "cp311-abi3"), [CORE])
+    assert wheelcheck.problems(wheelcheck.inspect(w), variant="cpu", wheel_tag="cp310-abi3", excludes=()) == [
+        "tagged cp311-abi3, not cp310-abi3 (scikit-build-core's wheel.py-api sets it)"
+    ]
+    module = "torch_fl/_C.cpython-310-x86_64-linux-gnu.so"
+    w = make_wheel(tmp_path / GOOD, [CORE, module])
+    assert wheelcheck.inspect(w).cpython_modules == (module,)
+    (bad,) = wheelcheck.problems(wheelcheck.inspect(w), variant="cpu", wheel_tag="cp310-abi3", excludes=())
+    assert bad.startswith(module) and "one CPython's ABI" in bad
 
 
 def test_strip_hash():
@@ -86,7 +99,8 @@ def test_the_repaired_wheel_grafts_nothing_from_torch(wheel):
     info = wheelcheck.inspect(wheel)
     assert wheelcheck.matching(info.grafted, wheelcheck.TORCH_LIBS) == []
     assert all(t.startswith("manylinux_") for t in info.platform_tags), info.tag
-    assert info.extension_modules, "no compiled module"
+    assert wheelcheck.is_abi3(wheel.name), f"{info.interpreter_tag}: not the Python-agnostic cp3X-abi3 wheel"
+    assert wheelcheck.CORE_LIBRARY in info.extension_modules and not info.cpython_modules, info.extension_modules
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         metadata = next(zf.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
@@ -129,10 +143,11 @@ def test_build_directories_are_keyed_by_the_torch_install(monkeypatch):
             return records["record"]
 
     monkeypatch.setattr(build.importlib.metadata, "distribution", lambda name: Dist())
-    env = {"CXX": "c++", "BUILD_ENV": "", "TORCH_FL_VARIANT": "cpu"}
+    env = {"CXX": "c++", "BUILD_ENV": "", "TORCH_FL_VARIANT": "cpu", "WHEEL_PY_API": "cp310"}
     first = build.toolchain_key(env)
     assert first == build.toolchain_key(dict(env)), "the key must be stable for one toolchain"
     assert build.toolchain_key({**env, "TORCH_FL_VARIANT": "cu130"}) != first
+    assert build.toolchain_key({**env, "WHEEL_PY_API": "cp311"}) != first
     records["record"] = "torch/include/c10/core/impl/PyObjectSlot.h,sha256=bbb,120\n"
     assert build.toolchain_key(env) != first, "another torch install must get another build directory"
 
@@ -198,57 +213,57 @@ def test_the_symbol_check_accepts_a_wheel_of_its_torch_and_refuses_a_foreign_tor
         repair.check_torch_symbols(wheel, str(tmp_path))
 
 
-PLATFORMS = "manylinux_2_34_x86_64.manylinux_2_36_x86_64"
+def test_the_build_refuses_a_wheel_that_is_not_the_rows_abi3_one():
+    build = load_script("build_wheel")
+    assert build.abi3_problem("torch_fl-0.1.0+pt213cpu-cp310-abi3-linux_x86_64.whl", "cp310") is None
+    assert build.abi3_problem("torch_fl-0.1.0+pt213cpu-cp310-abi3-linux_x86_64.whl", "") is None
+    # scikit-build-core keeps the interpreter's own tag when wheel.py-api names a newer CPython than the builder's
+    kept = build.abi3_problem("torch_fl-0.1.0+pt215cpu-cp311-cp311-linux_x86_64.whl", "cp312")
+    assert kept is not None and "tagged cp311-cp311, not cp312-abi3" in kept and "WHEEL_PY_API" in kept
+    assert "not cp310-abi3" in build.abi3_problem("torch_fl-0.1.0+pt213cpu-cp311-abi3-linux_x86_64.whl", "cp310")
+    assert "not cp3X-abi3" in build.abi3_problem("torch_fl-0.1.0+pt213cpu-cp311-cp311-linux_x86_64.whl", "")
 
 
-def _built_wheel(path: Path, tags: list[str]) -> Path:
-    """A repaired wheel before the split: one torch_fl._C per CPython beside the shared core."""
-    from wheel.wheelfile import WheelFile
+def test_the_build_passes_the_rows_py_api_to_scikit_build_core(tmp_path, monkeypatch):
+    build = load_script("build_wheel")
+    ran = []
 
-    with WheelFile(path, "w") as wf:
-        wf.writestr("torch_fl/__init__.py", "")
-        wf.writestr("torch_fl/libtorch_fl_core.so", b"\x7fELF core")
-        for tag in tags:
-            wf.writestr(f"torch_fl/_C.cpython-{tag}-x86_64-linux-gnu.so", f"\x7fELF {tag}".encode())
-        dist_info = "torch_fl-0.1.0+pt213cpu.dist-info"
-        wf.writestr(f"{dist_info}/METADATA", "Metadata-Version: 2.1\nName: torch-fl\nVersion: 0.1.0+pt213cpu\n")
-        wf.writestr(
-            f"{dist_info}/WHEEL",
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
-            "Tag: cp311-cp311-manylinux_2_34_x86_64\nTag: cp311-cp311-manylinux_2_36_x86_64\n\n",
-        )
-    return path
+    def fake_pip(cmd, env):
+        ran.append(cmd)
+        make_wheel(Path(cmd[cmd.index("-w") + 1]) / "torch_fl-0.1.0+pt213cpu-cp310-abi3-linux_x86_64.whl", [])
+        return 0
 
-
-def test_one_build_is_split_into_one_wheel_per_python_with_only_its_module(tmp_path):
-    from wheel.wheelfile import WheelFile
-
-    split = load_script("split_wheel")
-    dist = tmp_path / "dist"
-    dist.mkdir()
-    built = _built_wheel(dist / f"torch_fl-0.1.0+pt213cpu-cp311-cp311-{PLATFORMS}.whl", ["310", "311", "314"])
-    wheels = split.per_python(built, ["3.10", "3.11", "3.14"], dist)
-    assert sorted(w.name for w in wheels) == [
-        f"torch_fl-0.1.0+pt213cpu-cp{t}-cp{t}-{PLATFORMS}.whl" for t in ("310", "311", "314")
-    ]
-    assert not built.exists() or built in wheels
-    for wheel in wheels:
-        tag = wheelcheck.inspect(wheel).python_tags[0][2:]
-        with WheelFile(wheel) as wf:  # reading every member checks it against the RECORD
-            names = wf.namelist()
-            contents = {n: wf.read(n) for n in names}
-        modules = [n for n in names if "/_C." in n]
-        assert modules == [f"torch_fl/_C.cpython-{tag}-x86_64-linux-gnu.so"], wheel.name
-        assert contents[modules[0]] == f"\x7fELF {tag}".encode()
-        assert "torch_fl/libtorch_fl_core.so" in names
-        wheel_meta = next(contents[n].decode() for n in names if n.endswith(".dist-info/WHEEL"))
-        # auditwheel's two platform tags, each on a Tag line of its own
-        assert wheel_meta.count("Tag: ") == 2 and f"Tag: cp{tag}-cp{tag}-manylinux_2_36_x86_64" in wheel_meta
+    monkeypatch.setattr(build.subprocess, "call", fake_pip)
+    for name in ("BUILD_ENV", "VARIANT", "SKBUILD_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WHEEL_PY_API", "cp310")
+    assert build.main([str(tmp_path / "src"), str(tmp_path / "dist")]) == 0
+    assert "--config-settings=wheel.py-api=cp310" in ran[0]
+    monkeypatch.setenv("WHEEL_PY_API", "cp311")  # the same wheel is now another row's wrong one
+    assert build.main([str(tmp_path / "src"), str(tmp_path / "dist")]) == 1
+    monkeypatch.setenv("WHEEL_PY_API", "3.11")
+    assert build.main([str(tmp_path / "src"), str(tmp_path / "dist")]) == 2
 
 
-def test_a_python_the_build_made_no_module_for_stops_the_split(tmp_path):
-    split = load_script("split_wheel")
-    built = _built_wheel(tmp_path / f"torch_fl-0.1.0+pt213cpu-cp311-cp311-{PLATFORMS}.whl", ["311"])
-    with pytest.raises(SystemExit, match="no torch_fl._C for cp312"):
-        split.per_python(built, ["3.11", "3.12"], tmp_path)
-    assert built.is_file()  # nothing is consumed when the split cannot be made
+def test_the_repair_keeps_the_python_and_abi_tags_that_the_build_set(tmp_path, monkeypatch):
+    repair = load_script("repair_wheel")
+    built = make_wheel(tmp_path / "torch_fl-0.1.0+pt213cpu-cp310-abi3-linux_x86_64.whl", [CORE])
+    assert repair.interpreter_tags(built.name) == {"cp310-abi3"}
+    made: list[str] = []
+
+    def fake_auditwheel(cmd, env):  # `auditwheel repair -w OUT` writes the wheel it names made[-1]
+        if cmd[3] == "repair":
+            make_wheel(Path(cmd[cmd.index("-w") + 1]) / made[-1], [CORE])
+        return ""
+
+    monkeypatch.setattr(repair, "run", fake_auditwheel)
+    monkeypatch.setattr(repair, "check_torch_symbols", lambda wheel, lib: None)
+    made.append(f"torch_fl-0.1.0+pt213cpu-cp310-abi3-{PLATFORMS}.whl")
+    out = tmp_path / "kept"
+    out.mkdir()
+    assert repair.repair(built, out, [], "manylinux_2_36_x86_64", "/lib", {})[0].name == made[-1]
+    made.append(f"torch_fl-0.1.0+pt213cpu-cp310-cp310-{PLATFORMS}.whl")
+    out = tmp_path / "retagged"
+    out.mkdir()
+    with pytest.raises(SystemExit, match="the Python and ABI tags must stay"):
+        repair.repair(built, out, [], "manylinux_2_36_x86_64", "/lib", {})

@@ -305,19 +305,20 @@ def test_hostdev_flags_from_a_fake_dcu_host(dcu):
 
 def test_wheelcheck_accepts_the_image_label_of_a_family(tmp_path):
     info = wheelcheck.WheelInfo(
-        path=tmp_path / "torch_fl-0.1.0+pt204dtk2504-cp310-cp310-manylinux_2_35_x86_64.whl",
+        path=tmp_path / "torch_fl-0.1.0+pt204dtk2504-cp310-abi3-manylinux_2_35_x86_64.whl",
         version="0.1.0+pt204dtk2504",
         python_tags=("cp310",),
+        abi_tags=("abi3",),
         platform_tags=("manylinux_2_35_x86_64",),
         sha256="0" * 64,
-        extension_modules=("torch_fl/_C.cpython-310-x86_64-linux-gnu.so",),
+        extension_modules=(wheelcheck.CORE_LIBRARY,),
         grafted=(),
     )
-    assert wheelcheck.problems(info, variant="dtk*", python_tag="cp310", excludes=()) == []
-    assert wheelcheck.problems(info, variant="dtk2604", python_tag="cp310", excludes=())
+    assert wheelcheck.problems(info, variant="dtk*", wheel_tag="cp310-abi3", excludes=()) == []
+    assert wheelcheck.problems(info, variant="dtk2604", wheel_tag="cp310-abi3", excludes=())
     cpu = dataclasses.replace(info, version="0.1.0+pt204cpu")
-    assert wheelcheck.problems(cpu, variant="dtk*", python_tag="cp310", excludes=())
-    assert wheelcheck.problems(cpu, variant="cpu", python_tag="cp310", excludes=()) == []
+    assert wheelcheck.problems(cpu, variant="dtk*", wheel_tag="cp310-abi3", excludes=())
+    assert wheelcheck.problems(cpu, variant="cpu", wheel_tag="cp310-abi3", excludes=()) == []
 
 
 # ------------------------------------------------------------------------------------------------ dry runs

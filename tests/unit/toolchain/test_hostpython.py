@@ -37,3 +37,18 @@ def test_a_python_the_host_lacks_is_named_with_the_way_to_get_it(monkeypatch, tm
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
     with pytest.raises(hostpython.HostPythonError, match=r"CPython 3\.99 .*pyenv install 3\.99"):
         hostpython.find("3.99")
+
+
+def test_an_installation_without_headers_is_found_since_no_image_compiles_against_it(monkeypatch, tmp_path):
+    prefix = tmp_path / "versions" / "3.98.1"
+    (prefix / "lib" / "python3.98").mkdir(parents=True)
+    (prefix / "lib" / "python3.98" / "os.py").write_text("")
+    exe = prefix / "bin" / "python3.98"
+    exe.parent.mkdir()
+    exe.write_text(f"#!/bin/sh\necho {prefix}\n")  # answers sys.base_prefix as the interpreter would
+    exe.chmod(0o755)
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    assert hostpython.find("3.98") == prefix
+    (prefix / "lib" / "python3.98" / "os.py").unlink()  # no standard library: nothing an image could run
+    with pytest.raises(hostpython.HostPythonError, match="with its standard library"):
+        hostpython.find("3.98")

@@ -150,7 +150,7 @@ def test_a_shared_deps_group_shares_what_its_install_locks_pin_alike():
     assert len(texts) == 1, "every row of a group stages the same text, so their images share its layer"
     shared = locks.read_pins(texts.pop())
     # every Python's install lock of every row: a node of any of them installs the shared file first
-    pythons = {t.name: sorted({t.python, *t.checked_pythons, *t.release_pythons}) for t in das}
+    pythons = {t.name: sorted({t.python, *t.checked_pythons, *t.served_pythons}) for t in das}
     assert all("3.10" in v and "3.14" in v for v in pythons.values())
     paths = [locks.lock_path(t, "install", py) for t in das for py in pythons[t.name]]
     pins = [locks.read_pins((REPO / path).read_text()) for path in paths]

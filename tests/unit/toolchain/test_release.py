@@ -11,16 +11,34 @@ from build_tools import matrix, release
 MATRIX = matrix.load(REPO / "configs" / "toolchains.toml")
 
 
-def test_the_list_has_one_line_per_row_and_python_of_the_matrix():
+def test_the_list_has_one_abi3_wheel_per_row_of_the_matrix():
     lines = release.listing(MATRIX).splitlines()
-    expected = sum(len(row.release_pythons) for row in MATRIX.toolchains.values())
-    assert len(lines) == expected == len(set(lines))
-    assert all(re.fullmatch(r"[a-z0-9]+ torch-\d+\.\d+ cp3\d+", line) for line in lines), lines
-    # every line of torch 2.9-2.15 on the emulation, for every Python that PyPI's torch of that line ships
+    assert len(lines) == len(MATRIX.toolchains) == len(set(lines))
+    assert all(re.fullmatch(r"[a-z0-9]+ torch-\d+\.\d+ cp3\d+-abi3", line) for line in lines), lines
+    # every line of torch 2.9-2.15 on the emulation, tagged for the oldest Python that PyPI's torch of that line ships
     for minor in range(9, 16):
-        pythons = range(11, 15) if minor == 15 else range(10, 15)
-        for py in pythons:
-            assert f"cpu torch-2.{minor} cp3{py}" in lines
+        assert f"cpu torch-2.{minor} {'cp311' if minor == 15 else 'cp310'}-abi3" in lines
+
+
+def test_a_rows_wheel_is_tagged_for_the_oldest_python_it_serves():
+    cpu, cuda215 = MATRIX.toolchain("cpu"), MATRIX.toolchain("cuda215")
+    assert cpu.served_pythons == ("3.11", "3.12", "3.13", "3.14") and cpu.wheel_tag == "cp311-abi3"
+    assert cuda215.wheel_tag == "cp311-abi3"
+    assert MATRIX.toolchain("cpu213").wheel_tag == "cp310-abi3"
+    assert MATRIX.toolchain("dcu").wheel_tag == "cp310-abi3"  # the DTK image's own Python
+    entry = next(e for e in release.entries(MATRIX) if e.toolchain.name == "cuda215")
+    assert entry.describe() == "cu132 torch-2.15 cp311-abi3"
+
+
+def test_the_list_prints_its_count_and_one_line_per_wheel(tmp_path, capsys):
+    from build_tools import flow, plan
+    from build_tools.summary import Summary
+
+    said: list[str] = []
+    f = flow.Flow(tmp_path, MATRIX, plan.Options(dry_run=True), echo=said.append, environ={})
+    assert release.build_all(f, Summary("wheels"), ["--list"]) == []
+    assert said == [f"the wheel matrix of {MATRIX.path}, {len(MATRIX.toolchains)} wheels:"]
+    assert capsys.readouterr().out.splitlines() == release.listing(MATRIX).splitlines()
 
 
 def test_a_line_comes_from_the_requirement_or_the_images_torch_line():
