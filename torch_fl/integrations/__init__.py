@@ -10,6 +10,7 @@ it asks ``torch.accelerator``, which names flagos once torch_fl is imported (doc
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from types import ModuleType
 
@@ -21,35 +22,30 @@ REGISTRY_MODULES = ("lightning.pytorch.accelerators", "pytorch_lightning.acceler
 TRAINER_MODULE = "transformers.trainer"
 
 
-def _register(module: ModuleType) -> None:
-    # this runs inside the user's `import lightning`: a Lightning release this code does not fit must cost the
-    # flagos accelerator only, never the import
+def _guarded(module: ModuleType, integration: str, what: str, way_out: str) -> None:
+    # this runs inside the user's import of `module`: a release the integration does not fit costs what it adds,
+    # never the import
     try:
-        from . import lightning
-
-        lightning.register(module)
+        importlib.import_module(f"{__name__}.{integration}").register(module)
     except Exception as exc:  # noqa: BLE001 - any failure here is reported, not raised
         warnings.warn(
-            f"torch_fl could not register accelerator='flagos' with {module.__name__} ({type(exc).__name__}: {exc}); "
-            "pass strategy=SingleDeviceStrategy('flagos:0') and an Accelerator of your own instead",
+            f"torch_fl could not {what} {module.__name__} ({type(exc).__name__}: {exc}); {way_out}",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
+
+
+def _register(module: ModuleType) -> None:
+    _guarded(
+        module,
+        "lightning",
+        "register accelerator='flagos' with",
+        "pass strategy=SingleDeviceStrategy('flagos:0') and an Accelerator of your own instead",
+    )
 
 
 def _hint_trainer(module: ModuleType) -> None:
-    # inside the user's `import transformers.trainer`: a release this does not fit loses the hint, never the import
-    try:
-        from . import trainer_hint
-
-        trainer_hint.register(module)
-    except Exception as exc:  # noqa: BLE001 - any failure here is reported, not raised
-        warnings.warn(
-            f"torch_fl could not add its FlagosTrainingArguments hint to {module.__name__} "
-            f"({type(exc).__name__}: {exc}); the Trainer works without it",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+    _guarded(module, "trainer_hint", "add its FlagosTrainingArguments hint to", "the Trainer works without it")
 
 
 def install() -> None:
