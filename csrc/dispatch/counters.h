@@ -1,5 +1,5 @@
 // Host time the router spends on each operator, split by phase, behind a switch
-// (torch_fl._C.set_router_counters). Off, a call pays two relaxed loads (this switch and the profiler's); on, four
+// (torch_fl._core.set_router_counters). Off, a call pays two relaxed loads (this switch and the profiler's); on, four
 // clock reads and one locked table update. It answers what a profiler cannot at
 // µs scale: of an op's host time on flagos, how much is the re-tag (arguments in,
 // results out, the call's bookkeeping released) and how much the vendor kernel.

@@ -23,7 +23,7 @@ class FlagosAllocator final : public c10::DeviceAllocator {
     runtime().allocator()->copy_data(dest, src, count);
   }
 
-  // Before torch_fl._C.init there is no runtime, hence no memory: torch.accelerator's memory APIs return
+  // Before torch_fl._core.init there is no runtime, hence no memory: torch.accelerator's memory APIs return
   // empty statistics then, as they do for an allocator that has not started.
   bool initialized() override { return runtime_ready(); }
   // flagos exposes no private memory pools (no graph pools), so the pool id is always the default one.

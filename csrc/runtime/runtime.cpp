@@ -1,4 +1,4 @@
-// Choosing the vendor runtime (FLAGOS_ACCELERATOR, via torch_fl._C.init), once per process.
+// Choosing the vendor runtime (FLAGOS_ACCELERATOR, via torch_fl._core.init), once per process.
 #include "runtime/device.h"
 
 #include <c10/util/Exception.h>

@@ -105,7 +105,7 @@ class Runtime {
   virtual at::Generator new_vendor_generator(c10::DeviceIndex index) const = 0;
 };
 
-// The runtime chosen at start-up (torch_fl._C.init). Throws if none is active.
+// The runtime chosen at start-up (torch_fl._core.init). Throws if none is active.
 Runtime& runtime();
 bool runtime_ready();
 // Names of the runtimes compiled into this build, best first.

@@ -13,7 +13,7 @@ import pytest
 CHECKS = r"""
 import threading
 import torch, torch_fl
-from torch_fl import _core as _C
+from torch_fl import _core
 
 
 def program(dev):
@@ -140,14 +140,14 @@ def python_kernel(dev):
     return results
 
 
-report("default_on", _C.alias_reuse())
+report("default_on", _core.alias_reuse())
 for name, fn in (("program", program), ("threads", threads), ("python_kernel", python_kernel)):
     want = fn("cpu")
     got_on = fn("flagos")
     got_on_again = fn("flagos")  # every alias of the second run can come from the first
-    _C.set_alias_reuse(False)
+    _core.set_alias_reuse(False)
     got_off = fn("flagos")
-    _C.set_alias_reuse(True)
+    _core.set_alias_reuse(True)
     report(name, {"want": want, "on": got_on, "again": got_on_again, "off": got_off})
 """
 

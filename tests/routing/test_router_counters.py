@@ -7,24 +7,24 @@ import pytest
 
 CHECKS = r"""
 import torch, torch.nn.functional as F, torch_fl
-from torch_fl import _core as _C
+from torch_fl import _core
 
 x, y = torch.randn(64, 64).to("flagos"), torch.randn(64, 64).to("flagos")
 for _ in range(5):
     x + y
-report("off", _C.router_counters())
+report("off", _core.router_counters())
 
-_C.set_router_counters(True)
+_core.set_router_counters(True)
 for _ in range(7):
     x + y            # the unboxed fast path
 for _ in range(3):
     F.softplus(x)    # no fast entry: the boxed router
 torch.randn(4).to("flagos")  # a copy onto the device
-_C.set_router_counters(False)
+_core.set_router_counters(False)
 x + y                # not counted
-report("on", [[op, path, calls, list(ns)] for op, path, calls, ns in _C.router_counters()])
-_C.reset_router_counters()
-report("reset", _C.router_counters())
+report("on", [[op, path, calls, list(ns)] for op, path, calls, ns in _core.router_counters()])
+_core.reset_router_counters()
+report("reset", _core.router_counters())
 """
 
 
