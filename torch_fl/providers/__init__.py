@@ -171,4 +171,6 @@ def load_entry_points() -> None:
     _ENTRY_POINTS_LOADED = True
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         if ep.name not in _REGISTRY:
-            register_provider(ep.name, ep.load()())
+            # a plain table's version is its package's, so qualification reports and confs are keyed by it
+            version = ep.dist.version if ep.dist is not None else None
+            register_provider(ep.name, ep.load()(), version=version)

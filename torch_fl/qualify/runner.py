@@ -70,9 +70,12 @@ mods = json.loads(sys.argv[1])
 for m in mods: importlib.import_module(m)
 import torch, torch_fl
 from torch_fl import providers
+providers.load_entry_points()
 p = providers.providers().get(sys.argv[2])
 if p is None:
-    sys.exit(f"no provider named {sys.argv[2]!r}; registered: {', '.join(sorted(providers.providers()))}")
+    sys.exit(f"no provider named {sys.argv[2]!r}; registered: {', '.join(sorted(providers.providers()))}. "
+             f"A provider comes from a package's {providers.ENTRY_POINT_GROUP!r} entry point or from a module "
+             "that --import names")
 why = p.unavailable_reason()
 if why:
     sys.exit(f"provider {sys.argv[2]!r} cannot run here: {why}")

@@ -40,6 +40,9 @@ def main(argv: list[str]) -> int:
     for module in spec.get("imports", []):
         importlib.import_module(module)
     import torch_fl
+    from torch_fl import providers
+
+    providers.load_entry_points()  # a provider that an installed package declares is qualified like any other
 
     emit = Events(spec["events"])
     worker = _Worker(torch_fl, spec, emit)
