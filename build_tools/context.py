@@ -220,16 +220,22 @@ def pytest_ini(pyproject: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The programs the test image runs beside the suites: the bench harness (the bench suite and the benchmark) and the
+# node programs (qualify records the workloads with one; the bench suite runs another).
+TEST_IMAGE_TOOLS = ("build_tools/bench", "build_tools/node")
+
+
 def stage_tests(repo: Path, name: str, spec: BuildSpec, wheel: Path) -> tuple[str, str]:
-    """Stage dist/<wheel> and tests/ (minus host-only suites); returns (tests digest, dist digest)."""
+    """Stage dist/<wheel> and tree/: tests/ (minus host-only suites) and TEST_IMAGE_TOOLS, in the checkout's layout,
+    which the tools rely on to find the suites' helpers; returns (tree digest, dist digest)."""
     root = context_dir(repo, name)
     sync([(wheel, root / "dist" / wheel.name)], root / "dist", link=True)
-    tests = repo / "tests"
-    excluded = {tests / e for e in spec.test_excludes}
-    files = source_files(repo, "tests") if tests.is_dir() else []
-    pairs = [(f, root / "tests" / f.relative_to(tests)) for f in files if not any(map(f.is_relative_to, excluded))]
+    tree = root / "tree"
+    excluded = {repo / "tests" / e for e in spec.test_excludes}
+    files = [f for entry in ("tests", *TEST_IMAGE_TOOLS) if (repo / entry).is_dir() for f in source_files(repo, entry)]
+    pairs = [(f, tree / f.relative_to(repo)) for f in files if not any(map(f.is_relative_to, excluded))]
     ini = root / ".pytest.ini.generated"
     ini.write_text(pytest_ini(repo / "pyproject.toml"), encoding="utf-8")
-    pairs.append((ini, root / "tests" / "pytest.ini"))
-    sync(pairs, root / "tests")
-    return tree_digest(root / "tests"), tree_digest(root / "dist")
+    pairs.append((ini, tree / "tests" / "pytest.ini"))
+    sync(pairs, tree)
+    return tree_digest(tree), tree_digest(root / "dist")

@@ -20,8 +20,10 @@ from .env import HostEnv
 from .matrix import Toolchain
 
 LABEL_PREFIX = "org.torch-fl"
-TESTS_IN_IMAGE = "/opt/torch-fl-tests"
-BENCH_MODULE = "harness"  # the benchmark harness, `python -m harness` from the tests' bench/ (docs/bench.md)
+TREE_IN_IMAGE = "/opt/torch-fl-tree"  # tests/ and the tools it runs (context.TEST_IMAGE_TOOLS), as in the checkout
+TESTS_IN_IMAGE = f"{TREE_IN_IMAGE}/tests"
+HARNESS_HOME_IN_IMAGE = f"{TREE_IN_IMAGE}/build_tools/bench"
+BENCH_MODULE = "harness"  # the benchmark harness, `python -m harness` from build_tools/bench (docs/bench.md)
 SCRIPTS_IN_IMAGE = "/opt/torch-fl/scripts"
 REPORTS_IN_CONTAINER = "/reports"
 
@@ -215,11 +217,11 @@ def plan_test_run(
 
 
 def plan_bench_run(site: Site, *, bench_args: Sequence[str], commit: str = "") -> Command:
-    """``docker run`` of the benchmark alone in the image's copy of tests/bench. ``commit`` (the checkout's HEAD)
-    reaches the report as TORCH_FL_COMMIT: the container has no checkout to ask."""
+    """``docker run`` of the benchmark alone from the image's copy of build_tools/bench. ``commit`` (the checkout's
+    HEAD) reaches the report as TORCH_FL_COMMIT: the container has no checkout to ask."""
     toolchain = site.toolchain
     argv = _docker_run(site, [f"TORCH_FL_COMMIT={commit}"] if commit else [])
-    argv += ["-w", f"{TESTS_IN_IMAGE}/bench", site.image, "python", "-m", BENCH_MODULE]
+    argv += ["-w", HARNESS_HOME_IN_IMAGE, site.image, "python", "-m", BENCH_MODULE]
     argv += ["--accelerator", toolchain.accelerator, "--out", REPORTS_IN_CONTAINER]
     title = f"bench {toolchain.name}: run python -m {BENCH_MODULE} in {site.image}"
     return Command(title, (*argv, *bench_args), log_name=f"{toolchain.name}/docker-run-bench.log")
@@ -227,7 +229,7 @@ def plan_bench_run(site: Site, *, bench_args: Sequence[str], commit: str = "") -
 
 # bash -c SCRIPT PROVIDER ARGS...: $0 is the provider, "$@" the qualify arguments
 QUALIFY_SCRIPT = (
-    'set -e; python /opt/torch-fl-tests/node/record_workloads.py --samples /reports/samples --provider "$0" '
+    f'set -e; python {TREE_IN_IMAGE}/build_tools/node/record_workloads.py --samples /reports/samples --provider "$0" '
     '--skip-if-recorded; python -m torch_fl qualify --out /reports --provider "$0" "$@"'
 )
 

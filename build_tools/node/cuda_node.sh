@@ -4,7 +4,7 @@
 # hands back few files: a mode writes at most 8 to $OUT (reports/cuda-node), and fails when one of its checks fails.
 #   [REUSE_BUILD=1] [PYTHON=python3] [CXX=g++] bash build_tools/node/cuda_node.sh [MODE]
 # REUSE_BUILD=1 keeps the wheel an earlier call built here; else build.log. Every mode starts with smoke: node.txt.
-# MODE     what it runs, from tests/ and tests/node/ (knobs=defaults)                            files it writes
+# MODE     what it runs, from tests/ and build_tools/ (knobs=defaults)                           files it writes
 # smoke    torch_fl info, a matmul, add on ROUTES="native flaggems"; FLAGOS_ACCELERATOR=cuda              node.txt
 # full     routing + correctness suites (SUITE_WORKERS=8; 0: one process; PYTEST_ARGS), then bench  pytest.txt junit.xml
 # bench    the route A/B bench (BENCH_ARGS, BENCH_ACCELERATOR=cuda, TORCH_FL_COMMIT=HEAD)      bench.txt bench/*
@@ -200,7 +200,7 @@ cd "$repo"
 [ "$mode" = smoke ] && exit 0
 
 tests_copy=/tmp/torch-fl-tests
-node=$tests_copy/node
+node=$repo/build_tools/node harness_home=$repo/build_tools/bench  # run by path: their folders hold no torch_fl
 rm -rf "$tests_copy" && cp -r tests "$tests_copy" && cp pyproject.toml "$tests_copy/"
 printf 'default = native\n' >/tmp/all-native.conf
 # noise: stdin less the lines warnings print. logged FILE: that, to stdout and $OUT/FILE. A mode's checks run before
@@ -267,11 +267,11 @@ case $mode in
      "$PY" "$node/compile_features_check.py" all || rc=1
      exit "$rc") 2>&1 | logged compile.txt ;;
   llm)
-    cd "$tests_copy/bench" && "$PY" -m harness.llm all --sets "${LLM_SETS:-2}" 2>&1 | logged llm.txt ;;
+    cd "$harness_home" && "$PY" -m harness.llm all --sets "${LLM_SETS:-2}" 2>&1 | logged llm.txt ;;
   decode)
     (rc=0
      suite -rs compile/test_reduce_overhead.py compile/test_graph_runner.py || rc=1
-     cd "$tests_copy/bench" && { "$PY" -m harness.decode all --sets "${DECODE_SETS:-3}" || rc=1; }
+     cd "$harness_home" && { "$PY" -m harness.decode all --sets "${DECODE_SETS:-3}" || rc=1; }
      exit "$rc") 2>&1 | logged decode.txt ;;
   interop)
     (cd /tmp && "$PY" "$node/dlpack_check.py" \
@@ -395,7 +395,7 @@ case $mode in
     # from a call cut at its time limit. The report names the checkout's HEAD, which only the caller can ask.
     commit=${TORCH_FL_COMMIT:-$(git -C "$repo" rev-parse HEAD 2>/dev/null || true)}
     # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
-    (cd "$tests_copy/bench" && TORCH_FL_COMMIT=$commit "$PY" -m harness --accelerator "${BENCH_ACCELERATOR:-cuda}" \
+    (cd "$harness_home" && TORCH_FL_COMMIT=$commit "$PY" -m harness --accelerator "${BENCH_ACCELERATOR:-cuda}" \
        --out "$OUT/bench" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt") || status=$?
     [ "$mode" != index ] || rm -f "$OUT/bench/bench.png"  # index: at most 7 files
     log "bench: $(( $(date +%s) - t0 )) s" ;;

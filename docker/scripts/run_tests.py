@@ -6,7 +6,8 @@ usage: python run_tests.py --tests DIR --reports DIR --markers EXPR --accelerato
 1. smoke: the core library loads without torch imported first (its RPATH), the package holds no module of one
    CPython's ABI, no compiler is on PATH, and ``import torch_fl`` imports the installed wheel, not a checkout;
 2. pytest on the suites, JUnit XML to REPORTS/junit.xml;
-3. the benchmark, ``python -m harness`` from the tests' bench/, unless the bench suite's own short run wrote it.
+3. the benchmark, ``python -m harness`` from build_tools/bench beside the tests, unless the bench suite's own short
+   run wrote it.
 Everything is written under REPORTS; the exit status is non-zero when any part failed.
 """
 
@@ -140,16 +141,18 @@ def main(argv: list[str]) -> int:
     elif args.bench == "short" and written.is_file() and written.stat().st_mtime >= started:
         print(f"run_tests: benchmark: the bench suite's short run wrote {written}", flush=True)
     else:
-        # the harness beside the tests, from their copy's bench/ (python -m finds it there; torch_fl is the wheel's)
+        # the harness from its folder, build_tools/bench beside the tests as in the checkout (python -m finds it
+        # there; torch_fl is the wheel's, none is there)
+        home = args.tests.parent / "build_tools" / "bench"
         cmd = [sys.executable, "-m", "harness", "--accelerator", args.accelerator, "--out", str(args.reports)]
         if args.bench == "short":
             cmd.append("--short")
         print("run_tests: " + " ".join(cmd), flush=True)
         t = time.monotonic()
-        rc = subprocess.call(cmd, cwd=args.tests / "bench")
+        rc = subprocess.call(cmd, cwd=home)
         timings["bench"] = time.monotonic() - t
         if rc != 0:
-            failures.append(f"benchmark (python -m harness in {args.tests / 'bench'}) failed (exit {rc})")
+            failures.append(f"benchmark (python -m harness in {home}) failed (exit {rc})")
 
     run = {"timings": timings, "failures": failures, "python": sys.version.split()[0], "user": os.getuid()}
     (args.reports / "run.json").write_text(json.dumps(run, indent=2) + "\n")

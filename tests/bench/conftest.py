@@ -1,5 +1,8 @@
 """Runs the benchmark's two command lines as their callers do: the node check from the installed wheel
-(``python -m torch_fl.bench``) and the harness beside these tests (``python -m harness`` from this folder)."""
+(``python -m torch_fl.bench``) and the harness of the tooling tree (``python -m harness`` from build_tools/bench).
+
+The harness's folder goes on sys.path here, once for every test of this folder that imports it: it holds the
+harness alone, never torch_fl, so the installed wheel stays the torch_fl these tests import."""
 
 from __future__ import annotations
 
@@ -10,19 +13,22 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+# build_tools/ stands beside tests/ in a checkout and in the test image's copy of both
+HARNESS_HOME = Path(__file__).resolve().parents[2] / "build_tools" / "bench"
+if str(HARNESS_HOME) not in sys.path:
+    sys.path.insert(0, str(HARNESS_HOME))
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def _runner(module: str) -> Run:
     def run(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-        # from this folder, where -m finds the harness; torch_fl is the installed one either way (none is here)
+        # from the harness's folder, where -m finds it; torch_fl is the installed one either way (none is there)
         proc = subprocess.run(
             [sys.executable, "-m", module, *map(str, args)],
             capture_output=True,
             text=True,
             timeout=600,
-            cwd=HERE,
+            cwd=HARNESS_HOME,
             check=False,
         )
         if check and proc.returncode != 0:

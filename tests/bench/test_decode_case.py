@@ -1,4 +1,4 @@
-"""The decoding case of the harness (tests/bench/harness/decode.py) in its dry run: on the CPU emulation a 1-layer
+"""The decoding case of the harness (build_tools/bench/harness/decode.py) in its dry run: on the CPU emulation a 1-layer
 Llama decodes in five processes (host and flagos, eager and compiled, the host's A/A), every arm gives the same
 tokens, and reduce-overhead is refused there with its message (about 25 s on two cores: seven interpreters of
 transformers). What it says about speed is printed, never judged here."""
@@ -10,7 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+import harness
+
+HARNESS_HOME = Path(harness.__file__).resolve().parents[1]  # where `python -m harness.decode` finds the package
 
 
 def test_the_decoding_dry_run_passes_and_asserts_the_refusal():
@@ -18,7 +20,7 @@ def test_the_decoding_dry_run_passes_and_asserts_the_refusal():
     env["FLAGOS_ACCELERATOR"] = "cpu"
     proc = subprocess.run(
         [sys.executable, "-m", "harness.decode", "all", "--sets", "1", "--tiny"],
-        cwd=HERE,
+        cwd=HARNESS_HOME,
         env=env,
         capture_output=True,
         text=True,

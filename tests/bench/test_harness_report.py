@@ -1,11 +1,11 @@
-"""The benchmark harness, ``python -m harness`` (tests/bench/harness), produces complete reports (what is in them,
-never how fast anything was).
+"""The benchmark harness, ``python -m harness`` (build_tools/bench/harness), produces complete reports (what is in
+them, never how fast anything was).
 
 One ``--short`` run into a temporary directory (about 30-45 s on two cores, and about 20 s of CPU time more for the
 compiled LLM step's dry run), then checks of the files; one small paired run and one run stopped in its step part for
 what ``--short`` leaves out; what only renders or parses runs in this process (``harness.cli.main``). The harness runs
-against the installed package, from a copy of tests/ outside any checkout (the test image, ``nox -s tests``, a node
-script), like every suite here.
+against the installed package, from its folder, which holds no torch_fl, beside a copy of tests/ (the test image, a
+node script), like every suite here.
 """
 
 from __future__ import annotations

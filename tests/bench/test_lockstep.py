@@ -1,4 +1,4 @@
-"""The harness's lockstep sets (tests/bench/harness/lockstep.py): arms that cannot share a process, timed turn by
+"""The harness's lockstep sets (build_tools/bench/harness/lockstep.py): arms that cannot share a process, timed turn by
 turn, with stand-in arms that need no torch."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 Run = Callable[..., subprocess.CompletedProcess[str]]  # conftest.py's node_check_cli
-# What the wheel's torch_fl/bench holds: the node check alone; the harness stays beside the tests.
+# What the wheel's torch_fl/bench holds: the node check alone; the harness is a tool of build_tools/bench.
 NODE_CHECK_FILES = {"__init__.py", "__main__.py", "cases.py", "child.py", "run.py", "stats.py"}
 
 

@@ -1,4 +1,4 @@
-"""tests/node/step_ops.py (the eager step's op stream replayed in one process) runs end to end on the emulation
+"""build_tools/node/step_ops.py (the eager step's op stream replayed in one process) runs end to end on the emulation
 and prints its table: what it reports, never how fast anything was."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "node" / "step_ops.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "build_tools" / "node" / "step_ops.py"
 
 
 def test_the_step_op_stream_is_recorded_and_replayed_on_every_arm(tmp_path):

@@ -68,7 +68,7 @@ REFUSED: list[tuple[str, Callable[[], object], str, str]] = [
         "masked_fill_.Scalar",
         "'mask' of shape []",
     ),
-    # found by the H200's comparison over OpInfo samples (tests/node/mixed_device_check.py)
+    # found by the H200's comparison over OpInfo samples (build_tools/node/mixed_device_check.py)
     ("clamp_max with a 0-dim host bound", lambda: torch.clamp_max(flagos(4), host()), "clamp_max.Tensor", "'max'"),
     ("clamp_min of a 0-dim host input", lambda: torch.clamp_min(host(), flagos(4)), "clamp_min.Tensor", "'self'"),
     ("igamma", lambda: torch.igamma(flagos(4), host()), "igamma", "'other'"),

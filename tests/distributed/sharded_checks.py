@@ -1,6 +1,6 @@
 """What a rank's results of the sharded parts must be, against one process on the host: shared by the CI suite
-(test_sharded.py, many ranks under emulation) and the one-GPU check (tests/node/fsdp_check.py). Each check raises
-AssertionError with the rank and the tensor that differ."""
+(test_sharded.py, many ranks under emulation) and the one-GPU check (build_tools/node/fsdp_check.py). Each check
+raises AssertionError with the rank and the tensor that differ."""
 
 from __future__ import annotations
 

@@ -11,12 +11,13 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import generate_confs as gen  # registered by conftest (loaded by path)
 import pytest
 import tomllib
 import torch_fl_conf as conf
 import torch_fl_env as env
 import torch_fl_routing as routing
+
+from build_tools import generate_confs as gen
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"

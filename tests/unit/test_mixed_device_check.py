@@ -1,9 +1,9 @@
-"""The verdict comparison of tests/node/mixed_device_check.py: which (op, argument) pairs it counts where, and that
-only an emulation accepting what the reference refuses fails it."""
+"""The verdict comparison of build_tools/node/mixed_device_check.py: which (op, argument) pairs it counts where, and
+that only an emulation accepting what the reference refuses fails it."""
 
 from __future__ import annotations
 
-import mixed_device_check as check
+from build_tools.node import mixed_device_check as check
 
 
 def row(op: str, arg: str, verdict: str) -> dict:

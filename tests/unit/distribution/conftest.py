@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 import zipfile
 from pathlib import Path
 from types import ModuleType
@@ -17,8 +16,6 @@ from types import ModuleType
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 
 def _load_install_smoke() -> ModuleType:

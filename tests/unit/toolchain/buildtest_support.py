@@ -8,8 +8,6 @@ from pathlib import Path
 from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[3]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 
 def load_script(name: str) -> ModuleType:

@@ -1,23 +1,19 @@
 """Unit tests of the host-side build tooling (build_tools/, docker/scripts/, noxfile.py).
 
-No docker, no build, no ``import torch_fl``: the repository root goes on sys.path so ``build_tools`` imports from
-the checkout (see buildtest_support.py), and the container-side scripts are loaded by file path.
+No docker, no build, no ``import torch_fl``: ``build_tools`` imports from the checkout (tests/unit/conftest.py puts
+the root on sys.path), and the container-side scripts, which are no package, are loaded by file path.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from buildtest_support import REPO
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from buildtest_support import REPO  # noqa: E402
-
-from build_tools import matrix  # noqa: E402  (importable once buildtest_support put the root on sys.path)
+from build_tools import matrix
 
 
 @pytest.fixture

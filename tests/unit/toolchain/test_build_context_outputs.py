@@ -63,6 +63,9 @@ def fake_repo(tmp_path) -> Path:
     for d in ("unit", "routing", "bench"):
         (repo / "tests" / d).mkdir(parents=True)
         (repo / "tests" / d / f"test_{d}.py").write_text("def test(): pass\n")
+    for tool in ("bench/harness/__main__.py", "node/step_ops.py", "matrix.py"):
+        (repo / "build_tools" / tool).parent.mkdir(parents=True, exist_ok=True)
+        (repo / "build_tools" / tool).write_text("print()\n")
     return repo
 
 
@@ -179,11 +182,27 @@ def test_stage_tests_leaves_out_host_only_suites(fake_repo, tmp_path):
     wheel.write_bytes(b"zip")
     context.stage_tests(fake_repo, "cpu", SPEC, wheel)
     root = context.context_dir(fake_repo, "cpu")
-    assert (root / "tests" / "routing" / "test_routing.py").is_file()
-    assert (root / "tests" / "bench" / "test_bench.py").is_file()
-    assert (root / "tests" / "pytest.ini").is_file()
-    assert not (root / "tests" / "unit").exists()
+    tree = root / "tree"
+    assert (tree / "tests" / "routing" / "test_routing.py").is_file()
+    assert (tree / "tests" / "bench" / "test_bench.py").is_file()
+    assert (tree / "tests" / "pytest.ini").is_file()
+    assert not (tree / "tests" / "unit").exists()
     assert [p.name for p in (root / "dist").iterdir()] == [wheel.name]
+
+
+def test_stage_tests_puts_the_tools_the_image_runs_beside_the_tests(fake_repo, tmp_path):
+    """The harness and the node programs keep the checkout's layout (build_tools/ beside tests/), which they use to
+    reach the suites' helpers; the rest of build_tools stays out of the test image."""
+    wheel = tmp_path / "torch_fl-0.1.0+pt213cpu-cp311-cp311-manylinux_2_36_x86_64.whl"
+    wheel.write_bytes(b"zip")
+    before, _ = context.stage_tests(fake_repo, "cpu", SPEC, wheel)
+    tree = context.context_dir(fake_repo, "cpu") / "tree"
+    assert (tree / "build_tools" / "bench" / "harness" / "__main__.py").is_file()
+    assert (tree / "build_tools" / "node" / "step_ops.py").is_file()
+    assert not (tree / "build_tools" / "matrix.py").exists()
+    (fake_repo / "build_tools" / "bench" / "harness" / "__main__.py").write_text("print('changed')\n")
+    after, _ = context.stage_tests(fake_repo, "cpu", SPEC, wheel)
+    assert after != before, "a change of the harness changes the test image's key"
 
 
 def test_atomic_write_replaces_whole_files_and_cleans_up_on_failure(tmp_path, monkeypatch):

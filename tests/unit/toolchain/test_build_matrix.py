@@ -112,7 +112,7 @@ def test_minimal_parses():
         ({"toolchains__cpu__builder_image": "Debian:Bookworm"}, "toolchains.cpu.builder_image"),
         ({"schema": 2}, "schema: expected 1"),
         ({"build__inputs": ["../outside"]}, "build.inputs"),
-        # the benchmark is no script of the matrix (the harness beside the tests): a matrix that names one is refused
+        # the benchmark is no script of the matrix (the harness is a tool): a matrix that names one is refused
         ({"build__bench_script": "bench/run.py"}, "build.bench_script: unknown key"),
         ({"local_bases__x/debian:bookworm__tool": "mmdebstrap"}, "tool: only 'debootstrap'"),
         ({"toolchains": {}}, "toolchains: no toolchain tables"),

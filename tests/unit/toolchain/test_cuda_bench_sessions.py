@@ -41,7 +41,7 @@ def test_bench_run_is_the_wheels_benchmark_in_the_test_image(m, vendor, tmp_path
     assert f"{tmp_path / 'out'}:/reports" in argv
     assert argv[argv.index("--user") + 1] == "1000:1000"
     i = argv.index(f"torch-fl/{vendor}-test:abc")
-    assert argv[i - 2 : i] == ["-w", "/opt/torch-fl-tests/bench"], "the harness runs from the image's tests copy"
+    assert argv[i - 2 : i] == ["-w", "/opt/torch-fl-tree/build_tools/bench"], "from the harness's folder"
     assert argv[i + 1 :] == [
         "python",
         "-m",
@@ -69,7 +69,7 @@ def test_the_test_run_command_did_not_change_shape(m, tmp_path):
     assert list(c.argv) == [
         "docker", "run", "--rm", "--network", "host", "-v", f"{tmp_path / 'r'}:/reports", "--user", "1:2",
         "-e", "HOME=/tmp", "-e", "FLAGOS_ACCELERATOR=cpu", "--shm-size=1g", "img", "python",
-        "/opt/torch-fl/scripts/run_tests.py", "--tests", "/opt/torch-fl-tests", "--reports", "/reports",
+        "/opt/torch-fl/scripts/run_tests.py", "--tests", "/opt/torch-fl-tree/tests", "--reports", "/reports",
         "--markers", cpu.pytest_markers, "--accelerator", "cpu", "--bench", "full",
         "--suites", "routing,correctness",
     ]  # fmt: skip

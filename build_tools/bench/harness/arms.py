@@ -15,8 +15,9 @@ from . import lockstep
 
 def import_torchvision() -> None:
     """transformers imports torchvision where it is installed; the test images need tests/models/vision_import.py
-    first (it says why). A copy of the harness without the model suite beside it goes without."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "models")
+    first (it says why). A copy of the harness without tests/ beside build_tools/ goes without."""
+    tree = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    path = os.path.join(tree, "tests", "models")
     if os.path.exists(os.path.join(path, "vision_import.py")):
         sys.path.insert(0, path)
         import vision_import
@@ -32,12 +33,12 @@ def devices() -> tuple[str, str]:
 
 
 def command(module: str, flagos: bool, args: list[str]) -> tuple[list[str], dict[str, str]]:
-    """``python -m harness.<module> <args>`` from tests/bench; a plain arm's environment never loads torch_fl."""
+    """``python -m harness.<module> <args>`` from build_tools/bench; a plain arm's environment never loads torch_fl."""
     env = dict(os.environ)
     if not flagos:
         env.pop("FLAGOS_AUTOLOAD", None)
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/bench: -m finds harness
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # build_tools/bench: -m finds harness
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     return [sys.executable, "-m", f"harness.{module}", *args], env
 

@@ -16,8 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "models")]
+import neighbours
+
+neighbours.reach("models")
 
 
 def main() -> int:

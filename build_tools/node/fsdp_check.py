@@ -2,7 +2,7 @@
 exercises, on a 1-rank mesh (NCCL under flagos on a GPU node, Gloo under emulation), against one process on the
 host. The parts are the distributed suite's (tests/distributed/sharded_worker.py) and so are the checks.
 
-    python tests/node/fsdp_check.py          (cuda_node.sh fsdp runs it with FLAGOS_ACCELERATOR=cuda)
+    python build_tools/node/fsdp_check.py         (cuda_node.sh fsdp runs it with FLAGOS_ACCELERATOR=cuda)
 
 Prints one line per check ("ok" or "FAIL" with the reason) and the seconds each part took; exits 1 on a failure.
 """
@@ -15,10 +15,10 @@ import sys
 import tempfile
 import time
 import traceback
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "distributed"))
+import neighbours
 
+neighbours.reach("distributed")
 import dcp_parts  # noqa: E402
 import fsdp_parts  # noqa: E402
 import sharded_checks as checks  # noqa: E402

@@ -7,7 +7,7 @@ then asks them in turn for a few synchronized steps: one arm runs while the othe
 back to back see the same host, and the ratio of two arms is taken within each round.
 
 This file imports nothing but the standard library, and nothing of torch_fl: a plain arm's process loads it
-(worker.py, tests/node/compile_check.py by its path) without the torch_fl package.
+(worker.py, build_tools/node/compile_check.py by its path) without the torch_fl package.
 
 Protocol (one line each, child to parent marked, anything else on stdout ignored):
   child:  LOCKSTEP-READY <json>        once set up and warmed up (the json says what the arm ran, its routes)

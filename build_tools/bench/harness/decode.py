@@ -21,7 +21,7 @@ the token ids of each flagos arm against the plain arm of its mode (plain arms a
 
 and exits 1 on a FAIL.
 
-  python -m harness.decode all [--sets 3] [--tiny]     from tests/bench (cuda_node.sh decode)
+  python -m harness.decode all [--sets 3] [--tiny]     from build_tools/bench (cuda_node.sh decode)
   python -m harness --decode SETS                       the same as a case of the bench, in bench.json and bench.md
 
 --tiny (the default beside the CPU emulation): a 1-layer model of hidden 32 against the host, eager and compiled

@@ -29,9 +29,6 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE)]
-
 BAR = 2e-2
 TURN = 3
 

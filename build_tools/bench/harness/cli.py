@@ -1,7 +1,7 @@
 """The benchmark harness: the node check's route A/B plus paired sets, host overhead per op class and the training
 step, in readable reports (bench.json, bench.md, bench.png), with the project's goals, a comparison and a gate.
 
-    python -m harness                              # from tests/bench; full: 2 runs, warm-up 30, repeat 200
+    python -m harness                              # from build_tools/bench; full: 2 runs, warm-up 30, repeat 200
     python -m harness --short --out /tmp/b         # CI: 1 run, few repeats
     python -m harness --compare reports/cpu/bench/bench.json --max-ratio 1.5
 

@@ -7,13 +7,13 @@ built on the host from one seed, then moved. PyTorch allows one accelerator per 
 imported, so each arm has a process of its own and the plain arms (cuda; cpu beside the CPU emulation) never
 import torch_fl.
 
-  python -m harness.llm all [--sets 2] [--tiny]     the whole check, from tests/bench (cuda_node.sh llm)
+  python -m harness.llm all [--sets 2] [--tiny]     the whole check, from build_tools/bench (cuda_node.sh llm)
   python -m harness.llm run --arm ARM ...           one arm's process (lockstep protocol)
   python -m harness --llm SETS                      the same as a case of the bench, in bench.json and bench.md
 
 It is a module of the harness package, which imports nothing at import: a plain arm never loads torch_fl.
 
-`all` runs --sets lockstep sets (tests/bench/harness/lockstep.py) of three processes: compiled flagos, compiled
+`all` runs --sets lockstep sets (build_tools/bench/harness/lockstep.py) of three processes: compiled flagos, compiled
 plain and compiled plain again (the A/A control). Each builds the model, profiles one eager forward+backward for the
 attention kernels it takes, compiles (counting the fused attention ops the generated code calls) and warms up (3
 steps, out of the timing), measures its peak memory over 2 more steps, and then serves turns of 5 synchronized

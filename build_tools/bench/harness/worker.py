@@ -1,4 +1,4 @@
-"""The harness's measurement processes: ``python -m harness.worker '<json spec>'`` (from tests/bench) prints one
+"""The harness's measurement processes: ``python -m harness.worker '<json spec>'`` (from build_tools/bench) prints one
 ``BENCH-RESULT <json>`` line, as the node check's child.py does, whose helpers and modes it shares.
 
 Modes (the spec's ``mode``), beside child.py's ``probe`` and ``case``:

@@ -2,7 +2,7 @@
 from the capsule's DLTensor, and a plain cuda tensor made from it in the same process is the same memory, as is the
 CuPy array CuPy makes from it (the acceptance's other-library consumer).
 
-    FLAGOS_ACCELERATOR=cuda python tests/node/dlpack_check.py     (build_tools/node/cuda_node.sh interop runs it)
+    FLAGOS_ACCELERATOR=cuda python build_tools/node/dlpack_check.py     (build_tools/node/cuda_node.sh interop runs it)
 Prints one line per check and `dlpack check: ok`; exits 1 at the first failed check.
 """
 

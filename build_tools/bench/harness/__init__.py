@@ -1,4 +1,5 @@
-"""The benchmark harness beside the tests: ``python -m harness`` from tests/bench (docs/bench.md).
+"""The benchmark harness: ``python -m harness`` from build_tools/bench, a folder without torch_fl, so that the
+installed wheel is what it measures (docs/bench.md).
 
 It imports nothing here: worker.py's plain arms start as ``-m harness.worker`` and must not load torch_fl.
 cli.py is the command line; measure.py plans the parts and collects them, on top of the installed node check

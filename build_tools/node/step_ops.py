@@ -3,7 +3,7 @@ replayed in one process on flagos tensors and on plain vendor tensors.
 
   python step_ops.py [--d-model 256,1024] [--rounds 8] [--top 30]
 
-One eager step of the benchmark's model (build_step of tests/bench/harness/workloads.py: a 2-layer
+One eager step of the benchmark's model (build_step of build_tools/bench/harness/workloads.py: a 2-layer
 TransformerEncoder, forward, backward and AdamW) runs on flagos under a TorchDispatchMode that records every ATen
 call it makes: the forward, the backward kernels (the mode reaches autograd's threads) and the optimizer's list
 ops, about 340 calls. The replay then calls the same ops with the same arguments, under no_grad and without
@@ -35,10 +35,11 @@ import collections
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import neighbours
+
+neighbours.reach("harness")
 from harness import workloads  # noqa: E402  (the benchmark's step model; it imports no torch)
 
 

@@ -1,8 +1,8 @@
 """The flaggems replay on a CUDA node, in one process with torch_fl (FLAGOS_ACCELERATOR=cuda, flag_gems present).
 
-    python tests/node/replay_check.py seed  --pairs 30 --repeat 200     # the four seed add cases
-    python tests/node/replay_check.py sweep --pairs 7                    # FlagGems ops, small shapes and 4096x4096
-    python tests/node/replay_check.py conf --out replay.conf             # a conf routing the swept ops to flaggems
+    python build_tools/node/replay_check.py seed --pairs 30 --repeat 200   # the four seed add cases
+    python build_tools/node/replay_check.py sweep --pairs 7               # FlagGems ops, small shapes and 4096x4096
+    python build_tools/node/replay_check.py conf --out replay.conf        # a conf routing the swept ops to flaggems
 
 Arms, timed in alternating batches of one process (the order rotates every pair, so drift weighs on all alike):
 plain cuda tensors (never routed), the same cuda tensors again (the A/A control), flagos native, flagos flaggems

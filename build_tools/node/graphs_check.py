@@ -1,9 +1,9 @@
 """Flagos graphs on a CUDA node (FLAGOS_ACCELERATOR=cuda): the acceptance points of issue 34 that need a GPU.
 
-    python tests/node/graphs_check.py add   --pairs 20 --repeat 200   # seed add cases: one graph replayed 200 times
-    python tests/node/graphs_check.py rng                             # dropout captured: fresh numbers per replay
-    python tests/node/graphs_check.py provider                        # FlagGems' Python path refused by name
-    python tests/node/graphs_check.py train --sets 3 --steps 20       # captured eager training step vs eager
+    python build_tools/node/graphs_check.py add --pairs 20 --repeat 200  # seed add cases: a graph replayed 200 times
+    python build_tools/node/graphs_check.py rng                          # dropout captured: fresh numbers per replay
+    python build_tools/node/graphs_check.py provider                     # FlagGems' Python path refused by name
+    python build_tools/node/graphs_check.py train --sets 3 --steps 20    # captured eager training step vs eager
 
 add: in one process, forward only (plain cuda tensors never meet autograd, so they may share it with torch_fl):
 each seed case's add captured once per arm and replayed ``--repeat`` times per timed batch, batches alternating in

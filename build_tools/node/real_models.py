@@ -5,17 +5,14 @@ shrinks every model for a CPU-emulation dry run of the scripts that use them."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+import neighbours
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+neighbours.reach("models", "harness")
 import model_zoo  # noqa: E402  (imports transformers and torchvision the way the model suite does, offline)
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from harness import workloads  # noqa: E402  (the benchmark's step model)
 
 Step = Callable[[], torch.Tensor]

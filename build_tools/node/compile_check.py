@@ -16,7 +16,7 @@ plain cpu when flagos runs the CPU emulation) runs in processes that never impor
             reference's own two attention kernels differ by); the cold compile time of each arm
   reduce-overhead  on a GPU vendor, 6 steps under mode="reduce-overhead" (flagos graphs, no cudagraph skip) match
             the compiled flagos losses (bar 1e-4); on the emulation it raises CudaGraphsUnsupported, as documented
-  time      --pairs lockstep sets (tests/bench/harness/lockstep.py): one process per arm, all alive at once,
+  time      --pairs lockstep sets (build_tools/bench/harness/lockstep.py): one process per arm, all alive at once,
             compiled flagos, eager flagos, compiled reference and compiled reference again (the A/A control).
             Each compiles and warms up (3 steps, out of the timing), then all are pinned to one CPU and take
             turns of 5 synchronized steps, one arm at a time, the order rotated per round, 10 rounds per set.
@@ -55,14 +55,14 @@ REFUSAL_TYPE = "CudaGraphsUnsupported"
 
 
 def _lockstep():
-    """tests/bench/harness/lockstep.py, loaded by its path: the reference arm's process never imports torch_fl."""
-    import importlib.util
+    """The harness's lockstep module; the harness package imports nothing at import, so the reference arm's process
+    never imports torch_fl."""
+    import neighbours
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "bench", "harness", "lockstep.py")
-    spec = importlib.util.spec_from_file_location("lockstep", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    neighbours.reach("harness")
+    from harness import lockstep
+
+    return lockstep
 
 
 def _serve(step, sync, info: dict, cpu: int) -> dict:
