@@ -84,6 +84,7 @@ class Zoo:
             "environment": _environment(self.runtime, self.plain),
             "settings": {
                 "size": zoo_models.size_of(self.tiny),
+                "pairs": len(self.pairs),
                 "models": args.models,
                 "modes": args.modes,
                 "arms": self.arms,
@@ -291,7 +292,11 @@ def _check(arch: zoo_models.Arch, mode: str, names: list[str], replies: dict[str
     tokens = {a: replies[a]["tokens"] for a in names}
     where = next((i for i, (f, p) in enumerate(zip(tokens[flagos], tokens[plain], strict=True)) if f != p), None)
     detail = "tokens identical" if where is None else f"tokens differ from position {where}"
-    return {"what": "tokens", "ok": where is None, "detail": detail, "first_difference": where}
+    out = {"what": "tokens", "ok": where is None, "detail": detail, "first_difference": where}
+    graphs = replies[flagos].get("graphs")
+    if graphs is not None and not graphs["replaying"]:  # compiled code timed under the name of graphs (decode.py)
+        out.update(ok=False, detail=f"{detail}; flagos replayed no graph ({'; '.join(graphs['skipped'])})")
+    return out
 
 
 def _pair_line(what: str, entry: dict[str, Any], names: list[str], elapsed: float) -> str:

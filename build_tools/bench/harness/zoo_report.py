@@ -27,14 +27,15 @@ def require_plot() -> None:
 
 
 def write(result: dict[str, Any], out: Path, plot: bool = False) -> list[Path]:
-    files: dict[str, bytes] = {
-        "zoo.json": (json.dumps(result, indent=1) + "\n").encode(),
-        "zoo.md": zoo_markdown(result).encode(),
-    }
-    if plot:
-        files["zoo.png"] = render_png(result)
+    """The reports of what ``result`` planned: a profile diff alone (python -m harness.profdiff) writes its own."""
+    files: dict[str, bytes] = {}
+    if result["settings"]["pairs"]:
+        files["zoo.json"] = (json.dumps(result, indent=1) + "\n").encode()
+        files["zoo.md"] = zoo_markdown(result).encode()
+        if plot:
+            files["zoo.png"] = render_png(result)
     if result.get("profdiff"):
-        keep = {k: result[k] for k in ("environment", "settings", "profdiff")}
+        keep = {k: result.get(k) for k in ("environment", "settings", "profdiff", "failures", "complete", "lines")}
         files["profdiff.json"] = (json.dumps(keep, indent=1) + "\n").encode()
         files["profdiff.md"] = profdiff_markdown(result).encode()
     for name, data in files.items():
@@ -155,6 +156,8 @@ def summary_table(result: dict[str, Any]) -> str:
     for item in result.get("profdiff") or []:
         lines.append(summary_line(item, plain))
     lines.append(f"zoo check: {result.get('verdict', 'not finished')}")
+    if not result["settings"]["pairs"]:
+        lines = lines[1:]  # a profile diff alone: no table
     return "\n".join(lines)
 
 
