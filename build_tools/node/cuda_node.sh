@@ -34,11 +34,16 @@
 #                                                                     qualify-events.jsonl flaggems-first.json
 # interop  DLPack of a flagos tensor as a CUDA capsule, then the DLPack, queue-sharing and sparse tests  interop.txt
 # graphs   capture tests, then graphs_check.py add rng provider train (GRAPH_PAIRS=20, GRAPH_SETS=3)  graphs.txt
+# zoo      the model zoo flagos against cuda and cuda again (harness.zoo): ZOO_MODELS=all ZOO_MODES=all
+#          ZOO_ARMS=flagos,plain,plain-again ZOO_ROUNDS=8 ZOO_BUDGET=360 (s: no pair is set up after it), then the
+#          profile diff of PROFDIFF_MODELS=qwen2-tied152k,mistral-sliding ("": none), PROFDIFF_STEPS=3
+#                                                      zoo.txt zoo.json zoo.md zoo.png profdiff.json profdiff.md
+# profdiff the profile diff alone (harness.profdiff): PROFDIFF_MODELS, PROFDIFF_STEPS      zoo.txt profdiff.{json,md}
 set -euo pipefail
 mode=${1:-full}
 case $mode in  # a misspelt mode stops here, not in a long run of another one
   smoke | full | bench | index | train | models | dist | fsdp | checks | opinfo | mixed | compile | llm) ;;
-  decode | replay | stepops | flaggems | interop | graphs) ;;
+  decode | replay | stepops | flaggems | interop | graphs | zoo | profdiff) ;;
   *) echo "cuda_node.sh: unknown mode '$mode'; the table at the top of $0 lists the modes" >&2; exit 2 ;;
 esac
 workers=${SUITE_WORKERS:-8} wheels=(.whl/*.whl) locked=
@@ -273,6 +278,18 @@ case $mode in
      suite -rs compile/test_reduce_overhead.py compile/test_graph_runner.py || rc=1
      cd "$harness_home" && { "$PY" -m harness.decode all --sets "${DECODE_SETS:-3}" || rc=1; }
      exit "$rc") 2>&1 | logged decode.txt ;;
+  zoo | profdiff)  # the reports straight into $OUT, rewritten after every pair: a cut call leaves what it measured
+    commit=${TORCH_FL_COMMIT:-$(git -C "$repo" rev-parse HEAD 2>/dev/null || true)}
+    diffed=${PROFDIFF_MODELS-qwen2-tied152k,mistral-sliding}
+    if [ "$mode" = zoo ]; then
+      args=(--models "${ZOO_MODELS:-all}" --modes "${ZOO_MODES:-all}" --arms "${ZOO_ARMS:-flagos,plain,plain-again}"
+        --budget "${ZOO_BUDGET:-360}" --profdiff "$diffed" --profile-steps "${PROFDIFF_STEPS:-3}")
+      [ -z "${ZOO_ROUNDS:-}" ] || args+=(--rounds "$ZOO_ROUNDS")
+      module=harness.zoo
+    else
+      args=(--models "$diffed" --steps "${PROFDIFF_STEPS:-3}") module=harness.profdiff
+    fi
+    (cd "$harness_home" && TORCH_FL_COMMIT=$commit "$PY" -m "$module" "${args[@]}" --out "$OUT") 2>&1 | logged zoo.txt ;;
   interop)
     (cd /tmp && "$PY" "$node/dlpack_check.py" \
      && suite -rs correctness/test_dlpack.py correctness/test_multiprocessing.py correctness/test_layouts.py) 2>&1 \

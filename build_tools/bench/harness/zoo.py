@@ -1,0 +1,425 @@
+"""The model zoo: eight architectures' training steps, eager and compiled, and the decoders' greedy decoding, eager
+and reduce-overhead, on flagos against the plain vendor device, with an A/A arm (issue 52).
+
+    python -m harness.zoo [--models all] [--modes all] [--rounds 8] [--profdiff MODEL,...] [--out DIR]
+    python -m harness.zoo --tiny                   the emulation's dry run (the default where the plain device is cpu)
+    python -m harness.profdiff --models MODEL      the profile diff alone (profdiff.py)
+
+The models (zoo_models.py): a Llama-style decoder with grouped-query attention, a Qwen2-style decoder with a 152k
+tied vocabulary, a Mistral-style sliding-window decoder (fp16 autocast with GradScaler; every other model bf16
+autocast), a Mixtral-style mixture of experts, BERT, T5, torchvision's ViT-B/16 and ResNet-50, built from configs.
+
+Arms, one process each, alive together for the whole zoo (lockstep.py): flagos, plain and plain again (the A/A
+control; the plain arms never import torch_fl). Each serves every (model, mode) pair in turn (zoo_arm.py): the
+parent asks all arms to set a pair up at once (build, checked steps, warm-up, peak memory over 2 steps), then
+times it in --rounds rounds of --turn synchronized steps, one arm at a time, the order rotated per round. A
+ratio is taken within each round; the figures are medians over the rounds with their quartiles. Modes: train-eager
+and train-compiled (torch.compile's default mode; the optimizer eager), decode-eager and decode-reduce-overhead
+(decode.py's method: bf16 weights, a StaticCache, a 32-token prompt and 32 greedy tokens per step; decoders
+only). The checks, judged: flagos' first 3 training losses within a dtype's tolerance of plain's, its decoded
+tokens identical to plain's in the same mode, and no arm failing a pair. Time and memory against the issue's bars
+are reported, not judged: they are what point 3 of the issue works towards.
+
+A pair that fails in any arm is reported with the arm's error and not timed; an arm process that dies is
+restarted for the next pair. --budget S stops setting pairs up after S seconds (what was measured is reported).
+--tiny (beside the emulation): tiny models, compiled mode traced only (Dynamo and AOTAutograd, as llm.py's dry
+run), reduce-overhead not run (the emulation refuses graphs: decode.py asserts that); timings not judged.
+
+Writes zoo.json, zoo.md and zoo.png (and, with --profdiff, profdiff.json and profdiff.md) to --out (default
+reports/<accelerator>/zoo), again after every pair, so a run cut from outside leaves what it measured.
+Exits 1 when a check fails or an arm fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from . import arms, lockstep, profdiff, zoo_arm, zoo_models
+
+ROUNDS, TURN = 8, 3
+TINY_ROUNDS, TINY_TURN = 2, 1
+PROFILE_STEPS = profdiff.STEPS
+TOLERANCE = {"bfloat16": 2e-2, "float16": 1e-2}  # relative difference of the checked losses, by autocast dtype
+# The issue's bars for flagos / plain (time; decode-reduce-overhead: tokens/s plain / flagos, so lower is better
+# everywhere) and peak memory; reported beside the ratios.
+BARS = {"train-eager": 1.02, "train-compiled": 1.02, "decode-eager": 1.03, "decode-reduce-overhead": 1.0 / 0.98}
+MEMORY_BAR = 1.01
+COMPILED = ("train-compiled", "decode-reduce-overhead")
+GROUP_TIMEOUT_S = 3600  # the whole zoo's; --budget is the knob that bounds a run
+
+
+class Zoo:
+    """The parent's state: the arms' group (restarted when a process dies), the plan and the result so far."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.runtime, self.plain = arms.devices()
+        self.tiny = args.tiny or self.plain == "cpu"
+        self.names = {"flagos": "flagos", "plain": self.plain, "plain-again": f"{self.plain}-again"}
+        self.arms = [self.names[a] for a in args.arms]
+        # mode by mode, eager first: a run cut by --budget loses compiled pairs of the last models, not whole models
+        pairs = [[m, mode] for mode in args.modes for m in args.models] + args.also
+        self.pairs = [
+            pair
+            for i, pair in enumerate(pairs)
+            if pair not in pairs[:i]
+            if zoo_models.ARCHS[pair[0]].decoder or not pair[1].startswith("decode")
+            if not (self.tiny and pair[1] == "decode-reduce-overhead")  # the emulation refuses graphs
+        ]
+        self.profiled = [[m, "train-eager"] for m in args.profdiff]
+        self.args = args
+        self.group: lockstep.Group | None = None
+        self.started = time.monotonic()
+        self.result: dict[str, Any] = {
+            "schema": 1,
+            "environment": _environment(self.runtime, self.plain),
+            "settings": {
+                "size": zoo_models.size_of(self.tiny),
+                "pairs": len(self.pairs),
+                "models": args.models,
+                "modes": args.modes,
+                "arms": self.arms,
+                "rounds": args.rounds,
+                "turn": args.turn,
+                "budget_s": args.budget,
+                "profdiff": args.profdiff,
+                "profile_steps": args.profile_steps,
+            },
+            "method": " ".join(__doc__.split("\n\n")[2:4]).replace("\n", " "),
+            "bars": {"time": BARS, "memory": MEMORY_BAR},
+            "models": {},
+            "profdiff": [] if args.profdiff else None,
+            "failures": [],
+            "complete": False,
+        }
+        self.say = arms.sayer(self.result)
+
+    # ---- the arms' processes ----
+
+    def _commands(self) -> dict[str, tuple[list[str], dict[str, str]]]:
+        plan = json.dumps(self.pairs + self.profiled)
+        out = {}
+        for name in self.arms:
+            kind = "flagos" if name == "flagos" else "plain"
+            args = ["--arm", kind, "--device", self.plain, "--plan", plan] + ["--tiny"] * self.tiny
+            argv, env = arms.command("zoo_arm", kind == "flagos", args)
+            env.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/torch-fl-zoo-inductor")
+            # every arm compiles at once: Inductor's worker pool per arm would oversubscribe the node's cores
+            env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, (os.cpu_count() or 2) // len(self.arms))))
+            out[name] = (argv, env)
+        return out
+
+    def _ensure_group(self) -> lockstep.Group:
+        if self.group is None:
+            self.group = lockstep.Group(self._commands(), GROUP_TIMEOUT_S)
+            info = self.group.info
+            gpu = next((i["gpu"] for i in info.values() if i.get("gpu")), None)
+            self.result["environment"].update(torch=info[self.arms[0]]["torch"], gpu=gpu)
+        return self.group
+
+    def _restart(self) -> None:
+        if self.group is not None:
+            self.group.close(at_once=True)
+            self.group = None
+
+    def _ask_all(self, request: str, n: int, stagger: bool = False) -> dict[str, Any]:
+        """``request n`` to flagos and plain at once (they set up side by side), then each arm's reply. ``stagger``:
+        plain again is asked once plain has answered, so that it finds plain's compiled graphs in Inductor's cache
+        (the same graphs): two compilations share the node's cores instead of three."""
+        group = self._ensure_group()
+        first, rest = (self.arms[:2], self.arms[2:]) if stagger else (self.arms, [])
+        replies = {}
+        for names in (first, rest):
+            for name in names:
+                group.arms[name].send(f"{request} {n}")
+            for name in names:
+                replies[name] = group.arms[name].answer(lockstep.REPLY, group.deadline)
+        return replies
+
+    # ---- the run ----
+
+    def run(self, write) -> dict[str, Any]:
+        size = zoo_models.size_of(self.tiny)
+        self.say(
+            f"zoo: {len(self.result['settings']['models'])} models, {len(self.pairs)} (model, mode) pairs, "
+            f"{size} sizes, arms {', '.join(self.arms)}; flagos on {self.runtime} against plain {self.plain}"
+        )
+        try:
+            for index, pair in enumerate(self.pairs):
+                entry = self._pair(index, pair)
+                model = self.result["models"].setdefault(pair[0], _model_entry(pair[0]))
+                model["modes"][pair[1]] = entry
+                if entry.get("params_m") is not None:
+                    model["params_m"] = entry["params_m"]
+                write(self.result)
+            for index, pair in enumerate(self.profiled, start=len(self.pairs)):
+                self._profile(index, pair)
+                write(self.result)
+        finally:
+            self._restart()
+        self.result["complete"] = True
+        failures = self.result["failures"]
+        self.result["verdict"] = "PASS" if not failures else "FAIL (" + "; ".join(failures) + ")"
+        self.say(f"zoo check: {self.result['verdict']} ({time.monotonic() - self.started:.0f} s)")
+        if self.tiny:
+            self.say("(tiny: a dry run of the zoo; the timings are not judged)")
+        return self.result
+
+    def _over_budget(self) -> bool:
+        return self.args.budget is not None and time.monotonic() - self.started > self.args.budget
+
+    def _pair(self, index: int, pair: list[str]) -> dict[str, Any]:
+        model, mode = pair
+        what = f"{model} {mode}"
+        if self._over_budget():
+            self.say(f"  {what}: skipped (past the budget of {self.args.budget:g} s)")
+            return {"status": "skipped", "reason": "budget"}
+        try:
+            replies = self._ask_all("prepare", index, stagger=mode in COMPILED)
+        except lockstep.LockstepError as exc:
+            self._restart()
+            return self._failed(what, {"process": str(exc)[-1500:]})
+        errors = {a: r["error"] for a, r in replies.items() if not r["ok"]}
+        if errors:
+            return self._failed(what, errors)
+        rounds, turn = self.args.rounds, self.args.turn
+        try:
+            measured = self._ensure_group().rounds(rounds, turn, order=self.arms)
+        except lockstep.LockstepError as exc:
+            self._restart()
+            return self._failed(what, {"process": str(exc)[-1500:]})
+        entry = _timed_entry(mode, self.arms, replies, measured, decode_tokens=_decode_tokens(mode))
+        entry["check"] = _check(zoo_models.ARCHS[model], mode, self.arms, replies)
+        if not entry["check"]["ok"]:
+            self.result["failures"].append(f"{what}: {entry['check']['detail']}")
+        self.say(_pair_line(what, entry, self.arms, time.monotonic() - self.started))
+        return entry
+
+    def _failed(self, what: str, errors: dict[str, str]) -> dict[str, Any]:
+        self.result["failures"].append(f"{what}: failed in {', '.join(errors)}")
+        first = next(iter(errors.values())).strip().splitlines()
+        self.say(f"  {what}: FAILED in {', '.join(errors)}: {first[-1] if first else ''}")
+        return {"status": "failed", "errors": errors}
+
+    def _profile(self, index: int, pair: list[str]) -> None:
+        model = pair[0]
+        if self._over_budget():
+            self.say(f"  profdiff {model}: skipped (past the budget)")
+            return
+        try:
+            replies = self._ask_all("prepare", index)
+            errors = {a: r["error"] for a, r in replies.items() if not r["ok"]}
+            if errors:
+                self._failed(f"profdiff {model}", errors)
+                return
+            group = self._ensure_group()
+            profiles = {a: group.ask(a, "profile", self.args.profile_steps) for a in self.arms}
+        except lockstep.LockstepError as exc:
+            self._restart()
+            self._failed(f"profdiff {model}", {"process": str(exc)[-1500:]})
+            return
+        item = profdiff.entry(model, profiles, self.plain)
+        self.result["profdiff"].append(item)
+        self.say(profdiff.summary_line(item, self.plain))
+
+
+# ---- figures ------------------------------------------------------------------------------------------------
+
+
+def _decode_tokens(mode: str) -> int | None:
+    from . import decode
+
+    return decode.TOKENS if mode.startswith("decode") else None
+
+
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    q = statistics.quantiles(values, n=4)
+    return q[0], statistics.median(values), q[2]
+
+
+def _timed_entry(
+    mode: str, names: list[str], replies: dict[str, Any], rounds: list[dict[str, list[float]]], decode_tokens
+) -> dict[str, Any]:
+    med = [{a: statistics.median(t) for a, t in r.items()} for r in rounds]
+    plain, flagos = names[1], names[0]
+    entry: dict[str, Any] = {"status": "ok", "rounds": len(med), "ms": {}, "ms_quartiles": {}, "setup_s": {}}
+    for a in names:
+        q1, m, q3 = _quartiles([r[a] for r in med])
+        entry["ms"][a], entry["ms_quartiles"][a] = m, [q1, q3]
+        entry["setup_s"][a] = replies[a]["setup_s"]
+    if decode_tokens:
+        entry["tokens_per_s"] = {a: decode_tokens * 1e3 / entry["ms"][a] for a in names}
+    q1, m, q3 = _quartiles([r[flagos] / r[plain] for r in med])
+    entry["ratio"], entry["ratio_quartiles"] = m, [q1, q3]
+    if len(names) > 2:
+        entry["aa"] = statistics.median(r[names[2]] / r[plain] for r in med)
+    entry["peak_gib"] = {a: replies[a].get("peak_gib") for a in names}
+    peaks = entry["peak_gib"]
+    entry["memory_ratio"] = peaks[flagos] / peaks[plain] if peaks[flagos] and peaks[plain] else None
+    entry["bar"] = BARS[mode]
+    entry["params_m"] = replies[flagos].get("params_m")
+    for key in ("experts", "graphs"):
+        if key in replies[flagos]:
+            entry[key] = replies[flagos][key]
+    return entry
+
+
+def _check(arch: zoo_models.Arch, mode: str, names: list[str], replies: dict[str, Any]) -> dict[str, Any]:
+    """flagos against plain: the checked training losses within the dtype's tolerance, or identical tokens."""
+    flagos, plain = names[0], names[1]
+    if mode.startswith("train"):
+        values = {a: replies[a]["losses"] for a in names}
+        rel = [abs(f - p) / max(abs(p), 1e-6) for f, p in zip(values[flagos], values[plain], strict=True)]
+        tol = TOLERANCE[arch.dtype]
+        out = {"what": "losses", "values": values, "max_rel": max(rel), "tolerance": tol, "ok": max(rel) <= tol}
+        if len(names) > 2:
+            out["aa_max_rel"] = max(
+                abs(a - p) / max(abs(p), 1e-6) for a, p in zip(values[names[2]], values[plain], strict=True)
+            )
+        out["detail"] = f"losses differ by {max(rel):.2e} relative (tolerance {tol:g})"
+        return out
+    tokens = {a: replies[a]["tokens"] for a in names}
+    where = next((i for i, (f, p) in enumerate(zip(tokens[flagos], tokens[plain], strict=True)) if f != p), None)
+    detail = "tokens identical" if where is None else f"tokens differ from position {where}"
+    out = {"what": "tokens", "ok": where is None, "detail": detail, "first_difference": where}
+    graphs = replies[flagos].get("graphs")
+    if graphs is not None and not graphs["replaying"]:  # compiled code timed under the name of graphs (decode.py)
+        out.update(ok=False, detail=f"{detail}; flagos replayed no graph ({'; '.join(graphs['skipped'])})")
+    return out
+
+
+def _pair_line(what: str, entry: dict[str, Any], names: list[str], elapsed: float) -> str:
+    flagos, plain = names[0], names[1]
+    ms = entry["ms"]
+    line = f"  {what} ({elapsed:.0f} s): {plain} {ms[plain]:.2f} ms, flagos {ms[flagos]:.2f} ms, "
+    line += f"flagos/{plain} {entry['ratio']:.3f}"
+    if "aa" in entry:
+        line += f" (A/A {entry['aa']:.3f})"
+    if entry["memory_ratio"] is not None:
+        line += f", peak memory {entry['memory_ratio']:.3f}x"
+    return line + f"; {entry['check']['detail']}"
+
+
+def _model_entry(name: str) -> dict[str, Any]:
+    arch = zoo_models.ARCHS[name]
+    return {"family": arch.family, "dtype": arch.dtype, "grad_scaler": arch.scaler, "modes": {}}
+
+
+def _environment(runtime: str, plain: str) -> dict[str, Any]:
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "flagos_runtime": runtime,
+        "plain": plain,
+        "torch_fl": version("torch-fl"),
+        "transformers": version("transformers"),
+        "torchvision": version("torchvision"),
+        "commit": os.environ.get("TORCH_FL_COMMIT") or "unknown",
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+# ---- command line -------------------------------------------------------------------------------------------
+
+
+def _names(text: str, known: tuple[str, ...], what: str) -> list[str]:
+    if text == "all":
+        return list(known)
+    if text == "none":
+        return []
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown {what} {', '.join(unknown)}; known: {', '.join(known)}")
+    return names
+
+
+def _pairs(text: str) -> list[list[str]]:
+    pairs = [part.split(":") for part in text.split(",") if part.strip()]
+    for pair in pairs:
+        if len(pair) != 2 or pair[0] not in zoo_models.ARCHS or pair[1] not in zoo_arm.MODES:
+            raise argparse.ArgumentTypeError(f"{':'.join(pair)!r}: MODEL:MODE with a zoo model and mode")
+    return pairs
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m harness.zoo",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    archs = tuple(zoo_models.ARCHS)
+    p.add_argument("--models", type=lambda t: _names(t, archs, "model"), default=list(archs), help="all, or a,b")
+    p.add_argument(
+        "--modes",
+        type=lambda t: _names(t, zoo_arm.MODES, "mode"),
+        default=list(zoo_arm.MODES),
+        help=f"all, none or some of {', '.join(zoo_arm.MODES)}",
+    )
+    p.add_argument(
+        "--arms",
+        type=lambda t: _names(t, ("flagos", "plain", "plain-again"), "arm"),
+        default=["flagos", "plain", "plain-again"],
+        help="flagos,plain[,plain-again] (plain-again: the A/A control; default all three)",
+    )
+    p.add_argument(
+        "--also",
+        type=_pairs,
+        default=[],
+        metavar="MODEL:MODE[,...]",
+        help="pairs to run beside --models x --modes (CI: every model eager, one compiled)",
+    )
+    p.add_argument("--rounds", type=int, help=f"timed rounds per pair (default {ROUNDS}; --tiny {TINY_ROUNDS})")
+    p.add_argument("--turn", type=int, help=f"synchronized steps per turn (default {TURN}; --tiny {TINY_TURN})")
+    p.add_argument("--budget", type=float, metavar="S", help="set no pair up after S seconds (default: no limit)")
+    p.add_argument(
+        "--profdiff",
+        type=lambda t: _names(t, archs, "model"),
+        default=[],
+        metavar="MODEL[,MODEL]",
+        help="after the timing, the profile diff of these models' eager training steps (profdiff.py)",
+    )
+    p.add_argument("--profile-steps", type=int, default=PROFILE_STEPS, help="profiled steps per arm")
+    p.add_argument("--tiny", action="store_true", help="tiny models: the emulation's dry run (default beside it)")
+    p.add_argument("--out", type=Path, help="report directory (default reports/<accelerator>/zoo)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if list(args.arms[:2]) != ["flagos", "plain"]:
+        raise SystemExit("--arms: flagos and plain come first (plain-again, the control, may follow)")
+    tiny = args.tiny or arms.devices()[1] == "cpu"
+    args.rounds = args.rounds or (TINY_ROUNDS if tiny else ROUNDS)
+    args.turn = args.turn or (TINY_TURN if tiny else TURN)
+    from . import zoo_report  # the reports need matplotlib for zoo.png: stop before measuring without it
+
+    zoo_report.require_plot()
+    zoo = Zoo(args)
+    out = args.out or Path("reports") / zoo.runtime / "zoo"
+    result = zoo.run(lambda r: zoo_report.write(r, out))
+    for path in zoo_report.write(result, out, plot=True):
+        print(f"wrote {path}")
+    print(zoo_report.summary_table(result))
+    return int(bool(result["failures"]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
