@@ -13,8 +13,8 @@ import gc
 from typing import Any
 
 from .. import _core
+from .._errors import CaptureError
 from ._callables import make_graphed_callables
-from ._capture import CaptureError
 
 __all__ = [
     "CaptureError",

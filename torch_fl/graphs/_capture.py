@@ -19,15 +19,12 @@ from torch.utils._pytree import tree_flatten
 
 from .. import _routes
 from .._env import op_variable
+from .._errors import CaptureError
 
 # Allocation only: a replay has nothing to redo for them (CUDA replays no kernel for an empty tensor either).
 _ALLOCATIONS = frozenset({"empty.memory_format", "empty_strided", "empty_like", "new_empty", "new_empty_strided"})
 # Tags of ops whose result a host must read before the op can finish.
 _HOST_READ_TAGS = (torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape)
-
-
-class CaptureError(RuntimeError):
-    """An op that a graph cannot capture was called during a capture; the capture is abandoned."""
 
 
 @dataclass
