@@ -59,7 +59,7 @@ def start() -> None:
         torch.cuda.init()  # flagos memory comes from CUDA's caching allocator, created here
     _core.init(accel, settings.emu_devices, settings.emu_trap)
     if accel == "cpu" and settings.emu_memory is not None:
-        torch.ops.flagos.emulation_set_capacity(settings.emu_memory)  # before any flagos allocation
+        _core.emulation_set_capacity(settings.emu_memory)  # before any flagos allocation
     _register_device()
     _publish.install_provider_calls()
     _routes.apply(settings, table)
