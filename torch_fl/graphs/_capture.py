@@ -17,9 +17,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from .. import _routes
 from .._env import op_variable
 from .._errors import CaptureError
+from ..routing import routes as _routes
 
 # Allocation only: a replay has nothing to redo for them (CUDA replays no kernel for an empty tensor either).
 _ALLOCATIONS = frozenset({"empty.memory_format", "empty_strided", "empty_like", "new_empty", "new_empty_strided"})

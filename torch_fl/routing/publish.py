@@ -19,12 +19,12 @@ from typing import Any
 
 import torch
 
-from . import _core, providers, replay
-from ._env import op_variable
-from ._errors import CaptureError
-from ._names import CPU, NATIVE
-from ._routing import RouteTable
-from .providers import Provider
+from .. import _core, providers, replay
+from .._env import op_variable
+from .._errors import CaptureError
+from .._names import CPU, NATIVE
+from ..providers import Provider
+from .table import RouteTable
 
 _BUILTIN_KINDS = {NATIVE: _core.RouteKind.Native, CPU: _core.RouteKind.Cpu}
 

@@ -12,7 +12,7 @@ from functools import cache
 
 import torch
 
-from . import _core
+from .. import _core
 
 # torch's entry points for out-of-tree convolution (csrc/dispatch/router.cpp)
 _OVERRIDEABLE_HOOKS = frozenset({"convolution_overrideable", "convolution_backward_overrideable"})
