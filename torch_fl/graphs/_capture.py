@@ -91,10 +91,16 @@ def _written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[t
     return found
 
 
+# Each op's route in the table in force, asked once per table: reload_routes() publishes a new table object.
 _route_cache: dict[Any, str | None] = {}
+_cached_table: list[Any] = [None]
 
 
 def _route(func: Any) -> str | None:
+    table = _routes.state().table
+    if table is not _cached_table[0]:
+        _route_cache.clear()
+        _cached_table[0] = table
     if func not in _route_cache:
         try:
             _route_cache[func] = _routes.route(_name(func)).route
