@@ -11,8 +11,8 @@ from pathlib import Path
 
 from . import context, dockercli, env, flow, index, locks, matrix, plan
 from .matrix import INSTALL_WAYS, Matrix, PythonSource, Toolchain
+from .product import variants
 from .summary import ImageRef, Summary
-from .wheel_metadata import variants
 
 NODE_DOCKERFILE = Path("docker") / "install" / "Dockerfile"
 INDEX_IN_CONTAINER = "/index"

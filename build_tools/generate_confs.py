@@ -28,8 +28,8 @@ import tomllib
 if __package__ in (None, ""):  # run as a script (python build_tools/generate_confs.py) or loaded by path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from build_tools.outputs import atomic_write_text  # noqa: E402
+from build_tools.product import by_path  # noqa: E402
 from build_tools.tomlfields import Problems, key, matches, read  # noqa: E402
-from build_tools.wheel_metadata import by_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"

@@ -33,7 +33,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
 from . import context, outputs, wheelcheck
-from .wheel_metadata import variants
+from .product import variants
 
 PROJECT = "torch-fl"
 WHEEL_GLOB = "torch_fl-*.whl"

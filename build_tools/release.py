@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from . import dockercli, flow
 from .matrix import Matrix, Toolchain
+from .product import variants
 from .summary import Summary
-from .wheel_metadata import variants
 
 
 @dataclass(frozen=True)

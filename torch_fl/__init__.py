@@ -28,21 +28,21 @@ if (_wrong_line := _torch_line.check(torch, Path(__file__).parent)) is not None:
 from . import _core as _core  # loads the compiled core; says how to get one where it is missing
 from . import _startup, compile, providers, replay
 from . import flagos as flagos
-from ._dispatcher import fast_path_ops
-from ._dispatcher import known_ops as known_ops
-from ._dispatcher import reaches_router as reaches_router
-from ._dispatcher import transfer_ops as transfer_ops
 from ._errors import ConfError, ConfigError, EnvError, RouteError
-from ._log import set_dispatch_log
 from ._one_accelerator import OneAcceleratorError
-from ._routes import conf_path, reload_routes, route, routes
-from ._routing import Resolved
-from ._routing import RouteTable as RouteTable
-from ._shipped import CONF_DIR as CONF_DIR
 from ._startup import accelerator
 from .providers import Provider, register_provider, unregister_provider
 from .providers import load_entry_points as load_entry_points
 from .providers.flaggems import FlagGemsProvider as FlagGemsProvider
+from .routing.dispatcher import fast_path_ops
+from .routing.dispatcher import known_ops as known_ops
+from .routing.dispatcher import reaches_router as reaches_router
+from .routing.dispatcher import transfer_ops as transfer_ops
+from .routing.log import set_dispatch_log
+from .routing.routes import conf_path, reload_routes, route, routes
+from .routing.shipped import CONF_DIR as CONF_DIR
+from .routing.table import Resolved
+from .routing.table import RouteTable as RouteTable
 
 __all__ = [
     "ConfError",

@@ -77,7 +77,9 @@ def _info() -> dict[str, Any]:
 
     import torch_fl
 
-    from . import _routes, _shipped, _startup
+    from . import _startup
+    from .routing import routes as _routes
+    from .routing import shipped as _shipped
 
     if _startup.deferred is not None:
         return _unconfigured_info(_startup.deferred.problems)
@@ -105,7 +107,8 @@ def _info() -> dict[str, Any]:
 def _route(op: str) -> dict[str, Any]:
     import torch_fl
 
-    from . import _dispatcher, _parts
+    from . import _parts
+    from .routing import dispatcher as _dispatcher
 
     resolved = torch_fl.route(op)
     out = asdict(resolved)

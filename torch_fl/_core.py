@@ -92,6 +92,24 @@ get_rng_state: Callable[[int], torch.Tensor] = _op("get_rng_state")
 set_rng_state: Callable[[int, torch.Tensor], None] = _op("set_rng_state")
 
 
+# -- memory (csrc/runtime/memory_ops.cpp): torch.flagos.memory and the emulation's device memory -----------------
+mem_get_info: Callable[[int], tuple[int, int]] = _op("mem_get_info")  # (free, total) bytes
+caching_allocator_alloc: Callable[[int, int, int | None], int] = _op("caching_allocator_alloc")  # size, device, stream
+caching_allocator_delete: Callable[[int], None] = _op("caching_allocator_delete")
+emulation_set_capacity: Callable[[int], None] = _op("emulation_set_capacity")
+emulation_capacity: Callable[[], int] = _op("emulation_capacity")
+emulation_set_memory_fraction: Callable[[float, int], None] = _op("emulation_set_memory_fraction")
+emulation_memory_fraction: Callable[[int], float] = _op("emulation_memory_fraction")
+# (enabled, context, stacks, max_entries), as torch.cuda.memory._record_memory_history takes them
+emulation_record_memory_history: Callable[[str | None, str | None, str, int], None] = _op(
+    "emulation_record_memory_history"
+)
+# (blocks, events, files, names, lines, starts, frame ids): flat lists that torch_fl/_memory_history.py unpacks
+emulation_memory_snapshot: Callable[[], tuple[list[int], ...]] = _op("emulation_memory_snapshot")
+emulation_pool_begin: Callable[[int, int], None] = _op("emulation_pool_begin")  # device, pool
+emulation_pool_end: Callable[[int, int], None] = _op("emulation_pool_end")
+
+
 def init(accelerator: str, emulated_devices: int, trap_host_access: bool = False) -> None:
     _init(accelerator, emulated_devices, trap_host_access)
 

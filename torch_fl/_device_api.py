@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import torch
 
-from . import flagos as _flagos  # used at call time: the device module imports this one
+from . import _device
 from ._vendor import Device, index_of, on_gpu
 
 __all__ = [
@@ -30,26 +30,26 @@ OutOfMemoryError = torch.OutOfMemoryError
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
-    return [_flagos.get_rng_state(i) for i in range(_flagos.device_count())]
+    return [_device.get_rng_state(i) for i in range(_device.device_count())]
 
 
 def set_rng_state_all(new_states: Iterable[torch.Tensor]) -> None:
     states = list(new_states)
-    if len(states) != _flagos.device_count():
+    if len(states) != _device.device_count():
         raise ValueError(
-            f"set_rng_state_all: got {len(states)} states for {_flagos.device_count()} flagos devices; pass one per "
+            f"set_rng_state_all: got {len(states)} states for {_device.device_count()} flagos devices; pass one per "
             "device, as get_rng_state_all() returns them"
         )
     for index, state in enumerate(states):
-        _flagos.set_rng_state(state, index)
+        _device.set_rng_state(state, index)
 
 
 def seed_all() -> None:
     """Seed every flagos device's generator with one fresh random seed."""
-    _flagos.manual_seed_all(int.from_bytes(os.urandom(8), "little") & (2**63 - 1))
+    _device.manual_seed_all(int.from_bytes(os.urandom(8), "little") & (2**63 - 1))
 
 
-class device_of(_flagos.device):
+class device_of(_device.device):
     """Make the device of tensor ``obj`` current inside the block; a tensor on another device changes nothing."""
 
     def __init__(self, obj: torch.Tensor) -> None:
@@ -59,7 +59,7 @@ class device_of(_flagos.device):
 
 def init() -> None:
     """Initialise the flagos device. ``import torch_fl`` already has, so this only checks that it succeeded."""
-    if not _flagos.is_initialized():
+    if not _device.is_initialized():
         raise RuntimeError("the flagos runtime is not initialised: `import torch_fl` failed or was not run")
 
 
@@ -78,7 +78,7 @@ def _external(stream_ptr: int, device: Device) -> torch.Stream:
         )
     vendor = torch.cuda.ExternalStream(stream_ptr, device=torch.device("cuda", index_of(device)))
     # The same stream relabelled as flagos: the runtime hands flagos streams to CUDA by their id (runtime/cuda.cpp).
-    flagos_type = _flagos.current_stream(vendor.device_index).device_type
+    flagos_type = _device.current_stream(vendor.device_index).device_type
     return torch.Stream(stream_id=vendor.stream_id, device_index=vendor.device_index, device_type=flagos_type)
 
 
@@ -88,7 +88,7 @@ def get_stream_from_external(data_ptr: int, device: Device = None) -> torch.Stre
     return _external(data_ptr, device)
 
 
-class ExternalStream(_flagos.Stream):
+class ExternalStream(_device.Stream):
     """``torch.cuda.ExternalStream`` for flagos: a ``torch.Stream`` on flagos over a vendor stream made outside
     torch."""
 

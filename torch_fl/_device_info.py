@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import _core
 from ._vendor import Device, index_of, on_gpu
 
 __all__ = [
@@ -70,7 +71,7 @@ def get_device_properties(device: Device = None) -> object:
         return torch.cuda.get_device_properties(index)
     return EmulatedDeviceProperties(
         name=get_device_name(index),
-        total_memory=int(torch.ops.flagos.emulation_capacity()),
+        total_memory=int(_core.emulation_capacity()),
         major=0,
         minor=0,
         multi_processor_count=os.cpu_count() or 1,
@@ -127,7 +128,7 @@ def device_memory_used(device: Device = None) -> int:
     index = _check(index_of(device))
     if on_gpu():
         return torch.cuda.device_memory_used(index)
-    free, total = torch.ops.flagos.mem_get_info(index)
+    free, total = _core.mem_get_info(index)
     return int(total) - int(free)
 
 

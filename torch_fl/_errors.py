@@ -1,14 +1,16 @@
-"""The one error a bad flagos configuration raises: environment variables, confs and routes alike.
+"""The errors torch_fl raises: the one of a bad flagos configuration (environment variables, confs and routes
+alike) and the one of a graph capture that meets work a replay cannot repeat.
 
-Pure Python (no imports from the package) so the conf parser, the environment reader and the route resolver
-share it, in the wheel and in unit tests without the core.
+Pure Python (no imports from the package) so every layer can raise them without importing another: the conf
+parser, the environment reader and the route resolver, in the wheel and in unit tests without the core; the
+provider kernels of the routing and the graphs' capture alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["ConfError", "ConfigError", "EnvError", "RouteError", "merged"]
+__all__ = ["CaptureError", "ConfError", "ConfigError", "EnvError", "RouteError", "merged"]
 
 HEADING = "problems in the flagos route configuration"
 
@@ -48,3 +50,8 @@ def merged(errors: Iterable[ConfigError]) -> ConfigError | None:
     if len(errors) <= 1:
         return errors[0] if errors else None
     return ConfigError(problem for error in errors for problem in error.problems)
+
+
+class CaptureError(RuntimeError):
+    """An op that a graph cannot capture was called during a capture; the capture is abandoned. Documented as
+    ``torch_fl.graphs.CaptureError``, which is this class."""

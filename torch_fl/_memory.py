@@ -2,7 +2,7 @@
 
 On a GPU vendor flagos memory is the vendor's caching allocator's (csrc/runtime/cuda.cpp), so the answers are
 ``torch.cuda``'s for the same device index. Under emulation they come from the emulation's own allocator
-(csrc/runtime/emulation_memory.h, reached through ``torch.ops.flagos``): every emulated device has the capacity
+(csrc/runtime/emulation_memory.h, reached through ``_core``): every emulated device has the capacity
 ``FLAGOS_EMU_MEMORY`` sets (the host's memory by default), nothing is cached, and a request beyond the capacity, or
 beyond the per-process fraction of it, raises ``torch.OutOfMemoryError``. History and snapshots are in
 ``_memory_history.py``, pools in ``_memory_pools.py``.
@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from . import _vendor
+from . import _core, _vendor
 from ._memory_history import _dump_snapshot, _record_memory_history, _snapshot, memory_snapshot
 from ._memory_pools import MemPool, use_mem_pool
 from ._vendor import Device, index_of, on_gpu
@@ -159,7 +159,7 @@ def mem_get_info(device: Device = None) -> tuple[int, int]:
     index = index_of(device)
     if on_gpu():
         return torch.cuda.mem_get_info(index)
-    free, total = torch.ops.flagos.mem_get_info(index)
+    free, total = _core.mem_get_info(index)
     return int(free), int(total)
 
 
@@ -174,14 +174,14 @@ def set_per_process_memory_fraction(fraction: float, device: Device = None) -> N
     if on_gpu():
         torch.cuda.set_per_process_memory_fraction(float(fraction), index)
     else:
-        torch.ops.flagos.emulation_set_memory_fraction(float(fraction), index)
+        _core.emulation_set_memory_fraction(float(fraction), index)
 
 
 def get_per_process_memory_fraction(device: Device = None) -> float:
     index = index_of(device)
     if on_gpu():
         return torch.cuda.get_per_process_memory_fraction(index)
-    return float(torch.ops.flagos.emulation_memory_fraction(index))
+    return float(_core.emulation_memory_fraction(index))
 
 
 def list_gpu_processes(device: Device = None) -> str:
@@ -203,12 +203,12 @@ def caching_allocator_alloc(size: int, device: Device = None, stream: torch.Stre
     """A block of ``size`` bytes from the flagos allocator, as an address; give it back with
     ``caching_allocator_delete``. ``stream`` (default: the current one) is the stream that will use it."""
     index = index_of(device if stream is None else stream.device_index)
-    return int(torch.ops.flagos.caching_allocator_alloc(int(size), index, None if stream is None else stream.stream_id))
+    return int(_core.caching_allocator_alloc(int(size), index, None if stream is None else stream.stream_id))
 
 
 def caching_allocator_delete(mem_ptr: int) -> None:
     """Give back a block ``caching_allocator_alloc`` returned."""
-    torch.ops.flagos.caching_allocator_delete(int(mem_ptr))
+    _core.caching_allocator_delete(int(mem_ptr))
 
 
 def caching_allocator_enable(value: bool = True) -> None:

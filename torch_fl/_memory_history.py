@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from . import _core
 from ._vendor import Device, index_of, on_gpu
 
 __all__ = ["_dump_snapshot", "_record_memory_history", "_snapshot", "install", "memory_snapshot"]
@@ -58,8 +59,8 @@ def _record_memory_history(
     index_of(device)  # checked like every device argument; the emulation records all devices at once
     max_entries = min(int(max_entries), 2**63 - 1)
     if clear_history:
-        torch.ops.flagos.emulation_record_memory_history(None, None, "python", 0)
-    torch.ops.flagos.emulation_record_memory_history(enabled, context, stacks, max_entries)
+        _core.emulation_record_memory_history(None, None, "python", 0)
+    _core.emulation_record_memory_history(enabled, context, stacks, max_entries)
 
 
 def _snapshot(device: Device = None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
@@ -91,7 +92,7 @@ def memory_snapshot(mempool_id: tuple[int, int] | None = None) -> list[dict[str,
 
 
 def _emulated_state() -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
-    blocks, events, files, names, lines, starts, frame_ids = torch.ops.flagos.emulation_memory_snapshot()
+    blocks, events, files, names, lines, starts, frame_ids = _core.emulation_memory_snapshot()
     frames = [{"filename": f, "name": n, "line": line} for f, n, line in zip(files, names, lines, strict=True)]
 
     def stack(traceback: int) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from . import _core
 from ._memory_history import memory_snapshot
 from ._vendor import Device, index_of, on_gpu
 
@@ -62,8 +63,8 @@ def use_mem_pool(pool: Any, device: Device = None) -> Iterator[None]:
         return
     if not isinstance(pool, MemPool):
         raise TypeError(f"use_mem_pool: expected a torch.flagos.MemPool, got {type(pool).__name__}")
-    torch.ops.flagos.emulation_pool_begin(index, pool.id[1])
+    _core.emulation_pool_begin(index, pool.id[1])
     try:
         yield
     finally:
-        torch.ops.flagos.emulation_pool_end(index, pool.id[1])
+        _core.emulation_pool_end(index, pool.id[1])

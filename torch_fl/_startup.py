@@ -14,11 +14,14 @@ from importlib import metadata
 
 import torch
 
-from . import _core, _dispatcher, _env, _one_accelerator, _publish, _routes, compile, flagos, providers, replay
+from . import _core, _env, _one_accelerator, compile, flagos, providers, replay
 from ._errors import ConfigError
 from ._launch import launched_as_cli
-from ._routing import RouteTable
 from .providers.flaggems import FlagGemsProvider
+from .routing import dispatcher as _dispatcher
+from .routing import publish as _publish
+from .routing import routes as _routes
+from .routing.table import RouteTable
 
 try:
     VERSION = metadata.version("torch-fl")
@@ -59,9 +62,11 @@ def start() -> None:
         torch.cuda.init()  # flagos memory comes from CUDA's caching allocator, created here
     _core.init(accel, settings.emu_devices, settings.emu_trap)
     if accel == "cpu" and settings.emu_memory is not None:
-        torch.ops.flagos.emulation_set_capacity(settings.emu_memory)  # before any flagos allocation
+        _core.emulation_set_capacity(settings.emu_memory)  # before any flagos allocation
     _register_device()
     _publish.install_provider_calls()
+    _routes.follow(_configure_replay)
+    _routes.follow(_compiled_code_follows)
     _routes.apply(settings, table)
     _one_accelerator.install()
     compile.install()
@@ -87,6 +92,17 @@ def start() -> None:
     from . import integrations  # Lightning's accelerator="flagos", now or once Lightning is imported
 
     integrations.install()
+
+
+def _configure_replay(state: _routes.State) -> None:
+    """The replay cache takes its switches from the settings each applied table came with."""
+    settings = state.settings
+    replay.configure(enabled=settings.replay, verify=settings.replay_verify, capacity=settings.replay_capacity)
+
+
+def _compiled_code_follows(state: _routes.State) -> None:
+    """Code compiled under other routes must not run (compile.routes_changed says why)."""
+    compile.routes_changed()
 
 
 def check_configuration() -> tuple[_env.Settings, str, RouteTable]:

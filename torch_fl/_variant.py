@@ -6,7 +6,7 @@ compiled against (the wheel also requires that line); the minor is zero-padded s
 sort like their torch lines (``pt209`` < ``pt210``). The toolchain is in it because one index per toolchain is what
 keeps pip from mixing them (``pt211cu130`` sorts above ``pt211cpu``).
 
-Pure functions, no torch import: the build's metadata provider (build_tools/wheel_metadata.py) loads this file by
+Pure functions, no torch import: the build's metadata provider (torch_fl/_wheel_metadata.py) loads this file by
 path, and ``python -m torch_fl info`` uses it to say whether the installed variant fits the node.
 """
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from . import _core
+
 Device = torch.device | str | int | None
 
 __all__ = ["Device", "device_label", "index_of", "on_gpu"]
@@ -13,9 +15,7 @@ __all__ = ["Device", "device_label", "index_of", "on_gpu"]
 def on_gpu() -> bool:
     """Whether flagos runs on a GPU vendor (CUDA, or DCU through HIP's CUDA names): then flagos device i is the
     vendor's device i, and torch.cuda answers for it."""
-    from ._startup import accelerator  # at call time: _startup imports the device module, which imports this one
-
-    return accelerator() in ("cuda", "dcu")
+    return _core.accelerator() in ("cuda", "dcu")
 
 
 def index_of(device: Device) -> int:

@@ -45,9 +45,7 @@ def vendor_backend_name(accelerator: str) -> str:
 
 
 def _vendor_backend(opts: Any, pg_options: Any) -> dist.Backend:
-    from . import accelerator
-
-    accel = accelerator()
+    accel = _core.accelerator()
     timeout: timedelta = opts.timeout
     if vendor_backend_name(accel) == "gloo":
         if not dist.is_gloo_available():
@@ -66,9 +64,7 @@ def _vendor_backend(opts: Any, pg_options: Any) -> dist.Backend:
 
 def _create(opts: Any, pg_options: Any) -> dist.Backend:
     """torch.distributed's creator for the flagos backend (extended API: store, ranks, timeout, group)."""
-    from . import accelerator
-
-    accel = accelerator()
+    accel = _core.accelerator()
     scratch = dist.ProcessGroup(opts.store, opts.group_rank, opts.group_size)
     vendor_type = getattr(dist.ProcessGroup.BackendType, vendor_backend_name(accel).upper())
     vendor_device = "cpu" if accel == "cpu" else "cuda"

@@ -36,7 +36,7 @@ uint32_t version_of(const at::Tensor& t) {
 // tensor was not modified reads it); ops that torch counts above the router count none here.
 void write_back(const MovedTensor& moved) {
   if (moved.original.sizes() != moved.host.sizes()) {
-    at::_copy_from_and_resize(moved.host, moved.original); // the device's kernel (kernels.cpp), not the router
+    at::_copy_from_and_resize(moved.host, moved.original); // the device's kernel (aten/kernels.cpp), not the router
   } else {
     copy_between(moved.original, moved.host, /*non_blocking=*/false);
   }

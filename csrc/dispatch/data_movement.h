@@ -5,7 +5,7 @@
 // on the cpu route: it would move its arguments with the very op it is running. Their arguments
 // may sit on different devices (host and flagos, or two flagos devices), as copies allow.
 // Ops with a Device argument place their results where it says: a result is a flagos tensor only
-// when it belongs to flagos (torch_fl/_routing.py holds the load-time policy, from transfer_ops()).
+// when it belongs to flagos (torch_fl/routing/table.py holds the load-time policy, from transfer_ops()).
 #pragma once
 
 #include <ATen/core/Tensor.h>

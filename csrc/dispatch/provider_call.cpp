@@ -25,7 +25,7 @@ class RecordingScope {
 
 void call_provider_kernel(int /*provider*/, const c10::OperatorHandle& op, torch::jit::Stack* stack,
     replay::Recording* record) {
-  // The Python side finds the provider from its copy of the published table (torch_fl/_publish.py).
+  // The Python side finds the provider from its copy of the published table (torch_fl/routing/publish.py).
   RecordingScope scope(record);
   op.redispatchBoxed(c10::DispatchKeySet(record != nullptr ? kProviderRecordKey : kProviderCallKey), stack);
 }

@@ -1,4 +1,4 @@
-// The provider route's call into Python, through the dispatcher. torch_fl/_publish.py registers two Python
+// The provider route's call into Python, through the dispatcher. torch_fl/routing/publish.py registers two Python
 // kernels for every operator a provider route serves, on dispatch keys no backend of torch uses: the one on
 // kProviderCallKey runs the provider's kernel, the one on kProviderRecordKey runs it while the replay recorder
 // watches and hands the recording back through the `flagos::replay_submit` operator (csrc/ops/replay.cpp). The router redispatches the call, with the vendor

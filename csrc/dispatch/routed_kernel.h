@@ -1,4 +1,4 @@
-// Ops with a flagos kernel of their own that still take routes (attention_overrideable.cpp).
+// Ops with a flagos kernel of their own that still take routes (aten/attention_overrideable.cpp).
 #pragma once
 
 #include <ATen/core/operator_name.h>

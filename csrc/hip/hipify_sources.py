@@ -33,11 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-# the repository's one atomic writer; the builder stages build_tools/outputs.py with the sources
-# (configs/toolchains.toml [build].inputs)
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from build_tools.outputs import atomic_write_text  # noqa: E402
-
 # Sources compiled into the DCU variant in hipified form (paths relative to csrc/).
 DCU_SOURCES = ("runtime/cuda.cpp",)
 
@@ -204,6 +199,15 @@ def hipify(
     return out, gen
 
 
+def write_whole(path: Path, text: str) -> None:
+    """``text`` at ``path``, never half of it: an interrupted build must not leave a truncated source that looks
+    newer than its inputs. A product build step, so it needs nothing from the repository's tooling."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csrc", type=Path, required=True, help="the csrc/ directory")
@@ -229,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         for b in bad:
             print(f"  {b}", file=sys.stderr)
         return 1
-    atomic_write_text(args.output, text)
+    write_whole(args.output, text)
     print(f"hipify_sources: {args.source} -> {args.output} (hipify v{gen})")
     return 0
 

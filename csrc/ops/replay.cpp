@@ -178,7 +178,7 @@ TORCH_LIBRARY_FRAGMENT(flagos, m) {
         replay::launch_values(launch_config(function, grid, block, shared), bits,
             static_cast<c10::DeviceIndex>(device < 0 ? runtime().current_device() : device));
       });
-  // Install the provider route's redispatch to the Python kernels (torch_fl/_publish.py registers them first).
+  // Install the provider route's redispatch to the Python kernels (torch_fl/routing/publish.py registers them first).
   m.def("enable_provider_calls() -> ()", [] { enable_provider_calls(); });
   // A dtype's number in the recorder's wire (torch's ScalarType).
   m.def("dtype_code(ScalarType dtype) -> int", [](c10::ScalarType dtype) { return static_cast<int64_t>(dtype); });

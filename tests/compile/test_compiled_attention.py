@@ -126,7 +126,7 @@ def test_the_fused_kernel_is_an_extern_call_and_equals_eager(heads_kv):
     if EMULATION:
         assert FUSED in code and FUSED_BACKWARD in code, code
         assert "_scaled_dot_product_attention_math" not in code and "bmm" not in code, code
-    else:  # a training graph on a GPU vendor keeps the math path (csrc/dispatch/attention_choice.cpp says why)
+    else:  # a training graph on a GPU vendor keeps the math path (csrc/aten/attention_choice.cpp says why)
         assert FUSED not in code, code
     for g, w in zip(got, want, strict=True):
         assert g.device.type == "flagos"

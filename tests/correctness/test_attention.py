@@ -2,7 +2,7 @@
 
 Where the vendor takes flash attention, flagos' choice answers ``overrideable`` and torch calls
 ``_scaled_dot_product_fused_attention_overrideable`` (and its backward), which run the vendor's flash kernel
-(csrc/dispatch/attention_overrideable.cpp). Under the emulation that kernel is the CPU's, so the results equal
+(csrc/aten/attention_overrideable.cpp). Under the emulation that kernel is the CPU's, so the results equal
 the CPU flash kernel's bit for bit; on every vendor they equal the math path within tolerance.
 """
 

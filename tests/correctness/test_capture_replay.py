@@ -143,6 +143,8 @@ def test_cpu_route_is_refused(monkeypatch):
     finally:
         monkeypatch.delenv("FLAGOS_OP_sin")
         torch_fl.reload_routes()
+    with torch.flagos.graph(torch.flagos.FlagosGraph()):  # native again: a capture asks the reloaded table
+        x.sin()
 
 
 def test_capture_state_and_misuse():

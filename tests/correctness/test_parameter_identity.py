@@ -2,7 +2,7 @@
 
 nn.Module._apply (behind .to(), .cpu(), .half(), ...) keeps a Parameter object and swaps its data only when
 ``torch._has_compatible_shallow_copy_type(old, new)`` is true; flagos answers it through its own kernel
-(csrc/dispatch/shallow_copy.cpp). If it said no, weights tied across modules would come out as separate
+(csrc/aten/shallow_copy.cpp). If it said no, weights tied across modules would come out as separate
 parameters and train apart, and an optimizer made before the move would hold parameters the model no longer
 uses.
 """

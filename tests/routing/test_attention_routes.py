@@ -1,5 +1,5 @@
 """Routes of scaled_dot_product_attention's ops on flagos: the choice and the fused kernel behind torch's
-overrideable hook (csrc/dispatch/attention_choice.cpp, attention_overrideable.cpp) take confs and overrides
+overrideable hook (csrc/aten/attention_choice.cpp, attention_overrideable.cpp) take confs and overrides
 like every routed op, and the dispatch log says which route each call took."""
 
 from __future__ import annotations

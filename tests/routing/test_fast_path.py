@@ -15,7 +15,7 @@ report("fast", fast)
 report("properties", {op: {
     "reaches_router": torch_fl.reaches_router(op),
     "implicit": torch._C._dispatch_has_kernel_for_dispatch_key("aten::" + op, "CompositeImplicitAutograd"),
-    "device_kernel": op in torch_fl._dispatcher.DeviceKernels(),
+    "device_kernel": op in torch_fl.routing.dispatcher.DeviceKernels(),
     "route": torch_fl.route(op).route,
 } for op in fast})
 

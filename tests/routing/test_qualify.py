@@ -226,7 +226,7 @@ def test_an_unknown_provider_names_both_ways_to_declare_one(tmp_path):
 def test_shipped_confs_are_chosen_by_name(tmp_path):
     code = (
         "import torch_fl, json\n"
-        "from torch_fl import _shipped\n"
+        "from torch_fl.routing import shipped as _shipped\n"
         "print(json.dumps(sorted(_shipped.confs(torch_fl.CONF_DIR, 'cuda'))))\n"
     )
     res = subprocess.run(

@@ -22,9 +22,9 @@ if str(ROOT) not in sys.path:
 MODULES = {
     "torch_fl_names": "torch_fl._names",
     "torch_fl_errors": "torch_fl._errors",
-    "torch_fl_conf": "torch_fl._conf",
+    "torch_fl_conf": "torch_fl.routing.conf",
     "torch_fl_env": "torch_fl._env",
-    "torch_fl_routing": "torch_fl._routing",
+    "torch_fl_routing": "torch_fl.routing.table",
     "torch_fl_torch_floor": "torch_fl._torch_floor",
     "torch_fl_torch_line": "torch_fl._torch_line",
     "torch_fl_variant": "torch_fl._variant",

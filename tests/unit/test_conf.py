@@ -1,4 +1,4 @@
-"""torch_fl/_conf.py: syntax, includes and error messages of the route conf format."""
+"""torch_fl/routing/conf.py: syntax, includes and error messages of the route conf format."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""torch_fl/_routing.py: conf + overrides -> route table, with fake providers."""
+"""torch_fl/routing/table.py: conf + overrides -> route table, with fake providers."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "build_tools" / "wheel_metadata.py"
+_PATH = Path(__file__).resolve().parents[2] / "torch_fl" / "_wheel_metadata.py"
 _spec = importlib.util.spec_from_file_location("wheel_metadata_under_test", _PATH)
 assert _spec is not None and _spec.loader is not None
 wheel_metadata = importlib.util.module_from_spec(_spec)

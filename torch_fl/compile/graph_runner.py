@@ -36,6 +36,7 @@ import torch
 
 from .. import _core
 from .. import flagos as _flagos
+from .._errors import CaptureError
 from ._torch_compat import cudagraphs as _compat
 
 _same_addresses = _compat.same_addresses()
@@ -193,8 +194,6 @@ class GraphRunner:
                 return self.model(inputs)
             recording = _WARMED
         if recording is _WARMED:
-            from ..graphs import CaptureError
-
             try:
                 recording = self.recordings[key] = Recording(self, inputs)
             except CaptureError as exc:  # an op a graph cannot repeat (a host read, a provider's Python path)

@@ -33,9 +33,10 @@ import torch
 from torch._inductor.custom_graph_pass import CustomGraphModulePass
 from torch.utils._pytree import tree_leaves
 
+from .. import _core
+from .._names import NATIVE
+from ..routing import dispatcher, routes
 from . import _torch_compat
-
-NATIVE = "native"
 
 
 def op_name(op: Any) -> str | None:
@@ -48,11 +49,9 @@ def op_name(op: Any) -> str | None:
 
 def route_of(name: str) -> str:
     """The route calls of ``name`` on flagos take in eager mode now."""
-    import torch_fl
-
-    if name not in torch_fl.known_ops() or not torch_fl.reaches_router(name):
+    if name not in dispatcher.known_ops() or not dispatcher.reaches_router(name):
         return NATIVE
-    return torch_fl.route(name).route
+    return routes.route(name).route
 
 
 def kept_out(op: Any) -> str | None:
@@ -89,18 +88,14 @@ class RoutePass(CustomGraphModulePass):
 
 
 def _routes_key() -> tuple[str, tuple[tuple[str, str], ...]]:
-    import torch_fl
-
-    table = torch_fl.routes()
+    table = routes.routes()
     default = table.pop("default").route
     return default, tuple(sorted((op, r.route) for op, r in table.items() if r.route != NATIVE))
 
 
 @functools.lru_cache(maxsize=8)
 def _uuid(key: tuple[str, tuple[tuple[str, str], ...]]) -> str:
-    import torch_fl
-
-    digest = hashlib.sha256(repr((torch_fl.accelerator(), key)).encode())
+    digest = hashlib.sha256(repr((_core.accelerator(), key)).encode())
     for source in sorted(Path(__file__).parent.glob("*.py")):  # a change of this package's code is a new key
         digest.update(source.read_bytes())
     return digest.hexdigest()

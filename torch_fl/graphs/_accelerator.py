@@ -21,7 +21,7 @@ _KEY = "CompositeExplicitAutograd"
 
 
 def _new(keep_graph: bool) -> int:
-    from . import FlagosGraph
+    from ._graph import FlagosGraph
 
     number = next(_NUMBERS)
     _GRAPHS[number] = FlagosGraph(keep_graph=keep_graph)

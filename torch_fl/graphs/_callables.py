@@ -13,6 +13,9 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from .. import _device
+from ._graph import FlagosGraph, graph, graph_pool_handle
+
 
 def make_graphed_callables(
     callables: Any,
@@ -23,8 +26,6 @@ def make_graphed_callables(
 ) -> Any:
     """Graphed versions of ``callables`` (a callable or ``nn.Module``, or a tuple of them with a tuple of argument
     tuples), each run ``num_warmup_iters`` times eagerly first. All graphs share ``pool`` (a new one by default)."""
-    from . import graph_pool_handle
-
     single = not isinstance(callables, tuple)
     if single:
         callables, sample_args = (callables,), (sample_args,)
@@ -49,8 +50,6 @@ def make_graphed_callables(
 
 class _Graphed:
     def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], allow_unused: bool) -> None:
-        from . import FlagosGraph
-
         self.fn = fn
         self.args = args
         self.allow_unused = allow_unused
@@ -77,27 +76,21 @@ class _Graphed:
         )
 
     def warm_up(self, iters: int) -> None:
-        from .. import flagos
-
-        side = flagos.Stream()
-        side.wait_stream(flagos.current_stream())  # the sample arguments were made on the current stream
-        with flagos.stream(side):
+        side = _device.Stream()
+        side.wait_stream(_device.current_stream())  # the sample arguments were made on the current stream
+        with _device.stream(side):
             for _ in range(iters):
                 outs = [o for o in tree_flatten(self.fn(*self.args))[0] if isinstance(o, torch.Tensor)]
                 self._grad_step(outs, [torch.ones_like(o) for o in outs if o.requires_grad])
-        flagos.synchronize()
+        _device.synchronize()
 
     def capture_forward(self, pool: tuple[int, int]) -> None:
-        from . import graph
-
         with graph(self.fwd, pool=pool):
             out = self.fn(*self.args)
         flat, self.spec = tree_flatten(out)
         self.static_outputs = flat
 
     def capture_backward(self, pool: tuple[int, int]) -> None:
-        from . import graph
-
         tensors = [o for o in self.static_outputs if isinstance(o, torch.Tensor)]
         self.static_grad_outputs = [torch.empty_like(o) if o.requires_grad else None for o in tensors]
         with graph(self.bwd, pool=pool):

@@ -17,17 +17,14 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from .. import _routes
 from .._env import op_variable
+from .._errors import CaptureError
+from ..routing import routes as _routes
 
 # Allocation only: a replay has nothing to redo for them (CUDA replays no kernel for an empty tensor either).
 _ALLOCATIONS = frozenset({"empty.memory_format", "empty_strided", "empty_like", "new_empty", "new_empty_strided"})
 # Tags of ops whose result a host must read before the op can finish.
 _HOST_READ_TAGS = (torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape)
-
-
-class CaptureError(RuntimeError):
-    """An op that a graph cannot capture was called during a capture; the capture is abandoned."""
 
 
 @dataclass
@@ -94,10 +91,16 @@ def _written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[t
     return found
 
 
+# Each op's route in the table in force, asked once per table: reload_routes() publishes a new table object.
 _route_cache: dict[Any, str | None] = {}
+_cached_table: list[Any] = [None]
 
 
 def _route(func: Any) -> str | None:
+    table = _routes.state().table
+    if table is not _cached_table[0]:
+        _route_cache.clear()
+        _cached_table[0] = table
     if func not in _route_cache:
         try:
             _route_cache[func] = _routes.route(_name(func)).route

@@ -8,7 +8,7 @@ import torch
 
 from .fallback import inductor_decomposition_tables
 
-# torch's hook for an out-of-tree device's fused attention (csrc/dispatch/attention_overrideable.cpp): the
+# torch's hook for an out-of-tree device's fused attention (csrc/aten/attention_overrideable.cpp): the
 # flagos choice answers ``overrideable`` wherever the vendor takes flash attention, so traced graphs hold these.
 FUSED_ATTENTION_OPS = (
     "_scaled_dot_product_fused_attention_overrideable",

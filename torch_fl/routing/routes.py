@@ -1,17 +1,26 @@
 """The routes in force in this process, and the questions asked of them.
 
 The conf and the FLAGOS_OP_* overrides are resolved against this torch's operators and the registered providers
-(``_routing``), then published to the router whole; a configuration with any problem publishes nothing.
+(``table``), then published to the router whole; a configuration with any problem publishes nothing. The layers
+that depend on the routes (compiled code, the replay cache) sit above routing: start-up registers them with
+``follow``, and every table applied reaches them from here without this module importing them.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import _conf, _core, _dispatcher, _env, _log, _publish, _routing, _shipped, compile, providers, replay
-from ._errors import ConfigError, merged
-from ._routing import Resolved, RouteTable
+from .. import _core, _env, providers
+from .._errors import ConfigError, merged
+from . import conf as _conf
+from . import dispatcher as _dispatcher
+from . import log as _log
+from . import publish as _publish
+from . import shipped as _shipped
+from . import table as _table
+from .table import Resolved, RouteTable
 
 
 @dataclass(frozen=True)
@@ -22,6 +31,14 @@ class State:
 
 
 _state: State | None = None
+_followers: list[Callable[[State], None]] = []
+
+
+def follow(follower: Callable[[State], None]) -> None:
+    """Call ``follower`` with the new state each time a table is applied (start-up registers the followers before
+    it applies the first table); once per follower, in the order they were registered."""
+    if follower not in _followers:
+        _followers.append(follower)
 
 
 def state() -> State:
@@ -64,10 +81,10 @@ def _resolve_conf(settings: _env.Settings, conf: _conf.Conf) -> RouteTable:
     chain_names = {r for e in conf.entries.values() for r in e.routes}
     chain_names |= set(conf.default.routes if conf.default else ())
     chain_names |= {r for o in settings.overrides for r in o.routes}
-    if chain_names - set(routes_by_name) - set(_routing.BUILTIN_ROUTES) - set(_routing.ROUTE_ALIASES):
+    if chain_names - set(routes_by_name) - set(_table.BUILTIN_ROUTES) - set(_table.ROUTE_ALIASES):
         providers.load_entry_points()  # an unknown route may be a provider an installed package declares
         routes_by_name = providers.providers()
-    return _routing.resolve(
+    return _table.resolve(
         conf,
         settings.overrides,
         known_ops=_dispatcher.known_ops(),
@@ -80,7 +97,8 @@ def _resolve_conf(settings: _env.Settings, conf: _conf.Conf) -> RouteTable:
 
 
 def apply(settings: _env.Settings, table: RouteTable | None = None) -> State:
-    """Make ``table`` (resolved from ``settings`` when None) the routes in force, with its logs and replay."""
+    """Make ``table`` (resolved from ``settings`` when None) the routes in force, with its logs, and tell the
+    followers."""
     global _state
     path = conf_path(settings, _core.accelerator())
     if table is None:
@@ -88,8 +106,9 @@ def apply(settings: _env.Settings, table: RouteTable | None = None) -> State:
     _dispatcher.intercept(table.entries)
     _publish.publish(table)
     _core.set_log_dispatch("dispatch" in settings.log)
-    replay.configure(enabled=settings.replay, verify=settings.replay_verify, capacity=settings.replay_capacity)
     _state = State(settings, path, table)
+    for follower in _followers:
+        follower(_state)
     if "config" in settings.log:
         _log.log_config(settings, path, table)
     if "fallback" in settings.log:
@@ -106,9 +125,7 @@ def reload_routes() -> RouteTable:
             f"{_env.ACCELERATOR_VAR} changed to {settings.accelerator} after start-up; "
             f"the runtime ({_core.accelerator()}) is chosen once per process"
         )
-    table = apply(settings).table
-    compile.routes_changed()
-    return table
+    return apply(settings).table
 
 
 def routes() -> dict[str, Resolved]:
@@ -125,9 +142,9 @@ def route(op: str) -> Resolved:
     op = op.removeprefix("aten::")
     if op not in _dispatcher.known_ops():
         raise KeyError(
-            f"unknown operator {op!r}; {_routing.nearest_ops(op, _dispatcher.known_ops())}; "
+            f"unknown operator {op!r}; {_table.nearest_ops(op, _dispatcher.known_ops())}; "
             "names are aten schema names such as 'add.Tensor'"
         )
     if op in _dispatcher.DeviceKernels():
-        return Resolved(op, "native", "flagos device kernel (csrc/dispatch/kernels.cpp)", ("native",), ())
+        return Resolved(op, "native", "flagos device kernel (csrc/aten/kernels.cpp)", ("native",), ())
     return table.route_for(op)

@@ -2,7 +2,7 @@
 
 Which aten ops this torch has, which return views, which the flagos device runs itself, which reach the router and
 which the router takes by name. Each is asked of the dispatcher, so none can drift from torch or from the C++
-registrations (csrc/dispatch/).
+registrations (csrc/dispatch/, csrc/aten/).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from functools import cache
 
 import torch
 
-from . import _core
+from .. import _core
 
 # torch's entry points for out-of-tree convolution (csrc/dispatch/router.cpp)
 _OVERRIDEABLE_HOOKS = frozenset({"convolution_overrideable", "convolution_backward_overrideable"})
@@ -48,7 +48,7 @@ def has_kernel(op: str, key: str) -> bool:
 
 
 class DeviceKernels(Mapping[str, str]):
-    """Ops with a flagos kernel of their own (csrc/dispatch/kernels.cpp): the
+    """Ops with a flagos kernel of their own (csrc/aten/kernels.cpp): the
     router never sees them, so they can only be native."""
 
     REASON = (

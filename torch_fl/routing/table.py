@@ -5,8 +5,8 @@ operator policies in, which keeps this testable with fakes. ``resolve`` either r
 complete new table or raises one ``ConfigError`` listing every problem it found, so a bad
 conf never leaves the router half configured and the user fixes all mistakes in one go.
 
-The conf and override objects are duck-typed (see ``_conf.Conf`` and ``_env.Override``); route names come from
-``_names``.
+The conf and override objects are duck-typed (see ``conf.Conf`` and ``_env.Override``); route names come from
+``torch_fl/_names.py``.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from ._env import decode_op
-from ._errors import ConfigError
-from ._hints import close_matches
-from ._names import BUILTIN_ROUTES, CPU, NATIVE, ROUTE_ALIASES
+from .._env import decode_op
+from .._errors import ConfigError
+from .._hints import close_matches
+from .._names import BUILTIN_ROUTES, CPU, NATIVE, ROUTE_ALIASES
 
 __all__ = [
     "BUILTIN_DEFAULT_ORIGIN",

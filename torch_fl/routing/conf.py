@@ -2,7 +2,7 @@
 
 Pure Python on purpose: it runs before torch is imported and in unit tests that have no
 built core. It checks syntax and includes only; whether an operator or a route exists
-is decided later by ``_routing.resolve``, which knows the operator set and the providers.
+is decided later by ``table.resolve``, which knows the operator set and the providers.
 
 Format, one statement per line::
 
@@ -24,8 +24,8 @@ import re
 import stat
 from dataclasses import dataclass, field
 
-from ._errors import ConfigError
-from ._names import ROUTE_NAME_PATTERN, ROUTE_NAME_RE
+from .._errors import ConfigError
+from .._names import ROUTE_NAME_PATTERN, ROUTE_NAME_RE
 
 __all__ = ["Conf", "ConfEntry", "Origin", "parse_conf", "parse_conf_collecting", "parse_conf_text"]
 

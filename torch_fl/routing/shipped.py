@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ._conf import Conf
+from .conf import Conf
 
-CONF_DIR = Path(__file__).with_name("configs")  # where the wheel installs configs/backends_*.conf
+CONF_DIR = Path(__file__).parents[1] / "configs"  # where the wheel installs configs/backends_*.conf
 _WARNED: set[tuple[str, str]] = set()
 
 

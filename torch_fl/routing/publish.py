@@ -19,11 +19,12 @@ from typing import Any
 
 import torch
 
-from . import _core, providers, replay
-from ._env import op_variable
-from ._names import CPU, NATIVE
-from ._routing import RouteTable
-from .providers import Provider
+from .. import _core, providers, replay
+from .._env import op_variable
+from .._errors import CaptureError
+from .._names import CPU, NATIVE
+from ..providers import Provider
+from .table import RouteTable
 
 _BUILTIN_KINDS = {NATIVE: _core.RouteKind.Native, CPU: _core.RouteKind.Cpu}
 
@@ -74,8 +75,6 @@ def _kernel(op: torch._ops.OpOverload) -> tuple[str, Provider, Callable[..., Any
     name = _short_name(op)
     provider = _PROVIDER_ORDER[_PROVIDER_OF.get(name, _DEFAULT_PROVIDER)]
     if _capturing():
-        from .graphs import CaptureError
-
         raise CaptureError(
             f"torch_fl graphs: {name} cannot be captured: its provider route runs Python (not a replayed plan), "
             "whose host work a replay would skip; run the region once before capturing (the replay then records "

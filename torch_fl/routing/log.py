@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
-from . import _core
-from ._env import Settings
-from ._routing import RouteTable
+from .. import _core
+from .._env import Settings
+from .table import RouteTable
 
 
 def log_config(settings: Settings, conf_path: str, table: RouteTable) -> None:

@@ -1,9 +1,10 @@
 """scikit-build-core dynamic-metadata provider: the variant version and the torch pin.
 
-The extension only works with the torch minor line it was built against, so the wheel pins it (``torch>=2.13,<2.14``)
-and its local version names that line and the toolchain (``0.1.0+pt213cpu``): builds never collide and indexes
-never mix. The scheme (torch_fl/_variant.py) is loaded by path (``by_path``, which generate_confs.py uses too): the
-package itself is never imported here.
+Part of the package build (pyproject.toml names it), so it lives with the package and stays out of the wheel
+(``wheel.exclude``). The extension only works with the torch minor line it was built against, so the wheel pins it
+(``torch>=2.13,<2.14``) and its local version names that line and the toolchain (``0.1.0+pt213cpu``): builds never
+collide and indexes never mix. The scheme, ``_variant.py`` beside this file, is loaded by path: the build must not
+import the package, whose ``__init__`` loads the compiled core that this build is making.
 """
 
 from __future__ import annotations
@@ -14,23 +15,24 @@ import sys
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 VARIANT_ENV = "TORCH_FL_VARIANT"
-_ROOT = Path(__file__).resolve().parents[1]
+_SCHEME_NAME = "torch_fl_variant_scheme"
 
 
-def by_path(name: str, relative: str) -> ModuleType:
-    """A standard-library-only module of torch_fl loaded by path: importing torch_fl needs the built wheel."""
-    spec = importlib.util.spec_from_file_location(name, _ROOT / relative)
+def _load_scheme() -> Any:
+    if _SCHEME_NAME in sys.modules:
+        return sys.modules[_SCHEME_NAME]
+    spec = importlib.util.spec_from_file_location(_SCHEME_NAME, Path(__file__).with_name("_variant.py"))
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is made
+    sys.modules[_SCHEME_NAME] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
     return module
 
 
-variants = by_path("torch_fl_variant_scheme", "torch_fl/_variant.py")
+variants = _load_scheme()
 
 
 def torch_variant(torch_version: str) -> str:
