@@ -85,7 +85,9 @@ def intercepted() -> frozenset[str]:
 def intercept(ops: Collection[str]) -> None:
     """Have the router take ``ops`` by name, and the ops torch would keep from it otherwise: those implemented
     for every backend through their out= variant, the ``_foreach_*`` family, the convolution hooks (csrc/dispatch/
-    router.cpp says why) and the out= variants whose generic body refuses devices it does not name."""
+    router.cpp says why), the out= variants whose generic body refuses devices it does not name, and the composites
+    that the vendors run as one kernel."""
+    fused = _vendor_fused_composites()
     ops = {
         *ops,
         *_structured_functional_ops(),
@@ -93,8 +95,9 @@ def intercept(ops: Collection[str]) -> None:
         *_composite_out_ops(),
         *_OVERRIDEABLE_HOOKS,
         *_DEVICE_CHECKED_OUT_OPS,
+        *fused,
     }
-    wanted = {op for op in ops if not has_kernel(op, "CompositeImplicitAutograd")} - intercepted()
+    wanted = {op for op in ops if op in fused or not has_kernel(op, "CompositeImplicitAutograd")} - intercepted()
     if wanted:
         _core.intercept_ops(sorted(wanted))
         intercepted.cache_clear()
@@ -153,6 +156,19 @@ def _composite_out_ops() -> frozenset[str]:
         ):
             found.add(op)
     return frozenset(found)
+
+
+@cache
+def _vendor_fused_composites() -> frozenset[str]:
+    """Ops torch decomposes on a device without a kernel of its own (CompositeImplicitAutograd) but that the vendors
+    run as one kernel: silu_backward is one fused kernel on CUDA and sigmoid, sub and three muls as a composite.
+    Routed by name, flagos launches the vendor's kernels, as plain CUDA does. A vendor lacking the kernel (the
+    CPU-only list on CUDA) decomposes below the router instead, so the union of both is safe."""
+    return frozenset(
+        op
+        for op in known_ops()
+        if has_kernel(op, "CompositeImplicitAutograd") and (has_kernel(op, "CPU") or has_kernel(op, "CUDA"))
+    )
 
 
 @cache
