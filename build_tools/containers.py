@@ -11,6 +11,7 @@ from pathlib import Path
 
 from . import dockercli, env, git, gpu, hostdev, outputs, plan
 from . import flow as flows
+from .command import Command
 from .flow import BUILD_REPORTS, Flow
 from .matrix import Toolchain
 from .runner import Result, UserError
@@ -49,7 +50,7 @@ class Container:
     session: str  # "test", "bench", "qualify": the session is <session>-<toolchain>
     stage: str  # the summary's row: "run suites", "run benchmark"
     final: Path  # the report directory it replaces, whole (or, ``in_place``, writes into)
-    command: Callable[[plan.Site], plan.Command]
+    command: Callable[[plan.Site], Command]
     collect: Callable[[Path, Result], str]  # reads the filled directory: "ran" or "failed"
     finish: Callable[[Path], None] = lambda tmp: None  # adds to the filled directory before the swap
     keep: tuple[str, ...] = ()  # subdirectories of ``final`` written by another session that survive the swap
@@ -90,7 +91,7 @@ def test(flow: Flow, name: str, summary: Summary) -> None:
     """Run the suites in the test image; reports to reports/<toolchain>/."""
     final = flow.repo / "reports" / name
 
-    def command(site: plan.Site) -> plan.Command:
+    def command(site: plan.Site) -> Command:
         suites = flow.matrix.suites(site.toolchain)
         return plan.plan_test_run(site, bench=flow.options.bench, pytest_args=flow.options.tool_args, suites=suites)
 
@@ -122,7 +123,7 @@ def bench(flow: Flow, name: str, summary: Summary) -> None:
     reports/<toolchain>/bench/, swapped in whole."""
     final = flow.repo / "reports" / name / BENCH_DIR
 
-    def command(site: plan.Site) -> plan.Command:
+    def command(site: plan.Site) -> Command:
         return plan.plan_bench_run(site, bench_args=flow.options.tool_args, commit=git.head_commit(flow.repo))
 
     def collect(tmp: Path, res: Result) -> str:
@@ -150,7 +151,7 @@ def qualify(flow: Flow, name: str, summary: Summary) -> None:
     provider = args[args.index("--provider") + 1] if "--provider" in args[:-1] else "flaggems"
     args = [a for i, a in enumerate(args) if a != "--provider" and (i == 0 or args[i - 1] != "--provider")]
 
-    def command(site: plan.Site) -> plan.Command:
+    def command(site: plan.Site) -> Command:
         return plan.plan_qualify_run(site, provider=provider, qualify_args=args)
 
     def collect(tmp: Path, res: Result) -> str:

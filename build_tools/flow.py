@@ -7,14 +7,15 @@ nox session turns into ``session.error``.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from . import context, dockercli, env, git, hostpython, locks, outputs, plan, wheelcheck
+from . import context, dockercli, env, git, hostpython, locks, outputs, plan, wheel_names, wheelcheck
 from .images import Images
 from .matrix import BuildSpec, Matrix, MatrixError, Toolchain
+from .options import Options
 from .runner import Runner, StepFailed, UserError
 from .state import State
 from .summary import ImageRef, Summary
@@ -35,14 +36,13 @@ ERRORS = (
 class Flow:
     repo: Path
     matrix: Matrix
-    options: plan.Options
+    options: Options
     echo: Callable[[str], None] = print
-    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
     def __post_init__(self) -> None:
         # options.dry_run goes to the runner and nowhere else
         self.runner = Runner(self.repo / "build" / "logs", dry_run=self.options.dry_run, echo=self.echo)
-        self.images = Images(self.runner, self.matrix, self.environ, self.echo)
+        self.images = Images(self.runner, self.matrix, self.options.environ, self.echo)
         self.state = State(self.repo / "build" / "state")
 
     def toolchain(self, name: str) -> Toolchain:
@@ -55,7 +55,7 @@ class Flow:
         return toolchain
 
     def host(self) -> env.HostEnv:
-        host = env.from_environ(self.environ)
+        host = self.options.host
         for w in host.warnings:
             self.echo("warning: " + w)
         return host
@@ -85,7 +85,7 @@ class Flow:
             self.repo, toolchain, self.matrix.build, host.find_links_dirs, shared, host_pythons
         )
         wheels = sorted(p.name for p in (staged.root / "wheelhouse").glob("*/*") if p.is_file())
-        torch_args, note = plan.torch_source(toolchain, wheels)
+        torch_args, note = wheel_names.torch_source(toolchain, wheels)
         self.echo(note)
         return staged, torch_args
 

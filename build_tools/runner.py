@@ -7,7 +7,6 @@ directories through it; a dry run prints what a real run would do, and a questio
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -20,13 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from . import outputs
-from .plan import Command, failed_step
+from . import buildkit, outputs
+from .command import Command
 
-_STEP = re.compile(r"^#(\d+) (\[[^\]]+\] .*)$")
-_DONE = re.compile(r"^#(\d+) (DONE [\d.]+s|CACHED|ERROR.*)$")
-_OUTPUT = re.compile(r"^#(\d+) [\d.]+ ")
-_NINJA = re.compile(r"^#\d+ [\d.]+\s+(\[\d+/\d+\] .*)$")
 HEARTBEAT_S = 20.0
 T = TypeVar("T")
 
@@ -120,7 +115,7 @@ class Runner:
         if rc != 0 and check:
             if not passthrough:
                 print("\n".join(f"  | {t}" for t in tail), flush=True)
-            step = failed_step(all_lines) if cmd.kind == "build" else None
+            step = buildkit.failed_step(all_lines) if cmd.kind == "build" else None
             where = f" at step {_short(step, 140)}" if step else ""
             raise StepFailed(f"{cmd.title} failed{where} (exit {rc}); full log: {log}")
         return Result(rc, seconds, log)
@@ -210,11 +205,11 @@ class Runner:
         duration when it ends, ninja's ``[n/m]`` lines, and the latest line after ``HEARTBEAT_S`` of silence."""
         now = time.monotonic()
         elapsed = now - start
-        if m := _STEP.match(line):
+        if m := buildkit.STEP.match(line):
             if "internal]" not in m.group(2):
                 self._steps.setdefault(m.group(1), m.group(2))
             return
-        if m := _DONE.match(line):
+        if m := buildkit.DONE.match(line):
             step, what = m.group(1), m.group(2)
             if what == "CACHED":
                 self._cached += 1
@@ -223,13 +218,13 @@ class Runner:
                 if not what.startswith("DONE 0."):
                     self._print(f"  {elapsed:6.0f}s    └ {what}")
             return
-        m = _OUTPUT.match(line)
+        m = buildkit.OUTPUT.match(line)
         if m and m.group(1) in self._steps:
             self._announce(m.group(1), elapsed)
-        if m := _NINJA.match(line):
+        if m := buildkit.NINJA.match(line):
             self._print(f"  {elapsed:6.0f}s    {_short(m.group(1))}")
         elif now - self._last_print > HEARTBEAT_S and line.strip():
-            self._print(f"  {elapsed:6.0f}s    … {_short(re.sub(r'^#[0-9]+ [0-9.]+ ', '', line), 100)}")
+            self._print(f"  {elapsed:6.0f}s    … {_short(buildkit.OUTPUT.sub('', line), 100)}")
 
     def _announce(self, step: str, elapsed: float) -> None:
         if step not in self._announced:

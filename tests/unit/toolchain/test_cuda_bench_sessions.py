@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO, nox_sessions
 
-from build_tools import containers, dockercli, env, flow, git, matrix, outputs, plan, runner
+from build_tools import containers, dockercli, env, flow, git, matrix, options, outputs, plan, runner
 from build_tools.summary import ImageRef, Summary
 
 CLIENT = dockercli.DockerClient("docker", "28.2.2", "buildx")
@@ -128,7 +128,7 @@ def bench_repo(tmp_path, m, monkeypatch):
 
 
 def make_flow(repo: Path, m: matrix.Matrix, *posargs: str) -> flow.Flow:
-    return flow.Flow(repo, m, plan.parse_posargs(list(posargs)), echo=lambda _: None, environ={})
+    return flow.Flow(repo, m, options.read(list(posargs), environ={}), echo=lambda _: None)
 
 
 def test_bench_cpu_publishes_reports_cpu_bench_whole(m, bench_repo):

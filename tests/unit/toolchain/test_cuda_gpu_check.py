@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO
 
-from build_tools import containers, dockercli, flow, gpu, matrix, plan
+from build_tools import containers, dockercli, flow, gpu, matrix, options
 from build_tools.summary import Summary
 
 # `docker info --format '{{json .Runtimes}}'` of a GPU host after `nvidia-ctk runtime configure`, and of this one
@@ -141,7 +141,7 @@ def host(monkeypatch):
 
 
 def real_flow(m: matrix.Matrix, lines: list[str], *posargs: str) -> flow.Flow:
-    return flow.Flow(Path("/nonexistent-repo"), m, plan.parse_posargs(list(posargs)), echo=lines.append, environ={})
+    return flow.Flow(Path("/nonexistent-repo"), m, options.read(list(posargs), environ={}), echo=lines.append)
 
 
 @pytest.mark.parametrize("action", [containers.test, containers.bench])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO
 
-from build_tools import containers, dockercli, env, flow, gpu, matrix, plan
+from build_tools import containers, dockercli, env, flow, gpu, matrix, options, plan
 from build_tools.summary import Summary
 
 DOCKERFILE = REPO / "docker" / "cuda" / "Dockerfile"
@@ -157,8 +157,8 @@ CLIENT = dockercli.DockerClient("docker", "20.10.24", "builtin")
 
 
 def dry_flow(repo: Path, mx: matrix.Matrix, lines: list[str], *posargs: str) -> flow.Flow:
-    opts = plan.parse_posargs(["--dry-run", *posargs])
-    return flow.Flow(repo, mx, opts, echo=lines.append, environ={"PATH": ""})
+    opts = options.read(["--dry-run", *posargs], environ={"PATH": ""})
+    return flow.Flow(repo, mx, opts, echo=lines.append)
 
 
 def printed_commands(out: str) -> list[list[str]]:

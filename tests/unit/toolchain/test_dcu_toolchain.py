@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO
 
-from build_tools import containers, dockercli, env, flow, hostdev, matrix, plan, wheelcheck
+from build_tools import containers, dockercli, env, flow, hostdev, matrix, options, plan, wheelcheck
 from build_tools.summary import Summary
 
 DCU = REPO / "docker" / "dcu"
@@ -344,7 +344,7 @@ def no_dtk_daemon(monkeypatch):
 
 
 def dry_flow(repo: Path, mx: matrix.Matrix, lines: list[str], *posargs: str) -> flow.Flow:
-    return flow.Flow(repo, mx, plan.parse_posargs(["--dry-run", *posargs]), echo=lines.append, environ={"PATH": ""})
+    return flow.Flow(repo, mx, options.read(["--dry-run", *posargs], environ={"PATH": ""}), echo=lines.append)
 
 
 def printed(out: str) -> list[list[str]]:
@@ -411,7 +411,7 @@ def test_test_dcu_dry_run_plans_a_container_with_the_devices(fake_repo, no_dtk_d
 def test_build_dcu_without_the_dtk_image_stops_at_once_with_one_line(fake_repo, no_dtk_daemon, monkeypatch, dcu):
     repo, mx = fake_repo
     ran: list[plan.Command] = []
-    f = flow.Flow(repo, mx, plan.Options(), echo=lambda s: None, environ={"PATH": ""})
+    f = flow.Flow(repo, mx, options.Options(environ={"PATH": ""}), echo=lambda s: None)
     monkeypatch.setattr(f.runner, "run", lambda cmd, **kw: ran.append(cmd))
     with pytest.raises(flow.UserError) as err:
         flow.build(f, "dcu", Summary("dcu"))
@@ -430,7 +430,7 @@ def test_test_dcu_on_a_host_without_the_devices_stops_at_once(fake_repo, monkeyp
     monkeypatch.setattr(hostdev, "missing_devices", lambda flags, exists=None: hostdev.device_paths(flags))
     built = []
     monkeypatch.setattr(flow, "build", lambda *a, **k: built.append(a))
-    f = flow.Flow(repo, mx, plan.Options(), echo=lambda s: None, environ={"PATH": ""})
+    f = flow.Flow(repo, mx, options.Options(environ={"PATH": ""}), echo=lambda s: None)
     with pytest.raises(flow.UserError, match=r"test-dcu passes /dev/kfd, /dev/dri into the test container"):
         containers.test(f, "dcu", Summary("dcu"))
     assert built == []

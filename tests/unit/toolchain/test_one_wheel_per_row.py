@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO
 
-from build_tools import flow, matrix, plan
+from build_tools import flow, matrix, options, plan
 
 MATRIX = matrix.load(REPO / "configs" / "toolchains.toml")
 ROW = MATRIX.toolchain("cpu213")
@@ -25,8 +25,8 @@ def _wheel(directory: Path, tag: str, members=("torch_fl/__init__.py", "torch_fl
     return path
 
 
-def _flow(repo: Path, **options) -> flow.Flow:
-    return flow.Flow(repo, MATRIX, plan.Options(**options), echo=lambda s: None, environ={})
+def _flow(repo: Path, **opts) -> flow.Flow:
+    return flow.Flow(repo, MATRIX, options.Options(**opts, environ={}), echo=lambda s: None)
 
 
 def _built(repo: Path) -> flow.Built:
