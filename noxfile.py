@@ -24,7 +24,19 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from build_tools import containers, context, distribute, flow, locks, matrix, options, release, torch_headers, upkeep  # noqa: E402
+from build_tools import (  # noqa: E402
+    cache,
+    context,
+    distribute,
+    flow,
+    locks,
+    matrix,
+    options,
+    pipeline,
+    release,
+    torch_headers,
+    upkeep,
+)
 from build_tools.summary import Summary  # noqa: E402
 from build_tools.wheel_names import torch_source  # noqa: E402
 
@@ -46,12 +58,12 @@ OPINFO_SAMPLES = "1"  # samples per (operator, dtype) in the host session's OpIn
 HIPIFY_TORCH = "torch==2.9.1"
 
 ACTIONS = {
-    "build": ("Build + auditwheel-repair the {v} wheel in Docker into wheels/{variant}/", flow.build),
-    "test": ("Test the repaired {v} wheel in a compiler-free container; reports in reports/{v}/", containers.test),
-    "bench": ("Full benchmark of the {v} wheel in its test container; reports in reports/{v}/bench/", containers.bench),
+    "build": ("Build + auditwheel-repair the {v} wheel in Docker into wheels/{variant}/", pipeline.build),
+    "test": ("Test the repaired {v} wheel in a compiler-free container; reports in reports/{v}/", pipeline.test),
+    "bench": ("Full benchmark of the {v} wheel in its test container; reports in reports/{v}/bench/", pipeline.bench),
     "qualify": (
         "Qualify a provider (default flaggems) op by op in the {v} test container; run dir reports/{v}/qualify/",
-        containers.qualify,
+        pipeline.qualify,
     ),
     "install": (
         "Install the {v} wheel from wheels/{variant}/'s index as a node does, in containers with only Python + torch",
@@ -167,7 +179,7 @@ def tests(session: nox.Session) -> None:
     containers. Needs `nox -s build-cpu213` first (CI runs it before)."""
     cpu = MATRIX.toolchain(HOST_ROW)
     try:  # before any install: a missing or stale wheel stops the session at once
-        wheel = flow.built_wheel(ROOT, cpu, MATRIX.build)
+        wheel = cache.built_wheel(ROOT, cpu, MATRIX.build)
     except flow.UserError as exc:
         session.error(f"nox -s tests installs the {HOST_ROW} wheel of `nox -s build-{HOST_ROW}`: {exc}")
     host = flow.env.from_environ(os.environ)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import context, dockercli, env, flow, index, locks, matrix, plan
+from . import context, dockercli, env, flow, index, locks, matrix, plan, wheel
 from .command import Command
 from .matrix import INSTALL_WAYS, Matrix, PythonSource, Toolchain
 from .options import Options
@@ -154,7 +154,7 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
     toolchain = f.toolchain(name)
     rows = line_rows(f.matrix, toolchain)
     host = f.host()
-    staged, torch_args = f.stage(toolchain, host)
+    staged, torch_args = wheel.stage_context(f, toolchain, host)
     dists = f.runner.ask(
         lambda: offered(f, toolchain, rows),
         unasked="a real run needs the wheels of every torch line and a current index (nox -s index)",

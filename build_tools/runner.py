@@ -124,6 +124,7 @@ class Runner:
     def alongside(self, cmd: Command) -> Iterator[None]:
         """Run ``cmd`` in the background while the block runs, its output to its log alone. Its failure is raised
         when the block ends; where the block fails too, the block's error is raised and this one is shown."""
+        background = Runner(self.log_dir, echo=self.echo)  # its own progress state, apart from this thread's
         if self.dry_run:
             self.run(cmd)
             yield
@@ -133,7 +134,7 @@ class Runner:
 
         def work() -> None:
             try:
-                Runner(self.log_dir, echo=self.echo).run(quiet)
+                background.run(quiet)
             except BaseException as exc:  # handed to the caller's thread below
                 failed.append(exc)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO
 
-from build_tools import containers, dockercli, env, flow, gpu, matrix, options, plan
+from build_tools import dockercli, env, flow, gpu, matrix, options, pipeline, plan
 from build_tools.summary import Summary
 
 DOCKERFILE = REPO / "docker" / "cuda" / "Dockerfile"
@@ -171,7 +171,7 @@ def test_build_cuda_dry_run_plans_both_builds_and_runs_nothing(fake_repo, empty_
     repo, mx = fake_repo
     lines: list[str] = []
     summary = Summary("cuda")
-    flow.build(dry_flow(repo, mx, lines), "cuda", summary)
+    pipeline.build(dry_flow(repo, mx, lines), "cuda", summary)
     cmds = printed_commands(capsys.readouterr().out)
     assert [c[c.index("--target") + 1] for c in cmds] == ["build", "wheel"]
     cuda = mx.toolchain("cuda")
@@ -205,7 +205,7 @@ def test_test_cuda_dry_run_reports_the_missing_gpu_and_plans_a_gpu_container(fak
     repo, mx = fake_repo
     lines: list[str] = []
     summary = Summary("cuda")
-    containers.test(dry_flow(repo, mx, lines, "--", "-k", "add"), "cuda", summary)
+    pipeline.test(dry_flow(repo, mx, lines, "--", "-k", "add"), "cuda", summary)
     run = [c for c in printed_commands(capsys.readouterr().out) if c[:2] == ["docker", "run"]]
     assert len(run) == 1
     argv = run[0]

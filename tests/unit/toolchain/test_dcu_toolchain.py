@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO
 
-from build_tools import containers, dockercli, env, flow, hostdev, matrix, options, plan, wheelcheck
+from build_tools import dockercli, env, flow, hostdev, matrix, options, pipeline, plan, wheelcheck
 from build_tools.summary import Summary
 
 DCU = REPO / "docker" / "dcu"
@@ -362,7 +362,7 @@ def test_build_dcu_dry_run_prints_every_docker_command(fake_repo, no_dtk_daemon,
     repo, mx = fake_repo
     lines: list[str] = []
     summary = Summary("dcu")
-    flow.build(dry_flow(repo, mx, lines), "dcu", summary)
+    pipeline.build(dry_flow(repo, mx, lines), "dcu", summary)
     cmds = printed(capsys.readouterr().out)
     assert len(cmds) == 2  # compile + repair in the builder, export the wheel
     for argv in cmds:
@@ -390,7 +390,7 @@ def test_build_dcu_dry_run_prints_every_docker_command(fake_repo, no_dtk_daemon,
 
 def test_test_dcu_dry_run_plans_a_container_with_the_devices(fake_repo, no_dtk_daemon, capsys, dcu):
     repo, mx = fake_repo
-    containers.test(dry_flow(repo, mx, []), "dcu", Summary("dcu"))
+    pipeline.test(dry_flow(repo, mx, []), "dcu", Summary("dcu"))
     run = [c for c in printed(capsys.readouterr().out) if c[:2] == ["docker", "run"]]
     assert len(run) == 1
     argv = run[0]
@@ -414,7 +414,7 @@ def test_build_dcu_without_the_dtk_image_stops_at_once_with_one_line(fake_repo, 
     f = flow.Flow(repo, mx, options.Options(environ={"PATH": ""}), echo=lambda s: None)
     monkeypatch.setattr(f.runner, "run", lambda cmd, **kw: ran.append(cmd))
     with pytest.raises(flow.UserError) as err:
-        flow.build(f, "dcu", Summary("dcu"))
+        pipeline.build(f, "dcu", Summary("dcu"))
     msg = str(err.value)
     assert "\n" not in msg
     assert msg.startswith(f"base image {dcu.builder_image} is not present locally: ")
@@ -429,10 +429,10 @@ def test_test_dcu_on_a_host_without_the_devices_stops_at_once(fake_repo, monkeyp
     monkeypatch.setattr(dockercli, "check_daemon", lambda client, probe=None: "20.10.24")
     monkeypatch.setattr(hostdev, "missing_devices", lambda flags, exists=None: hostdev.device_paths(flags))
     built = []
-    monkeypatch.setattr(flow, "build", lambda *a, **k: built.append(a))
+    monkeypatch.setattr(pipeline, "build", lambda *a, **k: built.append(a))
     f = flow.Flow(repo, mx, options.Options(environ={"PATH": ""}), echo=lambda s: None)
     with pytest.raises(flow.UserError, match=r"test-dcu passes /dev/kfd, /dev/dri into the test container"):
-        containers.test(f, "dcu", Summary("dcu"))
+        pipeline.test(f, "dcu", Summary("dcu"))
     assert built == []
     # the cpu row passes no devices: not checked
     assert hostdev.device_paths(mx.toolchain("cpu").docker_run_flags) == []
