@@ -89,6 +89,7 @@ class Runner:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **cmd.env},
+                cwd=cmd.cwd or None,
                 text=True,
                 errors="replace",
                 bufsize=1,
