@@ -12,7 +12,8 @@ from pathlib import Path
 
 from . import context, dockercli, env, flow, index, locks, matrix, plan, wheel
 from .command import Command
-from .matrix import INSTALL_WAYS, Matrix, PythonSource, Toolchain
+from .matrix import Matrix, PythonSource, Toolchain
+from .matrix_rules import INSTALL_WAYS
 from .options import Options
 from .summary import ImageRef, Summary
 from .wheel_metadata import variants
