@@ -65,12 +65,3 @@ class Flow:
         shown = "\n".join("    " + env.redact(line) for line in text.splitlines())
         title = "pip.conf passed as the BuildKit secret 'pipconf' (credentials redacted here):\n"
         return self.runner.secret_file("pip.conf", text, title + shown)
-
-    def image_pythons(self, toolchain: Toolchain) -> tuple[str, ...]:
-        """The Pythons the test and node images of ``toolchain`` run: its test's and install checks' (with
-        ``--all-pythons``, every one its wheel serves); none for a row whose image brings its own interpreter. No
-        builder needs one: the wheel serves every Python of the row from one build."""
-        if toolchain.torch.from_image:
-            return ()
-        checked = toolchain.served_pythons if self.options.all_pythons else toolchain.checked_pythons
-        return tuple(sorted({toolchain.python, *checked}, key=lambda v: tuple(map(int, v.split(".")))))

@@ -1,8 +1,8 @@
 """A session's options, each declared once and read into one typed object (``Options``).
 
-Three sources, read in this order: the matrix row the session acts on (configs/toolchains.toml, whose keys
-matrix.py declares), the flags after nox's ``--`` (``FLAGS`` below: the one table of them, with what each does and
-which sessions take it) and the host's environment (pip's settings, the CA bundle and proxies: env.py reads them).
+Two sources besides the matrix row the session acts on (configs/toolchains.toml, each key declared once in
+matrix.py): the flags after nox's ``--`` (``FLAGS`` below: the one table of them, with what each does and which
+sessions take it) and the host's environment (pip's settings, the CA bundle and proxies: env.py reads them).
 A flag a session does not take is refused with the valid ones and the nearest, so that a misspelt flag never turns
 into a tool argument and a real build; what follows a second ``--`` goes to the session's tool.
 """
@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from . import env
-from .matrix import Toolchain
 from .plan import BENCH_MODULE
 
 SEPARATOR = "--"
@@ -55,7 +54,8 @@ class UsageError(ValueError):
 
 @dataclass(frozen=True)
 class Options:
-    """What a flow acts on besides the checkout: the row, the session's flags and the host's environment."""
+    """What a flow acts on besides the checkout and the matrix (whose rows matrix.py declares): the session's flags
+    and the host's environment."""
 
     dry_run: bool = False
     rebuild: bool = False
@@ -63,7 +63,6 @@ class Options:
     tool_args: tuple[str, ...] = ()  # after the separator: for pytest (test-*), the benchmark (bench-*), qualify
     all_pythons: bool = False  # install checks on every Python the row's wheel serves, not only install_pythons
     environ: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
-    row: Toolchain | None = None  # the matrix row of a <action>-<row> session; None for sessions over all rows
 
     @cached_property
     def host(self) -> env.HostEnv:
@@ -77,7 +76,6 @@ def read(
     action: str = "test",
     session: str = "",
     environ: Mapping[str, str] | None = None,
-    row: Toolchain | None = None,
 ) -> Options:
     """``nox -s test-cpu -- --rebuild -- -k add``: session flags, then ``--``, then the tool's arguments. Anything
     else is a ``UsageError`` naming the valid flags (and the nearest one)."""
@@ -104,5 +102,4 @@ def read(
         tool_args=rest,
         all_pythons="--all-pythons" in args,
         environ=dict(environ or {}),
-        row=row,
     )

@@ -11,6 +11,7 @@ The wheel and the test image are cached (cache.py): a step whose inputs are unch
 from __future__ import annotations
 
 import shutil
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 
@@ -32,12 +33,12 @@ def build(flow: Flow, name: str, summary: Summary, *, test_deps: bool = False) -
     with summary.stage("stage build context") as stage:
         built = wheel.prepare(flow, toolchain)
         stage.note = str(built.staged.root.relative_to(flow.repo))
-    if not test_deps:
+    with ExitStack() as alongside:
+        if test_deps:
+            inputs = alongside.enter_context(built.inputs(flow, built.key))
+            deps = plan.plan_test_image(flow.images.client().exe, toolchain, inputs, deps=True)
+            alongside.enter_context(flow.runner.alongside(deps))
         return cache.wheel(flow, built, summary, wheel.build)
-    with built.inputs(flow, built.key) as inputs:
-        deps = plan.plan_test_image(flow.images.client().exe, toolchain, inputs, deps=True)
-        with flow.runner.alongside(deps):
-            return cache.wheel(flow, built, summary, wheel.build)
 
 
 def _test_image(flow: Flow, name: str, summary: Summary, session: str) -> tuple[Built, str]:

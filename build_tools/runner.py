@@ -67,11 +67,11 @@ class Runner:
 
     def run(self, cmd: Command, *, check: bool = True, passthrough: bool = False) -> Result:
         """Run ``cmd``. BuildKit builds show one line per step (and compile progress); ``passthrough`` shows all."""
+        log, line = self.log_dir / (cmd.log_name or "command.log"), cmd.shell()
         if self.dry_run:
             self.echo(f"[dry-run] {cmd.title}")
-            print(cmd.shell(), flush=True)
+            print(line, flush=True)
             return Result(0, 0.0, None, planned=True)
-        log = self.log_dir / (cmd.log_name or "command.log")
         log.parent.mkdir(parents=True, exist_ok=True)
         self.echo(f"{cmd.title}  (full log: {log})")
         self._steps: dict[str, str] = {}
@@ -82,7 +82,7 @@ class Runner:
         tail: deque[str] = deque(maxlen=40)
         all_lines: list[str] = []
         with log.open("w", encoding="utf-8") as f:
-            f.write(f"$ {cmd.shell()}\n")
+            f.write(f"$ {line}\n")
             f.flush()
             proc = subprocess.Popen(
                 list(cmd.argv),

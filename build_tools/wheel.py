@@ -99,10 +99,20 @@ def prepare(flow: Flow, toolchain: Toolchain) -> Built:
     )
 
 
+def image_pythons(toolchain: Toolchain, *, all_pythons: bool = False) -> tuple[str, ...]:
+    """The Pythons the test and node images of ``toolchain`` run: its test's and install checks' (with
+    ``all_pythons``, every one its wheel serves); none for a row whose image brings its own interpreter. No builder
+    needs one: the wheel serves every Python of the row from one build."""
+    if toolchain.torch.from_image:
+        return ()
+    checked = toolchain.served_pythons if all_pythons else toolchain.checked_pythons
+    return tuple(sorted({toolchain.python, *checked}, key=lambda v: tuple(map(int, v.split(".")))))
+
+
 def stage_context(flow: Flow, toolchain: Toolchain, host: env.HostEnv) -> tuple[context.Staged, list[str]]:
     """Stage the build context of ``toolchain``; returns it with the pip args of the torch its images install."""
     shared = locks.shared_install(flow.matrix, toolchain, flow.repo)
-    needed = flow.image_pythons(toolchain)
+    needed = image_pythons(toolchain, all_pythons=flow.options.all_pythons)
     host_pythons = {v: hostpython.find(v) for v in needed if flow.matrix.python(v).from_host}
     staged = context.stage_build(flow.repo, toolchain, flow.matrix.build, host.find_links_dirs, shared, host_pythons)
     wheels = sorted(p.name for p in (staged.root / "wheelhouse").glob("*/*") if p.is_file())

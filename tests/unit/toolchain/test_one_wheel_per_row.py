@@ -95,9 +95,9 @@ def test_a_new_wheel_replaces_the_rows_last_wheels_and_record(tmp_path):
 
 def test_only_the_images_pythons_are_staged_and_no_builder_python(tmp_path):
     row = MATRIX.toolchain("cpu29")  # serves 3.10-3.14, tests on 3.11, install-checks 3.10
-    assert _flow(tmp_path).image_pythons(row) == ("3.10", "3.11")
-    assert _flow(tmp_path, all_pythons=True).image_pythons(row) == row.served_pythons
-    assert _flow(tmp_path).image_pythons(MATRIX.toolchain("dcu")) == ()
+    assert wheel.image_pythons(row) == ("3.10", "3.11")
+    assert wheel.image_pythons(row, all_pythons=True) == row.served_pythons
+    assert wheel.image_pythons(MATRIX.toolchain("dcu")) == ()
 
 
 def test_the_builder_gets_the_rows_py_api_and_no_python_headers(tmp_path):
