@@ -82,6 +82,7 @@ def prepare(flow: Flow, toolchain: Toolchain) -> Built:
     digests = (staged.src_digest, staged.scripts_digest, staged.wheelhouse_digest, staged.dockerfile_digest)
     key = context.combine("build", toolchain.fingerprint(), *digests, builder_base.id, *torch_args)
     wheel_dir = flow.repo / "wheels" / toolchain.wheel_dir
+    outputs.sweep_temporaries(wheel_dir.parent)  # what an interrupted export left beside the wheels
     return Built(
         toolchain,
         staged,
