@@ -5,7 +5,7 @@ configs/toolchains.toml; `nox -l` lists every session with what it does.
     nox -s test-cpu -- --rebuild -- -k add   session flags after `--`; pytest's arguments after a second `--`
     nox -s build-cpu -- --dry-run            print every docker command without running it
 
-The flags each session takes are build_tools/plan.py's SESSION_FLAGS; an unknown one is an error naming the valid
+The flags each session takes are build_tools/options.py's FLAGS; an unknown one is an error naming the valid
 ones. What follows a second `--` goes to pytest (test-*), the benchmark (bench-*: python -m harness) or qualify.
 test-<gpu toolchain> and bench-<gpu toolchain> stop at once on a host without the GPU or its container runtime.
 The logic lives in build_tools/ (unit-tested in tests/unit/toolchain/); see docker/README.md.
@@ -24,8 +24,21 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from build_tools import containers, context, distribute, flow, locks, matrix, plan, release, torch_headers, upkeep  # noqa: E402
+from build_tools import (  # noqa: E402
+    cache,
+    context,
+    distribute,
+    flow,
+    locks,
+    matrix,
+    options,
+    pipeline,
+    release,
+    torch_headers,
+    upkeep,
+)
 from build_tools.summary import Summary  # noqa: E402
+from build_tools.wheel_names import torch_source  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["lint", "tests"]
@@ -45,12 +58,12 @@ OPINFO_SAMPLES = "1"  # samples per (operator, dtype) in the host session's OpIn
 HIPIFY_TORCH = "torch==2.9.1"
 
 ACTIONS = {
-    "build": ("Build + auditwheel-repair the {v} wheel in Docker into wheels/{variant}/", flow.build),
-    "test": ("Test the repaired {v} wheel in a compiler-free container; reports in reports/{v}/", containers.test),
-    "bench": ("Full benchmark of the {v} wheel in its test container; reports in reports/{v}/bench/", containers.bench),
+    "build": ("Build + auditwheel-repair the {v} wheel in Docker into wheels/{variant}/", pipeline.build),
+    "test": ("Test the repaired {v} wheel in a compiler-free container; reports in reports/{v}/", pipeline.test),
+    "bench": ("Full benchmark of the {v} wheel in its test container; reports in reports/{v}/bench/", pipeline.bench),
     "qualify": (
         "Qualify a provider (default flaggems) op by op in the {v} test container; run dir reports/{v}/qualify/",
-        containers.qualify,
+        pipeline.qualify,
     ),
     "install": (
         "Install the {v} wheel from wheels/{variant}/'s index as a node does, in containers with only Python + torch",
@@ -62,8 +75,8 @@ ACTIONS = {
 def _run(session: nox.Session, action: str, name: str, body) -> None:
     """Run a flow; errors become one line (session.error); the summary is printed either way."""
     try:
-        opts = plan.parse_posargs(session.posargs, action, session.name)
-    except plan.UsageError as exc:
+        opts = options.read(session.posargs, action, session.name, os.environ)
+    except options.UsageError as exc:
         session.error(str(exc))
     f = flow.Flow(ROOT, MATRIX, opts, echo=session.log)
     summary = Summary(name)
@@ -104,7 +117,7 @@ def wheels(session: nox.Session) -> None:
     """The release: one wheel per row of the matrix (cp3X-abi3, for every Python of its `pythons`), then `index`
     (resumable: what is built and current is skipped); `-- ROW...` those rows only; `-- --list` prints the wheel
     matrix, one line per wheel, without building."""
-    opts = plan.Options()
+    opts = options.Options(environ=os.environ)
     f = flow.Flow(ROOT, MATRIX, opts, echo=session.log)
     summary = Summary("wheels")
     try:
@@ -166,12 +179,12 @@ def tests(session: nox.Session) -> None:
     containers. Needs `nox -s build-cpu213` first (CI runs it before)."""
     cpu = MATRIX.toolchain(HOST_ROW)
     try:  # before any install: a missing or stale wheel stops the session at once
-        wheel = flow.built_wheel(ROOT, cpu, MATRIX.build)
+        wheel = cache.built_wheel(ROOT, cpu, MATRIX.build)
     except flow.UserError as exc:
         session.error(f"nox -s tests installs the {HOST_ROW} wheel of `nox -s build-{HOST_ROW}`: {exc}")
     host = flow.env.from_environ(os.environ)
     wheelhouses = [p.name for d in host.find_links_dirs for p in d.iterdir()]
-    torch_args, note = plan.torch_source(cpu, wheelhouses)
+    torch_args, note = torch_source(cpu, wheelhouses)
     session.log(note)
     session.install(*torch_args, cpu.torch.requirement)
     session.install(

@@ -123,6 +123,7 @@ class Staged:
     wheelhouse_digest: str
     dockerfile_digest: str
     pythons_digest: str = ""
+    sources: str = ""  # sources_digest: what the wheel is compiled from, as the checkout holds it
 
 
 def context_dir(repo: Path, name: str) -> Path:
@@ -197,6 +198,7 @@ def stage_build(
         wheelhouse_digest=tree_digest(root / "wheelhouse", content=False),
         dockerfile_digest=file_sha256(dockerfile) if dockerfile.is_file() else "missing",
         pythons_digest=combine(*(f"{v}={p}" for v, p in sorted((host_pythons or {}).items()))),
+        sources=sources_digest(repo, toolchain, spec),
     )
 
 
@@ -229,13 +231,14 @@ def stage_tests(repo: Path, name: str, spec: BuildSpec, wheel: Path) -> tuple[st
     """Stage dist/<wheel> and tree/: tests/ (minus host-only suites) and TEST_IMAGE_TOOLS, in the checkout's layout,
     which the tools rely on to find the suites' helpers; returns (tree digest, dist digest)."""
     root = context_dir(repo, name)
-    sync([(wheel, root / "dist" / wheel.name)], root / "dist", link=True)
     tree = root / "tree"
     excluded = {repo / "tests" / e for e in spec.test_excludes}
     files = [f for entry in ("tests", *TEST_IMAGE_TOOLS) if (repo / entry).is_dir() for f in source_files(repo, entry)]
     pairs = [(f, tree / f.relative_to(repo)) for f in files if not any(map(f.is_relative_to, excluded))]
+    root.mkdir(parents=True, exist_ok=True)
     ini = root / ".pytest.ini.generated"
     ini.write_text(pytest_ini(repo / "pyproject.toml"), encoding="utf-8")
     pairs.append((ini, tree / "tests" / "pytest.ini"))
+    sync([(wheel, root / "dist" / wheel.name)], root / "dist", link=True)
     sync(pairs, tree)
     return tree_digest(tree), tree_digest(root / "dist")

@@ -4,13 +4,17 @@ pip must pick the wheel of the container's torch line and leave torch as it was 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import context, dockercli, env, flow, index, locks, matrix, plan
-from .matrix import INSTALL_WAYS, Matrix, PythonSource, Toolchain
+from . import context, dockercli, env, flow, index, locks, matrix, plan, wheel
+from .command import Command
+from .matrix import Matrix, PythonSource, Toolchain
+from .matrix_rules import INSTALL_WAYS
+from .options import Options
 from .product import variants
 from .summary import ImageRef, Summary
 
@@ -74,7 +78,7 @@ def publish_all(f: flow.Flow, summary: Summary, posargs: Sequence[str]) -> list[
 @dataclass(frozen=True)
 class NodeImage:
     tag: str
-    command: plan.Command
+    command: Command
 
 
 def plan_node_image(docker: str, toolchain: Toolchain, inp: plan.BuildInputs, python: PythonSource) -> NodeImage:
@@ -99,7 +103,7 @@ def plan_node_image(docker: str, toolchain: Toolchain, inp: plan.BuildInputs, py
 
 def plan_install_run(
     docker: str, toolchain: Toolchain, image: str, wheel_dir: Path, how: str, expect: str, python: str = ""
-) -> plan.Command:
+) -> Command:
     """``docker run`` of one install check: no network (an HTTP index is served on the container's loopback), the
     variant's directory read-only at /index, the row's test environment."""
     if how not in HOWS:
@@ -111,7 +115,7 @@ def plan_install_run(
     argv += [image, "python", "/opt/torch-fl/install_smoke.py", "--how", how]
     argv += ["--index", INDEX_IN_CONTAINER, "--expect", expect]
     log = f"{toolchain.name}/install-{how}{'-' + python if python else ''}.log"
-    return plan.Command(f"install {toolchain.name}{' ' + python if python else ''}: {how}", tuple(argv), log_name=log)
+    return Command(f"install {toolchain.name}{' ' + python if python else ''}: {how}", tuple(argv), log_name=log)
 
 
 def require_index(f: flow.Flow, toolchain: Toolchain) -> list[index.Dist]:
@@ -151,7 +155,7 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
     toolchain = f.toolchain(name)
     rows = line_rows(f.matrix, toolchain)
     host = f.host()
-    staged, torch_args = f.stage(toolchain, host)
+    staged, torch_args = wheel.stage_context(f, toolchain, host)
     dists = f.runner.ask(
         lambda: offered(f, toolchain, rows),
         unasked="a real run needs the wheels of every torch line and a current index (nox -s index)",
@@ -275,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except matrix.MatrixError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    f = flow.Flow(repo, m, plan.Options())
+    f = flow.Flow(repo, m, Options(environ=os.environ))
     summary = Summary(args[0])
     try:
         index_all(f, summary) if args[0] == "index" else publish_all(f, summary, args[1:])

@@ -5,14 +5,17 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from .dockercli import run_quiet
-
 # 1980-01-01, the earliest time a zip entry can carry: the epoch of a checkout without git history.
 ZIP_EPOCH = "315532800"
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_quiet(["git", "-C", str(repo), *args])
+    """``git -C repo ARGS``, quietly; a checkout without git (or no git at all) answers with a failure."""
+    argv = ["git", "-C", str(repo), *args]
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return subprocess.CompletedProcess(argv, 127, "", str(exc))
 
 
 def head_commit(repo: Path) -> str:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
-from . import dockercli, env, plan
+from . import dockercli, env
+from .command import Command
 from .matrix import Matrix
 from .runner import Runner, UserError
 from .summary import ImageRef, Summary
@@ -73,7 +74,7 @@ class Images:
             return ImageRef(image, "missing")
         made = f" (`nox -s base-image` makes its stand-in {stand_in.name})" if stand_in else ""
         self.echo(f"base image {image} is not present locally{made}; trying `docker pull {image}`")
-        pull = plan.Command(f"pull {image}", (client.exe, "pull", image), log_name="pull.log")
+        pull = Command(f"pull {image}", (client.exe, "pull", image), log_name="pull.log")
         res = self.runner.run(pull, check=False)
         iid = self.runner.ask(lambda: dockercli.image_id(client, image))
         if res.returncode != 0 or iid is None:

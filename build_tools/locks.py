@@ -221,7 +221,7 @@ def check(lock: Lock, repo: Path) -> list[str]:
 def _indexes(lock: Lock, lines: Sequence[str], find_links: Sequence[str]) -> list[str]:
     """uv's index arguments: the find-links wheelhouses, and the row's torch index unless one of them has torch
     (an air-gapped or proxied host then never waits on it)."""
-    from .plan import requirement_version_matches
+    from .wheel_names import requirement_version_matches
 
     args = [a for d in find_links for a in ("--find-links", d)]
     torch = [r for r in lines if canonicalize_name(Requirement(r).name) == "torch"]

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import outputs, tomlfields
+from . import matrix_extends as extends
+from . import matrix_rules as rules
 from .tomlfields import Problems, given, key, matches, one_line, read, rule
 
 try:
@@ -26,70 +26,27 @@ except ModuleNotFoundError:  # Python 3.10: nox depends on tomli there
 
 DEFAULT_PATH = Path("configs") / "toolchains.toml"
 SCHEMA = 1
-_NAME_RE = re.compile(r"^[a-z][a-z0-9]*$")
-_VARIANT_RE = re.compile(r"^(?:[a-z0-9]+(\.[a-z0-9]+)*|[a-z]+\*)$")
-_PYTHON_RE = re.compile(r"^3\.\d+$")
-_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._:/@-]*$")
-_TOOLING_FLAGS = {"--rm", "--network", "--net", "-v", "--volume", "--user", "--entrypoint"}
 
 
 class MatrixError(ValueError):
     """The matrix file is missing, malformed or has invalid values (one line per problem)."""
 
 
-def _requirement_name(requirement: str) -> str:
-    return re.split(r"[<>=!~ \[;@]", requirement, maxsplit=1)[0]
-
-
-_image = matches(_IMAGE_RE, "a docker image reference (lower case, e.g. debian:bookworm-slim)")
-_env_name = rule(_ENV_KEY_RE.match, "not a valid environment variable name")
-_requirement = rule(_requirement_name, "not a requirement: {v!r}")
-_soname_glob = rule(
-    lambda p: "/" not in p and p.startswith("lib") and ".so" in p, "{v!r} is not a soname glob like 'libtorch*.so*'"
-)
-_inside_repo = rule(
-    lambda path: not path.startswith("/") and ".." not in Path(path).parts, "{v!r} must be a path inside the repository"
-)
-# the ways a node installs torch-fl from an index, which `install-<toolchain>` checks (docker/scripts/install_smoke.py)
-INSTALL_WAYS = ("http", "file", "find-links", "extra-index")
-_install_way = rule(INSTALL_WAYS.__contains__, f"expected one of {', '.join(INSTALL_WAYS)}, got {{v!r}}")
-
-
-def _run_flag(flag: str) -> str | None:
-    if not flag.startswith("--"):
-        return f"{flag!r}: write flags as one '--name=value' string each"
-    if flag.split("=", 1)[0] in _TOOLING_FLAGS:
-        return f"{flag!r} is set by the tooling; remove it"
-    return None
-
-
-def _is_mount(mount: str) -> bool:
-    parts = mount.split(":")
-    return len(parts) in (2, 3) and all(p.startswith("/") for p in parts[:2]) and parts[2:] in ([], ["ro"])
-
-
-_mount = rule(_is_mount, "{v!r}: write '/host/path:/container/path[:ro]'")
-
-
-_SUITE_RE = re.compile(r"^[a-z]+$")
-
-
 @dataclass(frozen=True)
 class PythonSource:
     """Where the images get one CPython: a ``[pythons."X.Y"]`` table."""
 
-    version: str = given(matches(_PYTHON_RE, '"X.Y" (e.g. "3.12")'), quoted=True)
+    version: str = given(matches(rules.PYTHON_RE, '"X.Y" (e.g. "3.12")'), quoted=True)
     source: str = key(
         '"host": the host\'s own `pythonX.Y` (its whole installation is staged into the build context, and the test '
         "and node images run a copy of it); or a Debian suite whose packages pythonX.Y and pythonX.Y-venv bring it. "
         "Builders need no Python of the matrix: the wheel holds no CPython ABI",
-        check=matches(_SUITE_RE, '"host" or a Debian suite name (e.g. "sid")'),
+        check=matches(rules.SUITE_RE, '"host" or a Debian suite name (e.g. "sid")'),
     )
     image: str = key(
         "the base image of the install check's node image for this Python (a suite's own Debian image; a host "
         "interpreter runs on a Debian at least as new as the host's)",
-        check=_image,
+        check=rules.image,
     )
 
     @property
@@ -104,7 +61,7 @@ class PythonSource:
 @dataclass(frozen=True)
 class TorchSpec:
     requirement: str = key(
-        "what pip installs into both images (a PEP 508 requirement, local label included)", check=_requirement
+        "what pip installs into both images (a PEP 508 requirement, local label included)", check=rules.requirement
     )
     index_url: str = key(
         "(optional) the vendor's index, used only when no staged PIP_FIND_LINKS wheel satisfies the requirement; "
@@ -125,7 +82,7 @@ class TorchSpec:
         "(optional) what the node images of the install checks on other Pythons than python install instead of "
         "requirement: a torch whose CPU build is at hand for one Python only (torch 2.13.0+cpu in the machine's "
         "wheelhouse) is PyPI's build of the same version on the others",
-        check=_requirement,
+        check=rules.requirement,
         default="",
     )
     line: str = key(
@@ -141,42 +98,44 @@ class TorchSpec:
 
     @property
     def name(self) -> str:
-        return _requirement_name(self.requirement)
+        return rules.requirement_name(self.requirement)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Toolchain:
     """One row of the matrix: a ``[toolchains.<name>]`` table."""
 
-    name: str = given(rule(_NAME_RE.match, "toolchain names are lower-case letters and digits"))
+    name: str = given(rule(rules.NAME_RE.match, "toolchain names are lower-case letters and digits"))
     summary: str = key("one line, shown by `nox -l`", check=one_line)
     extends: str = key(
         "(optional) another row whose keys this row takes, overriding those it sets (tables key by key)", default=""
     )
     dockerfile: str = key("path (repo-relative) of the Dockerfile with `build`, `wheel` and `test` targets")
-    builder_image: str = key("base image of the builder stage (compilers are installed on top of it)", check=_image)
-    test_image: str = key("base image of the test stage (no compilers)", check=_image)
+    builder_image: str = key(
+        "base image of the builder stage (compilers are installed on top of it)", check=rules.image
+    )
+    test_image: str = key("base image of the test stage (no compilers)", check=rules.image)
     python: str = key(
         '"X.Y" of the interpreter the test image runs the suites with (a [pythons] entry)',
-        check=matches(_PYTHON_RE, '"X.Y" (e.g. "3.11")'),
+        check=matches(rules.PYTHON_RE, '"X.Y" (e.g. "3.11")'),
     )
     builder_python: str = key(
         '(optional) "X.Y" of the builder image\'s own interpreter, which runs CMake and pip (default: python); at '
         "least the oldest of pythons, since scikit-build-core tags a wheel abi3 only from a Python as new as the tag",
-        check=matches(_PYTHON_RE, '"X.Y" (e.g. "3.11")'),
+        check=matches(rules.PYTHON_RE, '"X.Y" (e.g. "3.11")'),
         default="",
     )
     pythons: tuple[str, ...] = key(
         "(optional) the CPythons this row's one wheel serves: it is tagged cp<oldest>-abi3 (the core library holds "
         "no CPython ABI), so pip takes it on each of them and refuses older ones; `install-<toolchain> -- "
         "--all-pythons` checks each (default: python alone)",
-        check=matches(_PYTHON_RE, '"X.Y" (e.g. "3.12")'),
+        check=matches(rules.PYTHON_RE, '"X.Y" (e.g. "3.12")'),
         default=(),
     )
     install_pythons: tuple[str, ...] = key(
         "(optional) the CPythons `install-<toolchain>` installs the wheel on as a node does, each in a node image "
         "of that Python, a subset of pythons (default: python alone)",
-        check=matches(_PYTHON_RE, '"X.Y" (e.g. "3.12")'),
+        check=matches(rules.PYTHON_RE, '"X.Y" (e.g. "3.12")'),
         default=(),
     )
     variant: str = key(
@@ -184,34 +143,34 @@ class Toolchain:
         'wheels/<variant>/; or a family such as "dtk*": the builder reads the label from its image (e.g. dtk2504) '
         "and the wheel goes to wheels/<toolchain>/",
         check=matches(
-            _VARIANT_RE, 'a PEP 440 local label (e.g. cpu, cu130), or a family read from the image (e.g. "dtk*")'
+            rules.VARIANT_RE, 'a PEP 440 local label (e.g. cpu, cu130), or a family read from the image (e.g. "dtk*")'
         ),
     )
     torch: TorchSpec = key("the `torch.*` keys below")
     builder_requirements: tuple[str, ...] = key(
         "(optional) requirements the builder installs beside requirements-build.txt, pinned in its lock: what one "
         "torch line needs and its sibling rows do not (the CUDA toolkit wheels of that torch's CUDA release)",
-        check=_requirement,
+        check=rules.requirement,
         default=(),
     )
     auditwheel_exclude: tuple[str, ...] = key(
         "sonames (globs for versioned sonames) never grafted into the wheel: torch's own libraries and the vendor "
         "runtime, which the user's torch install provides",
         toml="auditwheel.exclude",
-        check=_soname_glob,
+        check=rules.soname_glob,
     )
     docker_run_flags: tuple[str, ...] = key(
         "(optional) extra `docker run` flags of the test container (devices, groups, shm, ...); every "
         "--device=PATH must exist on the docker host (else test/bench stop at once), and the numeric groups of the "
         "passed device nodes are added (build_tools/hostdev.py)",
         toml="docker_run.flags",
-        check=_run_flag,
+        check=rules.run_flag,
         default=(),
     )
     docker_run_optional_mounts: tuple[str, ...] = key(
         '(optional) "/host:/container[:ro]" bind mounts added to the test container only where /host exists',
         toml="docker_run.optional_mounts",
-        check=_mount,
+        check=rules.mount,
         default=(),
     )
     image_hint: str = key(
@@ -221,10 +180,10 @@ class Toolchain:
         default="",
     )
     build_env: Mapping[str, str] = key(
-        "(optional) environment of the compile step (string values)", check=_env_name, default_factory=dict
+        "(optional) environment of the compile step (string values)", check=rules.env_name, default_factory=dict
     )
     test_env: Mapping[str, str] = key(
-        "(optional) environment of the test container (string values)", check=_env_name, default_factory=dict
+        "(optional) environment of the test container (string values)", check=rules.env_name, default_factory=dict
     )
     pytest_markers: str = key(
         '-m expression selecting this toolchain\'s tests ("" runs everything; markers: tests/conftest.py)'
@@ -238,8 +197,8 @@ class Toolchain:
     install_ways: tuple[str, ...] = key(
         "(optional) the ways `install-<toolchain>` installs the wheel as a node does, each in a container of its own "
         "(http, file, find-links, extra-index: docker/scripts/install_smoke.py); default all of them",
-        check=_install_way,
-        default=INSTALL_WAYS,
+        check=rules.install_way,
+        default=rules.INSTALL_WAYS,
     )
     collectives: str = key(
         "(optional) one line: how the flagos backend of torch.distributed reaches the vendor's collectives "
@@ -301,7 +260,9 @@ class LocalBase:
     """How ``nox -s base-image`` makes a local base image (for hosts that cannot pull)."""
 
     name: str = given(  # the table's name: the image to make, with its tag
-        rule(lambda n: ":" in n and _IMAGE_RE.match(n), "expected an image name with a tag (e.g. x/debian:bookworm)"),
+        rule(
+            lambda n: ":" in n and rules.IMAGE_RE.match(n), "expected an image name with a tag (e.g. x/debian:bookworm)"
+        ),
         quoted=True,
     )
     tool: str = key(
@@ -322,43 +283,15 @@ class LocalBase:
 class BuildSpec:
     inputs: tuple[str, ...] = key(
         "files and folders copied into the builder stage and hashed to decide whether the wheel is up to date",
-        check=_inside_repo,
+        check=rules.inside_repo,
     )
-    optional_inputs: tuple[str, ...] = key("the same, skipped when missing", check=_inside_repo, default=())
+    optional_inputs: tuple[str, ...] = key("the same, skipped when missing", check=rules.inside_repo, default=())
     test_suites: tuple[str, ...] = key(
         "folders of tests/ run in the test container, from a copy outside any source tree"
     )
     test_excludes: tuple[str, ...] = key(
         "folders of tests/ never copied into the test image (host-only tests)", default=()
     )
-
-
-TABLES = (
-    ("[build]", BuildSpec),
-    ('[local_bases."<image>"]', LocalBase),
-    ('[pythons."X.Y"]', PythonSource),
-    ("[toolchains.<name>]", Toolchain),
-)
-DOCS_BEGIN = "<!-- matrix keys: generated by `python -m build_tools.matrix` from build_tools/matrix.py -->"
-DOCS_END = "<!-- end of matrix keys -->"
-
-
-def key_docs() -> str:
-    """Markdown tables of every key of configs/toolchains.toml, from the field documentation above."""
-    out = [DOCS_BEGIN]
-    for title, cls in TABLES:
-        out += ["", *tomlfields.docs(cls, title)]
-    return "\n".join([*out, "", DOCS_END])
-
-
-def write_key_docs(readme: Path) -> bool:
-    """Replace the generated key tables in ``readme``; True when it changed."""
-    text = readme.read_text(encoding="utf-8")
-    begin, end = text.index(DOCS_BEGIN), text.index(DOCS_END) + len(DOCS_END)
-    new = text[:begin] + key_docs() + text[end:]
-    if new != text:
-        outputs.atomic_write_text(readme, new)
-    return new != text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -398,43 +331,10 @@ class Matrix:
         return None
 
 
-def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
-def _extended(rows: Any, problems: Problems) -> Any:
-    """The toolchain tables with ``extends = "<row>"`` resolved: a row takes every key of the row it names and
-    overrides what it sets (a torch line of a vendor differs from its sibling in a few keys)."""
-    if not isinstance(rows, dict):
-        return rows
-    out: dict[str, Any] = {}
-
-    def resolve(name: str, seen: tuple[str, ...]) -> Any:
-        row = rows[name]
-        if not isinstance(row, dict) or "extends" not in row:
-            return row
-        parent = row["extends"]
-        where = f"toolchains.{name}.extends"
-        if parent not in rows or not isinstance(rows[parent], dict):
-            problems.add(where, f"no [toolchains.{parent}] table to extend")
-            return {k: v for k, v in row.items() if k != "extends"}
-        if parent in seen:
-            problems.add(where, f"extends itself through {' -> '.join((*seen, parent))}")
-            return {k: v for k, v in row.items() if k != "extends"}
-        return _deep_merge(resolve(parent, (*seen, parent)), row)
-
-    for name in rows:
-        out[name] = resolve(name, (name,))
-    return out
-
-
 def parse(data: Mapping[str, Any], path: Path) -> Matrix:
     """Validate an already-parsed TOML document; every problem at once in one ``MatrixError``."""
     problems = Problems()
-    data = {**data, "toolchains": _extended(data.get("toolchains"), problems)}
+    data = {**data, "toolchains": extends.resolve(data.get("toolchains"), problems)}
     if data.get("schema") != SCHEMA:
         problems.add("schema", f"expected {SCHEMA}, got {data.get('schema')!r} (this tooling reads schema {SCHEMA})")
     build = data.get("build")
@@ -460,7 +360,7 @@ def parse(data: Mapping[str, Any], path: Path) -> Matrix:
         if row.pythons and (outside := sorted({row.python, *row.checked_pythons} - set(row.pythons))):
             problems.add(f"toolchains.{name}.pythons", f"misses {', '.join(outside)} (python and install_pythons)")
         builder, oldest = row.builder_python or row.python, row.served_pythons[0]
-        well_formed = all(map(_PYTHON_RE.match, (builder, oldest)))
+        well_formed = all(map(rules.PYTHON_RE.match, (builder, oldest)))
         if well_formed and _version_key(builder) < _version_key(oldest):
             problems.add(
                 f"toolchains.{name}.builder_python",
@@ -484,10 +384,3 @@ def load(path: Path | str = DEFAULT_PATH) -> Matrix:
     except tomllib.TOMLDecodeError as exc:
         raise MatrixError(f"{path}: not valid TOML: {exc}") from None
     return parse(data, path)
-
-
-if __name__ == "__main__":  # python -m build_tools.matrix: rewrite docker/README.md's key tables
-    import sys
-
-    _readme = Path(__file__).resolve().parents[1] / "docker" / "README.md"
-    print(f"{_readme}: {'rewritten' if write_key_docs(_readme) else 'current'}", file=sys.stderr)

@@ -7,14 +7,12 @@ the pip.conf secret.
 
 from __future__ import annotations
 
-import difflib
-import re
-import shlex
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import locks
+from .command import Command
 from .dockercli import BUILDKIT_ENV
 from .env import HostEnv
 from .matrix import Toolchain
@@ -28,57 +26,12 @@ SCRIPTS_IN_IMAGE = "/opt/torch-fl/scripts"
 REPORTS_IN_CONTAINER = "/reports"
 
 
-@dataclass(frozen=True)
-class Command:
-    title: str
-    argv: tuple[str, ...]
-    env: Mapping[str, str] = field(default_factory=dict)
-    log_name: str = ""
-    kind: str = "plain"  # "build" (BuildKit plain progress is parsed) or "plain"
-
-    def shell(self) -> str:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        line = shlex.join(self.argv)
-        return f"{env} {line}" if env else line
-
-
 def image_repo(name: str, role: str) -> str:
     return f"torch-fl/{name}-{role}"
 
 
 def image_tag(name: str, role: str, key: str) -> str:
     return f"{image_repo(name, role)}:{key[:12]}"
-
-
-def requirement_version_matches(requirement: str, wheel_name: str, python_tag: str) -> bool:
-    """Does the distribution file ``wheel_name`` satisfy ``requirement`` for ``python_tag`` on Linux?"""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-
-    try:
-        req = Requirement(requirement)
-        name, version, _build, tags = parse_wheel_filename(wheel_name)
-    except (InvalidRequirement, InvalidWheelFilename):
-        return False
-    return (
-        canonicalize_name(name) == canonicalize_name(req.name)
-        and req.specifier.contains(version, prereleases=True)
-        and any(t.interpreter in (python_tag, "py3") and "linux" in t.platform for t in tags)
-    )
-
-
-def torch_source(toolchain: Toolchain, staged_wheels: Sequence[str]) -> tuple[list[str], str]:
-    """(extra pip args for the torch install, a one-line description of where torch comes from). A staged wheel
-    that satisfies the requirement wins, so an air-gapped host never waits on the row's index."""
-    torch = toolchain.torch
-    if torch.from_image:
-        return [], f"torch: preinstalled in {toolchain.builder_image} (torch.from_image)"
-    hits = [w for w in staged_wheels if requirement_version_matches(torch.requirement, w, toolchain.python_tag)]
-    if hits:
-        return [], f"torch: {torch.requirement} from the staged wheelhouse ({hits[0]})"
-    args = ["--extra-index-url", torch.index_url] if torch.index_url else []
-    where = torch.index_url or "the configured pip index"
-    return args, f"torch: {torch.requirement} from {where} (no staged wheel satisfies it)"
 
 
 @dataclass(frozen=True)
@@ -241,84 +194,3 @@ def plan_qualify_run(site: Site, *, provider: str, qualify_args: Sequence[str]) 
     argv = (*_docker_run(site), site.image, "bash", "-c", QUALIFY_SCRIPT, provider, *qualify_args)
     title = f"qualify {site.toolchain.name}: python -m torch_fl qualify --provider {provider} in {site.image}"
     return Command(title, argv, log_name=f"{site.toolchain.name}/docker-run-qualify.log")
-
-
-# The flags each kind of session takes after nox's `--`; anything else is refused, so that a misspelt flag never
-# turns into a tool argument and a real build. What follows a second `--` goes to the tool (PASSES_ON).
-SESSION_FLAGS = {
-    "--dry-run": "print every command, run nothing",
-    "--rebuild": "ignore the up-to-date wheel and images",
-    "--bench-full": "run the full benchmark after the suites (default: the short one)",
-    "--no-bench": "run no benchmark after the suites",
-    "--all": "also remove the local base images and the BuildKit cache",
-    "--all-pythons": "check every Python of the row's `pythons`, which its one wheel serves, not only install_pythons",
-}
-FLAGS_OF = {
-    "build": ("--dry-run", "--rebuild"),
-    "test": ("--dry-run", "--rebuild", "--bench-full", "--no-bench"),
-    "bench": ("--dry-run", "--rebuild"),
-    "qualify": ("--dry-run", "--rebuild"),
-    "install": ("--dry-run", "--all-pythons"),
-    "base-image": ("--dry-run", "--rebuild"),
-    "clean": ("--dry-run", "--all"),
-}
-PASSES_ON = {"test": "pytest", "bench": f"python -m {BENCH_MODULE}", "qualify": "python -m torch_fl qualify"}
-SEPARATOR = "--"
-
-
-class UsageError(ValueError):
-    """Session arguments that are not understood; the message names the valid ones."""
-
-
-@dataclass(frozen=True)
-class Options:
-    dry_run: bool = False
-    rebuild: bool = False
-    bench: str = "short"  # short | full | none
-    tool_args: tuple[str, ...] = ()  # after the separator: for pytest (test-*), the benchmark (bench-*), qualify
-    all_pythons: bool = False  # install checks on every Python the row's wheel serves, not only install_pythons
-
-
-def parse_posargs(posargs: Sequence[str], action: str = "test", session: str = "") -> Options:
-    """``nox -s test-cpu -- --rebuild -- -k add``: session flags, then ``--``, then the tool's arguments. Anything
-    else is a ``UsageError`` naming the valid flags (and the nearest one)."""
-    session = session or f"{action}-<toolchain>"
-    valid = FLAGS_OF[action]
-    posargs = list(posargs)
-    cut = posargs.index(SEPARATOR) if SEPARATOR in posargs else len(posargs)
-    args, rest = posargs[:cut], tuple(posargs[cut + 1 :])
-    unknown = [a for a in args if a not in valid]
-    if unknown:
-        near = difflib.get_close_matches(unknown[0], valid, n=1)
-        hint = f"; did you mean {near[0]}?" if near else ""
-        tool = PASSES_ON.get(action)
-        where = f"; {tool} arguments go after a separator: nox -s {session} -- [flags] -- ARGS" if tool else ""
-        raise UsageError(f"{session}: unknown argument {unknown[0]!r}{hint} (flags: {', '.join(valid)}){where}")
-    if rest and action not in PASSES_ON:
-        raise UsageError(f"{session} passes no arguments on: {' '.join(rest)!r} after {SEPARATOR!r} is not used")
-    bench = "full" if "--bench-full" in args else "none" if "--no-bench" in args else "short"
-    if "--bench-full" in args and "--no-bench" in args:
-        raise UsageError(f"{session}: --bench-full and --no-bench exclude each other")
-    return Options(
-        dry_run="--dry-run" in args,
-        rebuild="--rebuild" in args,
-        bench=bench,
-        tool_args=rest,
-        all_pythons="--all-pythons" in args,
-    )
-
-
-def failed_step(log_lines: Sequence[str]) -> str | None:
-    """The BuildKit step that failed, from ``--progress plain`` output (e.g. ``[build 3/5] RUN python ...``)."""
-    titles: dict[str, str] = {}
-    failed: str | None = None
-    for line in log_lines:
-        if m := re.match(r"^#(\d+) (\[.+)$", line):
-            titles.setdefault(m.group(1), m.group(2))
-        if m := re.match(r"^#(\d+) ERROR", line):
-            failed = titles.get(m.group(1), failed)
-    if failed is None:
-        for line in reversed(log_lines):
-            if m := re.search(r"failed to solve.*?(\[[^\]]+\] [^:]+)", line):
-                return m.group(1).strip()
-    return failed

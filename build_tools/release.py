@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import dockercli, flow
+from . import dockercli, flow, pipeline
 from .matrix import Matrix, Toolchain
 from .product import variants
 from .summary import Summary
@@ -84,7 +84,7 @@ def build_all(f: flow.Flow, summary: Summary, posargs: Sequence[str]) -> list[st
             if row.image_hint and not f.runner.ask(lambda image=image: dockercli.image_id(f.images.client(), image)):
                 summary.add(f"wheels {row.name}", "skipped", 0.0, f"{row.builder_image} is not on this host")
                 continue
-            built = flow.build(f, row.name, Summary(row.name))
+            built = pipeline.build(f, row.name, Summary(row.name))
         except flow.ERRORS as exc:
             summary.add(f"wheels {row.name}", "failed", time.monotonic() - t0, str(exc).splitlines()[0][:120])
             failed.append(row.name)

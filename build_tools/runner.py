@@ -7,7 +7,6 @@ directories through it; a dry run prints what a real run would do, and a questio
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -20,13 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from . import outputs
-from .plan import Command, failed_step
+from . import buildkit, outputs
+from .command import Command
 
-_STEP = re.compile(r"^#(\d+) (\[[^\]]+\] .*)$")
-_DONE = re.compile(r"^#(\d+) (DONE [\d.]+s|CACHED|ERROR.*)$")
-_OUTPUT = re.compile(r"^#(\d+) [\d.]+ ")
-_NINJA = re.compile(r"^#\d+ [\d.]+\s+(\[\d+/\d+\] .*)$")
 HEARTBEAT_S = 20.0
 T = TypeVar("T")
 
@@ -72,11 +67,11 @@ class Runner:
 
     def run(self, cmd: Command, *, check: bool = True, passthrough: bool = False) -> Result:
         """Run ``cmd``. BuildKit builds show one line per step (and compile progress); ``passthrough`` shows all."""
+        log, line = self.log_dir / (cmd.log_name or "command.log"), cmd.shell()
         if self.dry_run:
             self.echo(f"[dry-run] {cmd.title}")
-            print(cmd.shell(), flush=True)
+            print(line, flush=True)
             return Result(0, 0.0, None, planned=True)
-        log = self.log_dir / (cmd.log_name or "command.log")
         log.parent.mkdir(parents=True, exist_ok=True)
         self.echo(f"{cmd.title}  (full log: {log})")
         self._steps: dict[str, str] = {}
@@ -87,13 +82,14 @@ class Runner:
         tail: deque[str] = deque(maxlen=40)
         all_lines: list[str] = []
         with log.open("w", encoding="utf-8") as f:
-            f.write(f"$ {cmd.shell()}\n")
+            f.write(f"$ {line}\n")
             f.flush()
             proc = subprocess.Popen(
                 list(cmd.argv),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **cmd.env},
+                cwd=cmd.cwd or None,
                 text=True,
                 errors="replace",
                 bufsize=1,
@@ -120,7 +116,7 @@ class Runner:
         if rc != 0 and check:
             if not passthrough:
                 print("\n".join(f"  | {t}" for t in tail), flush=True)
-            step = failed_step(all_lines) if cmd.kind == "build" else None
+            step = buildkit.failed_step(all_lines) if cmd.kind == "build" else None
             where = f" at step {_short(step, 140)}" if step else ""
             raise StepFailed(f"{cmd.title} failed{where} (exit {rc}); full log: {log}")
         return Result(rc, seconds, log)
@@ -129,6 +125,7 @@ class Runner:
     def alongside(self, cmd: Command) -> Iterator[None]:
         """Run ``cmd`` in the background while the block runs, its output to its log alone. Its failure is raised
         when the block ends; where the block fails too, the block's error is raised and this one is shown."""
+        background = Runner(self.log_dir, echo=self.echo)  # its own progress state, apart from this thread's
         if self.dry_run:
             self.run(cmd)
             yield
@@ -138,7 +135,7 @@ class Runner:
 
         def work() -> None:
             try:
-                Runner(self.log_dir, echo=self.echo).run(quiet)
+                background.run(quiet)
             except BaseException as exc:  # handed to the caller's thread below
                 failed.append(exc)
 
@@ -210,11 +207,11 @@ class Runner:
         duration when it ends, ninja's ``[n/m]`` lines, and the latest line after ``HEARTBEAT_S`` of silence."""
         now = time.monotonic()
         elapsed = now - start
-        if m := _STEP.match(line):
+        if m := buildkit.STEP.match(line):
             if "internal]" not in m.group(2):
                 self._steps.setdefault(m.group(1), m.group(2))
             return
-        if m := _DONE.match(line):
+        if m := buildkit.DONE.match(line):
             step, what = m.group(1), m.group(2)
             if what == "CACHED":
                 self._cached += 1
@@ -223,13 +220,13 @@ class Runner:
                 if not what.startswith("DONE 0."):
                     self._print(f"  {elapsed:6.0f}s    └ {what}")
             return
-        m = _OUTPUT.match(line)
+        m = buildkit.OUTPUT.match(line)
         if m and m.group(1) in self._steps:
             self._announce(m.group(1), elapsed)
-        if m := _NINJA.match(line):
+        if m := buildkit.NINJA.match(line):
             self._print(f"  {elapsed:6.0f}s    {_short(m.group(1))}")
         elif now - self._last_print > HEARTBEAT_S and line.strip():
-            self._print(f"  {elapsed:6.0f}s    … {_short(re.sub(r'^#[0-9]+ [0-9.]+ ', '', line), 100)}")
+            self._print(f"  {elapsed:6.0f}s    … {_short(buildkit.OUTPUT.sub('', line), 100)}")
 
     def _announce(self, step: str, elapsed: float) -> None:
         if step not in self._announced:

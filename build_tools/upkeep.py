@@ -7,6 +7,7 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 
 from . import baseimage, dockercli, plan
+from .command import Command
 from .flow import Flow
 from .runner import Runner
 from .summary import ImageRef, Summary
@@ -76,10 +77,10 @@ def clean(flow: Flow, summary: Summary, *, everything: bool = False) -> None:
     images = dockercli.image_refs(client, "--filter", f"label={plan.LABEL_PREFIX}.role")
     if everything:
         images += [b.name for b in flow.matrix.local_bases.values() if dockercli.image_id(client, b.name)]
-    commands = [plan.Command("remove images", (client.exe, "rmi", "-f", *images), log_name="clean.log")] * bool(images)
+    commands = [Command("remove images", (client.exe, "rmi", "-f", *images), log_name="clean.log")] * bool(images)
     if everything:
         prune = (client.exe, "builder", "prune", "-af")
-        commands.append(plan.Command("prune the BuildKit cache", prune, log_name="clean-cache.log"))
+        commands.append(Command("prune the BuildKit cache", prune, log_name="clean-cache.log"))
     for cmd in commands:
         flow.runner.run(cmd, check=False)
     # a dry run's answer is PLANNED, which is false

@@ -55,8 +55,7 @@ REFUSAL_TYPE = "CudaGraphsUnsupported"
 
 
 def _lockstep():
-    """The harness's lockstep module; the harness package imports nothing at import, so the reference arm's process
-    never imports torch_fl."""
+    """The harness's lockstep module (the harness imports nothing at import: the reference never loads torch_fl)."""
     import neighbours
 
     neighbours.reach("harness")

@@ -3,7 +3,7 @@
 // take/put kernels, complex/polar and binary_cross_entropy build a TensorIterator without CPU scalars;
 // searchsorted/bucketize, equal and masked_fill's mask compare the devices themselves; the margin losses
 // read raw device pointers; normal(mean, std) allocates its result where `mean` is and then fills it on the device.
-// The H200's comparison over OpInfo samples (tests/node/mixed_device_check.py, torch 2.11) found the rest: the
+// The H200's comparison over OpInfo samples (build_tools/node/mixed_device_check.py, torch 2.11) found the rest: the
 // generated CUDA wrappers of clamp_min/clamp_max(Tensor), igamma(c), logaddexp, nextafter, normal and _scaled_mm
 // check every tensor's device, and mse_loss and smooth_l1_loss refuse a host operand inside their kernels.
 #include "dispatch/host_scalars.h"

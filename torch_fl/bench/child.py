@@ -5,7 +5,7 @@ Modes (the spec's ``mode``):
 - ``probe``: what this machine and install are (versions, accelerator, conf) and which arms can run.
 - ``case``: one A/B case on one arm: warm-up, one synchronized batch, µs per call.
 
-The benchmark harness beside the tests (tests/bench/harness/worker.py) adds its modes to ``MODES`` and calls
+The benchmark harness of the tooling (build_tools/bench/harness/worker.py) adds its modes to ``MODES`` and calls
 ``main`` with them, so its processes share these helpers.
 
 A plain arm of its own process never imports torch_fl (the parent also turns torch's device autoload off).

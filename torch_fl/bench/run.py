@@ -8,7 +8,7 @@ tensors of the accelerator's torch device without torch_fl, each flagos arm with
 which the dispatch log confirms on one call outside the timed loop. This module only plans, collects, checks
 routes and prints; it makes no tensor and touches no device (the package import that ``-m`` makes does load
 torch_fl here). The research harness (paired sets, overhead, the training step, reports, goals) builds on these
-functions from tests/bench/harness/; docs/bench.md describes both.
+functions from build_tools/bench/harness/; docs/bench.md describes both.
 """
 
 from __future__ import annotations

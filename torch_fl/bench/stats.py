@@ -1,6 +1,6 @@
 """Per-run figures of the A/B: each arm's µs over its runs and its ratios to the other arms, run against run.
 
-Pure Python on the plain dicts the reports hold, shared by the node check and the harness beside the tests.
+Pure Python on the plain dicts the reports hold, shared by the node check and the tooling's harness.
 """
 
 from __future__ import annotations

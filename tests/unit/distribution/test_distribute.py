@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from build_tools import distribute, env, flow, index, matrix, plan
+from build_tools import distribute, env, flow, index, matrix, options, plan
 
 REPO = Path(__file__).resolve().parents[3]
 M = matrix.load(REPO / "configs" / "toolchains.toml")
@@ -118,7 +118,7 @@ def test_expected_label_is_the_node_torch_line_and_the_rows_toolchain(vendor, to
 def _fake_flow(tmp_path):
     repo = tmp_path / "repo"
     (repo / "wheels").mkdir(parents=True)
-    return flow.Flow(repo, M, plan.Options(), echo=lambda s: None, environ={})
+    return flow.Flow(repo, M, options.Options(environ={}), echo=lambda s: None)
 
 
 def test_install_names_the_build_or_index_command_that_is_missing(tmp_path, wheel_factory):
@@ -174,7 +174,7 @@ def test_publish_prints_each_lines_pip_line_and_copies_only_line_pages(tmp_path,
     from build_tools.summary import Summary
 
     said = []
-    f = flow.Flow(tmp_path / "repo", M, plan.Options(), echo=said.append, environ={})
+    f = flow.Flow(tmp_path / "repo", M, options.Options(environ={}), echo=said.append)
     d = f.repo / "wheels" / "cpu"
     wheel_factory(d, "pt213cpu")
     wheel_factory(d, "pt214cpu")

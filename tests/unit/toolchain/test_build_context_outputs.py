@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from build_tools import context, flow, matrix, outputs
+from build_tools import cache, context, flow, matrix, outputs
 from build_tools.state import State
 
 SPEC = matrix.BuildSpec(
@@ -143,22 +143,22 @@ def _record_build(repo: Path, row: matrix.Toolchain, data: bytes = b"a repaired 
 def test_built_wheel_is_the_checkouts_build_or_names_the_session_that_makes_it(fake_repo):
     row = toolchain(fake_repo)
     with pytest.raises(flow.UserError, match=r"names no repaired wheel.*run `nox -s test-cpu` first"):
-        flow.built_wheel(fake_repo, row, SPEC)
+        cache.built_wheel(fake_repo, row, SPEC)
     wheel = _record_build(fake_repo, row)
-    assert flow.built_wheel(fake_repo, row, SPEC) == wheel
+    assert cache.built_wheel(fake_repo, row, SPEC) == wheel
 
     (fake_repo / "csrc" / "a.cpp").write_text("int a = 3;\n")  # a source edited after the build
     with pytest.raises(flow.UserError, match=r"built from other sources.*run `nox -s test-cpu` first"):
-        flow.built_wheel(fake_repo, row, SPEC)
+        cache.built_wheel(fake_repo, row, SPEC)
     _record_build(fake_repo, row)  # rebuilt from the edited source
-    assert flow.built_wheel(fake_repo, row, SPEC) == wheel
+    assert cache.built_wheel(fake_repo, row, SPEC) == wheel
 
     wheel.write_bytes(b"another file under the recorded name")
     with pytest.raises(flow.UserError, match=r"sha256 differs.*run `nox -s test-cpu` first"):
-        flow.built_wheel(fake_repo, row, SPEC)
+        cache.built_wheel(fake_repo, row, SPEC)
     wheel.unlink()
     with pytest.raises(flow.UserError, match=r"names no repaired wheel"):
-        flow.built_wheel(fake_repo, row, SPEC)
+        cache.built_wheel(fake_repo, row, SPEC)
 
 
 def test_missing_required_input_is_a_clear_error(fake_repo):

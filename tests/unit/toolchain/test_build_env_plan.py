@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from build_tools import env, matrix, plan
+from build_tools import buildkit, env, matrix, options, plan, wheel_names
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
@@ -130,16 +130,16 @@ def test_test_run_command(cpu, host_env, tmp_path):
 
 def test_torch_source_prefers_a_staged_wheel(cpu):
     wheel = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
-    args, note = plan.torch_source(cpu, [wheel, "numpy-2.0-cp311-cp311-manylinux_2_17_x86_64.whl"])
+    args, note = wheel_names.torch_source(cpu, [wheel, "numpy-2.0-cp311-cp311-manylinux_2_17_x86_64.whl"])
     assert args == [] and "staged wheelhouse" in note and wheel in note
-    args, note = plan.torch_source(cpu, ["torch-2.13.0+cpu-cp312-cp312-manylinux_2_28_x86_64.whl"])
+    args, note = wheel_names.torch_source(cpu, ["torch-2.13.0+cpu-cp312-cp312-manylinux_2_28_x86_64.whl"])
     assert args == ["--extra-index-url", cpu.torch.index_url]
-    args, _ = plan.torch_source(cpu, ["torch-2.12.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"])
+    args, _ = wheel_names.torch_source(cpu, ["torch-2.12.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"])
     assert args == ["--extra-index-url", cpu.torch.index_url]
 
 
 def test_requirement_matching():
-    ok = plan.requirement_version_matches
+    ok = wheel_names.requirement_version_matches
     assert ok("torch==2.13.0+cpu", "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "cp311")
     assert ok("torch>=2.13,<2.14", "torch-2.13.1-cp311-cp311-manylinux_2_28_x86_64.whl", "cp311")
     assert not ok("torch==2.13.0+cpu", "torch-2.13.0+cu130-cp311-cp311-manylinux_2_28_x86_64.whl", "cp311")
@@ -150,16 +150,16 @@ def test_requirement_matching():
 @pytest.mark.parametrize(
     ("posargs", "expected"),
     [
-        ([], plan.Options()),
-        (["--dry-run"], plan.Options(dry_run=True)),
-        (["--rebuild", "--", "-k", "add", "-x"], plan.Options(rebuild=True, tool_args=("-k", "add", "-x"))),
-        (["--no-bench"], plan.Options(bench="none")),
-        (["--bench-full", "--", "--dry-run"], plan.Options(bench="full", tool_args=("--dry-run",))),
-        (["--", "--", "-k"], plan.Options(tool_args=("--", "-k"))),
+        ([], options.Options()),
+        (["--dry-run"], options.Options(dry_run=True)),
+        (["--rebuild", "--", "-k", "add", "-x"], options.Options(rebuild=True, tool_args=("-k", "add", "-x"))),
+        (["--no-bench"], options.Options(bench="none")),
+        (["--bench-full", "--", "--dry-run"], options.Options(bench="full", tool_args=("--dry-run",))),
+        (["--", "--", "-k"], options.Options(tool_args=("--", "-k"))),
     ],
 )
 def test_session_flags_then_a_separator_then_pytest_arguments(posargs, expected):
-    assert plan.parse_posargs(posargs, "test", "test-cpu") == expected
+    assert options.read(posargs, "test", "test-cpu") == expected
 
 
 @pytest.mark.parametrize(
@@ -178,13 +178,24 @@ def test_session_flags_then_a_separator_then_pytest_arguments(posargs, expected)
     ],
 )
 def test_sessions_refuse_what_they_do_not_know(action, posargs, message):
-    with pytest.raises(plan.UsageError, match=message):
-        plan.parse_posargs(posargs, action, "test-cpu")
+    with pytest.raises(options.UsageError, match=message):
+        options.read(posargs, action, "test-cpu")
 
 
-def test_every_session_kind_has_known_flags():
-    for action, flags in plan.FLAGS_OF.items():
-        assert set(flags) <= set(plan.SESSION_FLAGS), action
+def test_every_flag_is_declared_once_and_taken_by_a_session():
+    names = [f.name for f in options.FLAGS]
+    assert len(names) == len(set(names))
+    for flag in options.FLAGS:
+        assert flag.help and flag.sessions, flag.name
+        assert all(flag.name in options.flags_of(action) for action in flag.sessions)
+    assert options.flags_of("test") == ("--dry-run", "--rebuild", "--bench-full", "--no-bench")
+    assert options.flags_of("install") == ("--dry-run", "--all-pythons")
+
+
+def test_the_options_read_the_host_environment_once():
+    opts = options.read(["--dry-run"], "build", environ={"PIP_INDEX_URL": "https://mirror/simple"})
+    assert opts.host.index_url == "https://mirror/simple"
+    assert opts.host is opts.host
 
 
 def test_failed_step_is_found_in_plain_progress():
@@ -196,8 +207,8 @@ def test_failed_step_is_found_in_plain_progress():
         "#14 1.7 ValueError: patchelf 0.14.3 found.",
         "#14 ERROR: executor failed running [/bin/bash -o pipefail -c python ...]: exit code: 1",
     ]
-    assert plan.failed_step(log) == "[build 4/4] RUN python /opt/torch-fl/scripts/repair_wheel.py /dist /out"
-    assert plan.failed_step(["no steps here"]) is None
+    assert buildkit.failed_step(log) == "[build 4/4] RUN python /opt/torch-fl/scripts/repair_wheel.py /dist /out"
+    assert buildkit.failed_step(["no steps here"]) is None
 
 
 def test_history_leak_detection(host_env):

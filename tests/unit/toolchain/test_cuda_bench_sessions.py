@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO, nox_sessions
 
-from build_tools import containers, dockercli, env, flow, git, matrix, outputs, plan, runner
+from build_tools import dockercli, env, flow, git, matrix, options, outputs, pipeline, plan, runner, wheel
 from build_tools.summary import ImageRef, Summary
 
 CLIENT = dockercli.DockerClient("docker", "28.2.2", "buildx")
@@ -104,10 +104,10 @@ def bench_repo(tmp_path, m, monkeypatch):
     calls: list[plan.Command] = []
     state = {"rc": 0, "files": ["bench.json", "bench.md", "bench.png"]}
 
-    def fake_test_image(f, vendor, summary):
+    def fake_test_image(f, vendor, summary, session):
         base = ImageRef("b", "1")
         host, toolchain = env.from_environ({}), f.matrix.toolchain(vendor)
-        built = flow.Built(toolchain, None, host, [], base, base, "key", "src", Path("wheels"), Path("w.whl"))
+        built = wheel.Built(toolchain, None, host, [], base, base, "key", "src", Path("wheels"), "0", "", {})
         return built, f"torch-fl/{vendor}-test:abc"
 
     def fake_run(self, cmd, *, check=True, passthrough=False):
@@ -119,7 +119,7 @@ def bench_repo(tmp_path, m, monkeypatch):
             (Path(mount) / name).write_text(name)
         return runner.Result(state["rc"], 1.0, Path("/logs/bench.log"))
 
-    monkeypatch.setattr(flow, "test_image", fake_test_image)
+    monkeypatch.setattr(pipeline, "_test_image", fake_test_image)
     monkeypatch.setattr(runner.Runner, "run", fake_run)
     monkeypatch.setattr(dockercli, "find_client", lambda environ=None, probe=None, which=None: CLIENT)
     monkeypatch.setattr(dockercli, "check_daemon", lambda client, probe=None: "28.2.2")
@@ -128,7 +128,7 @@ def bench_repo(tmp_path, m, monkeypatch):
 
 
 def make_flow(repo: Path, m: matrix.Matrix, *posargs: str) -> flow.Flow:
-    return flow.Flow(repo, m, plan.parse_posargs(list(posargs)), echo=lambda _: None, environ={})
+    return flow.Flow(repo, m, options.read(list(posargs), environ={}), echo=lambda _: None)
 
 
 def test_bench_cpu_publishes_reports_cpu_bench_whole(m, bench_repo):
@@ -137,7 +137,7 @@ def test_bench_cpu_publishes_reports_cpu_bench_whole(m, bench_repo):
     (repo / "reports" / "cpu" / "bench" / "stale.txt").write_text("old run")
     (repo / "reports" / "cpu" / "junit.xml").write_text("test-cpu's")
     summary = Summary("cpu")
-    containers.bench(make_flow(repo, m, "--", "--runs", "3"), "cpu", summary)
+    pipeline.bench(make_flow(repo, m, "--", "--runs", "3"), "cpu", summary)
     out = repo / "reports" / "cpu" / "bench"
     assert sorted(p.name for p in out.iterdir()) == ["bench.json", "bench.md", "bench.png"]
     assert (repo / "reports" / "cpu" / "junit.xml").read_text() == "test-cpu's", "only bench/ is replaced"
@@ -153,7 +153,7 @@ def test_a_failed_gate_keeps_its_reports_and_fails_in_one_line(m, bench_repo):
     repo, _, state = bench_repo
     state["rc"] = 3
     with pytest.raises(flow.UserError) as err:
-        containers.bench(make_flow(repo, m), "cpu", Summary("cpu"))
+        pipeline.bench(make_flow(repo, m), "cpu", Summary("cpu"))
     assert str(err.value) == (
         "bench-cpu failed: python -m harness exited 3 (reports in reports/cpu/bench); log /logs/bench.log"
     )
@@ -166,7 +166,7 @@ def test_a_failed_measurement_leaves_the_previous_reports(m, bench_repo):
     (repo / "reports" / "cpu" / "bench" / "bench.json").write_text("previous")
     state["rc"], state["files"] = 1, []
     with pytest.raises(flow.UserError, match=r"exited 1 \(no reports written\)"):
-        containers.bench(make_flow(repo, m), "cpu", Summary("cpu"))
+        pipeline.bench(make_flow(repo, m), "cpu", Summary("cpu"))
     assert (repo / "reports" / "cpu" / "bench" / "bench.json").read_text() == "previous"
     assert not [p for p in (repo / "reports" / "cpu").iterdir() if p.name.startswith(".")]
 
@@ -174,7 +174,7 @@ def test_a_failed_measurement_leaves_the_previous_reports(m, bench_repo):
 def test_bench_dry_run_writes_nothing(m, bench_repo):
     repo, calls, _ = bench_repo
     summary = Summary("cpu")
-    containers.bench(make_flow(repo, m, "--dry-run"), "cpu", summary)
+    pipeline.bench(make_flow(repo, m, "--dry-run"), "cpu", summary)
     assert not (repo / "reports").exists()
     assert [(s.name, s.status) for s in summary.stages] == [("run benchmark", "planned")]
     assert "--short" not in calls[0].argv

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO
 
-from build_tools import containers, dockercli, flow, gpu, matrix, plan
+from build_tools import containers, dockercli, flow, gpu, matrix, options, pipeline
 from build_tools.summary import Summary
 
 # `docker info --format '{{json .Runtimes}}'` of a GPU host after `nvidia-ctk runtime configure`, and of this one
@@ -136,20 +136,20 @@ def host(monkeypatch):
     monkeypatch.setattr(dockercli, "runtime_names", runtimes)
     monkeypatch.setattr(gpu, "device_nodes", lambda dev=None: state["devices"])
     monkeypatch.setattr(gpu, "find_hook", lambda which=None: state["hook"])
-    monkeypatch.setattr(flow, "build", no_build)
+    monkeypatch.setattr(pipeline, "build", no_build)
     return state
 
 
 def real_flow(m: matrix.Matrix, lines: list[str], *posargs: str) -> flow.Flow:
-    return flow.Flow(Path("/nonexistent-repo"), m, plan.parse_posargs(list(posargs)), echo=lines.append, environ={})
+    return flow.Flow(Path("/nonexistent-repo"), m, options.read(list(posargs), environ={}), echo=lines.append)
 
 
-@pytest.mark.parametrize("action", [containers.test, containers.bench])
+@pytest.mark.parametrize("action", [pipeline.test, pipeline.bench])
 def test_test_and_bench_cuda_stop_at_once_without_a_gpu(m, host, action):
     lines: list[str] = []
     with pytest.raises(flow.UserError) as err:
         action(real_flow(m, lines), "cuda", Summary("cuda"))
-    session = "test-cuda" if action is containers.test else "bench-cuda"
+    session = "test-cuda" if action is pipeline.test else "bench-cuda"
     msg = str(err.value)
     assert msg.startswith(f"{session} needs an NVIDIA GPU and the NVIDIA Container Toolkit on this host:")
     assert "\n" not in msg and host["probed"] == 1
@@ -158,14 +158,14 @@ def test_test_and_bench_cuda_stop_at_once_without_a_gpu(m, host, action):
 def test_a_gpu_without_the_container_toolkit_still_stops(m, host):
     host["devices"] = ["/dev/nvidia0"]
     with pytest.raises(flow.UserError, match=r"^test-cuda needs the NVIDIA Container Toolkit on this host: "):
-        containers.test(real_flow(m, []), "cuda", Summary("cuda"))
+        pipeline.test(real_flow(m, []), "cuda", Summary("cuda"))
 
 
 def test_with_a_gpu_and_the_nvidia_runtime_the_flow_goes_on_to_build(m, host):
     host["devices"], host["runtimes"] = ["/dev/nvidia0"], ["nvidia", "runc"]
     lines: list[str] = []
     with pytest.raises(AssertionError, match="nothing may be built"):  # i.e. the check passed, build was next
-        containers.test(real_flow(m, lines), "cuda", Summary("cuda"))
+        pipeline.test(real_flow(m, lines), "cuda", Summary("cuda"))
     assert "GPU containers: /dev/nvidia0; NVIDIA Container Toolkit (nvidia runtime)" in lines
 
 
@@ -203,5 +203,5 @@ def test_the_session_error_is_the_one_line(m, host, monkeypatch):
             raise SystemExit(text)
 
     with pytest.raises(SystemExit) as err:
-        noxfile._run(FakeSession(), "test", "cuda", lambda f, summary: containers.test(f, "cuda", summary))
+        noxfile._run(FakeSession(), "test", "cuda", lambda f, summary: pipeline.test(f, "cuda", summary))
     assert str(err.value).startswith("test-cuda needs an NVIDIA GPU") and "\n" not in str(err.value)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO
 
-from build_tools import containers, dockercli, env, flow, gpu, matrix, plan
+from build_tools import dockercli, env, flow, gpu, matrix, options, pipeline, plan
 from build_tools.summary import Summary
 
 DOCKERFILE = REPO / "docker" / "cuda" / "Dockerfile"
@@ -157,8 +157,8 @@ CLIENT = dockercli.DockerClient("docker", "20.10.24", "builtin")
 
 
 def dry_flow(repo: Path, mx: matrix.Matrix, lines: list[str], *posargs: str) -> flow.Flow:
-    opts = plan.parse_posargs(["--dry-run", *posargs])
-    return flow.Flow(repo, mx, opts, echo=lines.append, environ={"PATH": ""})
+    opts = options.read(["--dry-run", *posargs], environ={"PATH": ""})
+    return flow.Flow(repo, mx, opts, echo=lines.append)
 
 
 def printed_commands(out: str) -> list[list[str]]:
@@ -171,7 +171,7 @@ def test_build_cuda_dry_run_plans_both_builds_and_runs_nothing(fake_repo, empty_
     repo, mx = fake_repo
     lines: list[str] = []
     summary = Summary("cuda")
-    flow.build(dry_flow(repo, mx, lines), "cuda", summary)
+    pipeline.build(dry_flow(repo, mx, lines), "cuda", summary)
     cmds = printed_commands(capsys.readouterr().out)
     assert [c[c.index("--target") + 1] for c in cmds] == ["build", "wheel"]
     cuda = mx.toolchain("cuda")
@@ -205,7 +205,7 @@ def test_test_cuda_dry_run_reports_the_missing_gpu_and_plans_a_gpu_container(fak
     repo, mx = fake_repo
     lines: list[str] = []
     summary = Summary("cuda")
-    containers.test(dry_flow(repo, mx, lines, "--", "-k", "add"), "cuda", summary)
+    pipeline.test(dry_flow(repo, mx, lines, "--", "-k", "add"), "cuda", summary)
     run = [c for c in printed_commands(capsys.readouterr().out) if c[:2] == ["docker", "run"]]
     assert len(run) == 1
     argv = run[0]

@@ -6,7 +6,7 @@ import re
 
 from buildtest_support import REPO
 
-from build_tools import matrix, release
+from build_tools import matrix, options, release
 
 MATRIX = matrix.load(REPO / "configs" / "toolchains.toml")
 
@@ -31,11 +31,11 @@ def test_a_rows_wheel_is_tagged_for_the_oldest_python_it_serves():
 
 
 def test_the_list_prints_its_count_and_one_line_per_wheel(tmp_path, capsys):
-    from build_tools import flow, plan
+    from build_tools import flow
     from build_tools.summary import Summary
 
     said: list[str] = []
-    f = flow.Flow(tmp_path, MATRIX, plan.Options(dry_run=True), echo=said.append, environ={})
+    f = flow.Flow(tmp_path, MATRIX, options.Options(dry_run=True, environ={}), echo=said.append)
     assert release.build_all(f, Summary("wheels"), ["--list"]) == []
     assert said == [f"the wheel matrix of {MATRIX.path}, {len(MATRIX.toolchains)} wheels:"]
     assert capsys.readouterr().out.splitlines() == release.listing(MATRIX).splitlines()
@@ -55,9 +55,9 @@ def test_the_readme_shows_the_table_of_the_matrix():
 def test_the_release_refuses_an_unknown_row_by_name(tmp_path):
     import pytest
 
-    from build_tools import flow, plan
+    from build_tools import flow
     from build_tools.summary import Summary
 
-    f = flow.Flow(tmp_path, MATRIX, plan.Options(dry_run=True), echo=lambda s: None, environ={})
+    f = flow.Flow(tmp_path, MATRIX, options.Options(dry_run=True, environ={}), echo=lambda s: None)
     with pytest.raises(flow.UserError, match="takes --list or row names .*not cpu999"):
         release.build_all(f, Summary("wheels"), ["cpu999"])
