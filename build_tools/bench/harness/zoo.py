@@ -126,9 +126,10 @@ class Zoo:
             self.result["environment"].update(torch=info[self.arms[0]]["torch"], gpu=gpu)
         return self.group
 
-    def _restart(self) -> None:
+    def _restart(self, at_once: bool = True) -> None:
+        """Close the arms (at once after a failure, where one may hang); the next pair starts them anew."""
         if self.group is not None:
-            self.group.close(at_once=True)
+            self.group.close(at_once=at_once)
             self.group = None
 
     def _ask_all(self, request: str, n: int, stagger: bool = False) -> dict[str, Any]:
@@ -167,8 +168,10 @@ class Zoo:
             for index, pair in enumerate(self.profiled, start=len(self.pairs)):
                 self._profile(index, pair)
                 write(self.result)
-        finally:
+        except BaseException:
             self._restart()
+            raise
+        self._restart(at_once=False)
         self.result["complete"] = True
         failures = self.result["failures"]
         self.result["verdict"] = "PASS" if not failures else "FAIL (" + "; ".join(failures) + ")"
