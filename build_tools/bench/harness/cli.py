@@ -123,6 +123,20 @@ def build_parser() -> argparse.ArgumentParser:
         "flagos eager, compiled and reduce-overhead with an A/A, in SETS lockstep sets: tokens/s "
         "and identical tokens (on the emulation and under --short a 1-layer dry run; default 0: off)",
     )
+    p.add_argument(
+        "--zoo",
+        action="store_true",
+        help="also the model zoo (harness/zoo.py): eight architectures' training steps eager and compiled and the "
+        "decoders' greedy decoding, flagos against plain and plain again (on the emulation and under --short "
+        "tiny, compiled traced only)",
+    )
+    p.add_argument(
+        "--profdiff",
+        default="",
+        metavar="MODEL[,MODEL]",
+        help="also the profile diff of these zoo models' eager training steps (harness/profdiff.py): per ATen op "
+        "and per kernel, flagos against plain (with --zoo, after its timing, in its processes)",
+    )
     p.add_argument("--compare", type=Path, metavar="OLD.json", help="print the change per case against OLD.json")
     p.add_argument(
         "--max-ratio", type=float, metavar="R", help="exit 3 when a case's mean flagos native / plain ratio exceeds R"
@@ -151,6 +165,8 @@ def options_from(args: argparse.Namespace) -> measure.Options:
         paired_arms=tuple(args.paired_arms),
         llm=args.llm,
         decode=args.decode,
+        zoo=args.zoo,
+        profdiff=args.profdiff,
     )
 
 

@@ -314,6 +314,7 @@ def to_markdown(report: dict[str, Any]) -> str:
         *_step_profile_md(report),
         *_printed_case(report, "llm", "Compiled decoder LLM training step"),
         *_printed_case(report, "decode", "Greedy decoding: eager, compiled, reduce-overhead"),
+        *_printed_case(report, "zoo", "Model zoo and profile diff"),
         "",
     ]
     return "\n".join(lines)

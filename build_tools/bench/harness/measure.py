@@ -44,6 +44,8 @@ class Options(node.Options):
     paired_arms: tuple[str, ...]
     llm: int = 0
     decode: int = 0
+    zoo: bool = False
+    profdiff: str = ""
 
 
 def worker_env(
@@ -327,6 +329,8 @@ def measure(opts: Options, checkpoint: Callable[[dict[str, Any]], None] = lambda
             "step_profile": opts.step_profile,
             "llm": opts.llm,
             "decode": opts.decode,
+            "zoo": opts.zoo,
+            "profdiff": opts.profdiff,
             "glibc_tunables": os.environ.get("GLIBC_TUNABLES", node.STEADY_MALLOC if opts.steady_malloc else None),
         },
         "method": {"ab": AB_METHOD.format(batches=_batches_text(opts.batches)), "overhead": OVERHEAD_METHOD},
@@ -339,6 +343,7 @@ def measure(opts: Options, checkpoint: Callable[[dict[str, Any]], None] = lambda
         "step_profile": None,
         "llm": None,
         "decode": None,
+        "zoo": None,
     }
     result["acceptance"]["paired"] = None
     checkpoint(result)
@@ -364,5 +369,11 @@ def measure(opts: Options, checkpoint: Callable[[dict[str, Any]], None] = lambda
         from . import decode  # greedy decoding, eager / compiled / reduce-overhead (decode.py)
 
         result["decode"] = decode.case(opts.decode, tiny=opts.short)
+    if opts.zoo or opts.profdiff:
+        checkpoint(result)
+        from . import zoo  # the model zoo and the profile diff: their own arms (zoo.py, profdiff.py)
+
+        argv = ([] if opts.zoo else ["--modes", "none"]) + ["--profdiff", opts.profdiff] + ["--tiny"] * opts.short
+        result["zoo"] = zoo.case(argv)
     result["complete"] = True
     return result

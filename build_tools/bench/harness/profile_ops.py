@@ -3,11 +3,12 @@
 Runs in an arm's process (zoo_arm.py); profdiff.py compares two arms' tables. Torch is imported when called, so
 that the parent, which plans and diffs, never loads it.
 
-Per op: calls, self host µs (the op's own host time, without the ops it called, so that the ops add up to the
-host time of the step), self device µs (the kernels the profiler attributes to this op, and not to an op it
-called) and those kernels' count; per kernel name: launches and the ops that launched them. On the CPU emulation
-the arms are profiled with host activity only: the plain arm runs on the host, which has no device to record,
-and flagos' emulated kernels would otherwise look like kernels the host never launches.
+Per op (and per other scope a kernel was launched in): calls, self host µs (the op's own host time, without the
+ops it called, so that the ops add up to the host time of the step), self device µs (the kernels the profiler
+attributes to this op, and not to an op it called) and those kernels' count; per kernel name: launches and the
+ops that launched them. On the CPU emulation the arms are profiled with host activity only: the plain arm runs on
+the host, which has no device to record, and flagos' emulated kernels would otherwise look like kernels the host
+never launches.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ def collect(step: Callable[[], Any], sync: Callable[[], None], steps: int, devic
     kernels: Counter[str] = Counter()
     launched_by: dict[str, Counter[str]] = defaultdict(Counter)
     for event in prof.events():
-        if event.device_type != DeviceType.CPU or not event.name.startswith("aten::"):
+        # ATen ops, and any other scope a kernel was launched in directly (a record_function around a launch):
+        # the profiler links each kernel to the innermost scope open at its launch
+        if event.device_type != DeviceType.CPU or not (event.name.startswith("aten::") or event.kernels):
             continue
         row = ops[event.name]
         row[0] += 1

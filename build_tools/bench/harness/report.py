@@ -274,6 +274,12 @@ def short_table(report: dict[str, Any]) -> str:
     if llm:
         ratios = f", time {llm['time_ratio']:.3f}x (A/A {llm['aa_ratio']:.3f})" if "time_ratio" in llm else ""
         lines.append(f"compiled LLM step: {llm['verdict']}{ratios}" + ("" if llm["judged"] else " (tiny, not judged)"))
+    zoo = report.get("zoo")
+    if zoo:
+        lines.append(
+            f"model zoo: {zoo['verdict']}"
+            + (" (tiny, timings not judged)" if zoo["settings"]["size"] == "tiny" else "")
+        )
     acc = report.get("acceptance") or {}
     if acc.get("per_run"):
         lines.append(f"goal native/plain <= {acc['goal']}x: {acceptance_runs(acc)}")

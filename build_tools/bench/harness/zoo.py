@@ -126,9 +126,10 @@ class Zoo:
             self.result["environment"].update(torch=info[self.arms[0]]["torch"], gpu=gpu)
         return self.group
 
-    def _restart(self) -> None:
+    def _restart(self, at_once: bool = True) -> None:
+        """Close the arms (at once after a failure, where one may hang); the next pair starts them anew."""
         if self.group is not None:
-            self.group.close(at_once=True)
+            self.group.close(at_once=at_once)
             self.group = None
 
     def _ask_all(self, request: str, n: int, stagger: bool = False) -> dict[str, Any]:
@@ -149,9 +150,12 @@ class Zoo:
 
     def run(self, write) -> dict[str, Any]:
         size = zoo_models.size_of(self.tiny)
+        what = f"{len(self.result['settings']['models'])} models, {len(self.pairs)} (model, mode) pairs"
+        if not self.pairs:  # python -m harness.profdiff
+            what = "the profile diff of " + ", ".join(m for m, _ in self.profiled)
         self.say(
-            f"zoo: {len(self.result['settings']['models'])} models, {len(self.pairs)} (model, mode) pairs, "
-            f"{size} sizes, arms {', '.join(self.arms)}; flagos on {self.runtime} against plain {self.plain}"
+            f"zoo: {what}, {size} sizes, arms {', '.join(self.arms)}; flagos on {self.runtime} against plain "
+            f"{self.plain}"
         )
         try:
             for index, pair in enumerate(self.pairs):
@@ -164,8 +168,10 @@ class Zoo:
             for index, pair in enumerate(self.profiled, start=len(self.pairs)):
                 self._profile(index, pair)
                 write(self.result)
-        finally:
+        except BaseException:
             self._restart()
+            raise
+        self._restart(at_once=False)
         self.result["complete"] = True
         failures = self.result["failures"]
         self.result["verdict"] = "PASS" if not failures else "FAIL (" + "; ".join(failures) + ")"
@@ -402,13 +408,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     args = build_parser().parse_args(argv)
     if list(args.arms[:2]) != ["flagos", "plain"]:
         raise SystemExit("--arms: flagos and plain come first (plain-again, the control, may follow)")
     tiny = args.tiny or arms.devices()[1] == "cpu"
     args.rounds = args.rounds or (TINY_ROUNDS if tiny else ROUNDS)
     args.turn = args.turn or (TINY_TURN if tiny else TURN)
+    return args
+
+
+def case(argv: list[str]) -> dict[str, Any]:
+    """The zoo as a part of the bench (python -m harness --zoo): its result, for bench.json; its lines for bench.md."""
+    return Zoo(_parse(argv)).run(lambda result: None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
     from . import zoo_report  # the reports need matplotlib for zoo.png: stop before measuring without it
 
     zoo_report.require_plot()
