@@ -124,6 +124,7 @@ class Staged:
     dockerfile_digest: str
     pythons_digest: str = ""
     sources: str = ""  # sources_digest: what the wheel is compiled from, as the checkout holds it
+    wheels: tuple[str, ...] = ()  # the file names under wheelhouse/, sorted (where torch may come from)
 
 
 def context_dir(repo: Path, name: str) -> Path:
@@ -168,30 +169,33 @@ def stage_build(
     """Stage src/, scripts/, vendor/, wheelhouse/, ``shared_lock`` (locks.shared_install) and pythons/X.Y/ (the host
     installations ``host_pythons`` names, hard-linked where the disk allows) for ``toolchain``."""
     root = context_dir(repo, toolchain.name)
-    if not (root / SHARED_LOCK).is_file() or (root / SHARED_LOCK).read_text(encoding="utf-8") != shared_lock:
-        outputs.atomic_write_text(root / SHARED_LOCK, shared_lock)
-    sync(((f, root / "src" / rel) for f, rel in input_files(repo, spec)), root / "src")
+    # What each staged directory must hold is read first, then written.
     scripts = repo / "docker" / "scripts"
-    sync(((f, root / "scripts" / f.relative_to(scripts)) for f in walk_files(scripts)), root / "scripts")
     dockerfile = repo / toolchain.dockerfile
     vendor_dir = dockerfile.parent
     vendor_files = [f for f in walk_files(vendor_dir) if f != dockerfile] if vendor_dir.is_dir() else []
-    sync(((f, root / "vendor" / f.relative_to(vendor_dir)) for f in vendor_files), root / "vendor")
-    staged = []  # wheelhouse N of PIP_FIND_LINKS -> wheelhouse/N/, its files hard-linked where the disk allows
+    wheelhouse = []  # wheelhouse N of PIP_FIND_LINKS -> wheelhouse/N/, its files hard-linked where the disk allows
     for i, d in enumerate(wheelhouses):
-        staged += [
+        wheelhouse += [
             (f, root / "wheelhouse" / str(i) / f.name)
             for f in sorted(d.iterdir())
             if f.is_file() and f.name.endswith(DIST_SUFFIXES)
         ]
-    sync(staged, root / "wheelhouse", link=True)
     pythons = [
         (f, root / "pythons" / version / rel)
         for version, prefix in sorted((host_pythons or {}).items())
         for f, rel in hostpython.files(prefix)
     ]
-    sync(pythons, root / "pythons", link=True)
-    return Staged(
+    trees = [
+        ([(f, root / "src" / rel) for f, rel in input_files(repo, spec)], "src", False),
+        ([(f, root / "scripts" / f.relative_to(scripts)) for f in walk_files(scripts)], "scripts", False),
+        ([(f, root / "vendor" / f.relative_to(vendor_dir)) for f in vendor_files], "vendor", False),
+        (wheelhouse, "wheelhouse", True),
+        (pythons, "pythons", True),
+    ]
+    for pairs, name, link in trees:
+        sync(pairs, root / name, link=link)
+    staged = Staged(
         root=root,
         src_digest=tree_digest(root / "src"),
         scripts_digest=combine(tree_digest(root / "scripts"), tree_digest(root / "vendor"), shared_lock),
@@ -199,7 +203,12 @@ def stage_build(
         dockerfile_digest=file_sha256(dockerfile) if dockerfile.is_file() else "missing",
         pythons_digest=combine(*(f"{v}={p}" for v, p in sorted((host_pythons or {}).items()))),
         sources=sources_digest(repo, toolchain, spec),
+        wheels=tuple(sorted(dst.name for _, dst in wheelhouse)),
     )
+    # the digests take the shared lock's text, never its file: the file is written once they are made
+    if not (root / SHARED_LOCK).is_file() or (root / SHARED_LOCK).read_text(encoding="utf-8") != shared_lock:
+        outputs.atomic_write_text(root / SHARED_LOCK, shared_lock)
+    return staged
 
 
 def pytest_ini(pyproject: Path) -> str:

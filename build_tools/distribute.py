@@ -17,6 +17,7 @@ from .matrix_rules import INSTALL_WAYS
 from .options import Options
 from .product import variants
 from .summary import ImageRef, Summary
+from .wheel_names import torch_source
 
 NODE_DOCKERFILE = Path("docker") / "install" / "Dockerfile"
 INDEX_IN_CONTAINER = "/index"
@@ -155,7 +156,9 @@ def install(f: flow.Flow, name: str, summary: Summary) -> None:
     toolchain = f.toolchain(name)
     rows = line_rows(f.matrix, toolchain)
     host = f.host()
-    staged, torch_args = wheel.stage_context(f, toolchain, host)
+    staged = wheel.stage_context(f, toolchain, host, locks.shared_install(f.matrix, toolchain, f.repo))
+    torch_args, note = torch_source(toolchain, staged.wheels)
+    f.echo(note)
     dists = f.runner.ask(
         lambda: offered(f, toolchain, rows),
         unasked="a real run needs the wheels of every torch line and a current index (nox -s index)",

@@ -77,6 +77,23 @@ def lock_path(toolchain: Toolchain, stage: str, python: str = "") -> Path:
     return Path(toolchain.dockerfile).parent / "locks" / f"{toolchain.name}-{stage}-py{tag}.txt"
 
 
+def lock_args(toolchain: Toolchain) -> dict[str, str]:
+    """The build args that name the row's lock files, as the staged context's vendor/ holds them (docker/README.md):
+    the builder's and the test stage's, and torch's own install lock where the image does not bring torch."""
+    here = Path(toolchain.dockerfile).parent
+
+    def vendor(stage: str, python: str = "") -> str:
+        return lock_path(toolchain, stage, python).relative_to(here).as_posix()
+
+    args = {
+        "BUILDER_LOCK": vendor("builder", toolchain.builder_python or toolchain.python),
+        "TEST_LOCK": vendor("test"),
+    }
+    if not toolchain.torch.from_image:
+        args["INSTALL_LOCK"] = vendor("install")
+    return args
+
+
 def requirement_lines(path: Path, repo: Path) -> list[tuple[str, str]]:
     """(requirement, "file:line") for each requirement of a requirements file; comments and blanks dropped."""
     rel = path.relative_to(repo) if path.is_absolute() else path

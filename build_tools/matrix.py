@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from . import matrix_extends as extends
 from . import matrix_rules as rules
@@ -294,6 +294,18 @@ class BuildSpec:
     )
 
 
+T = TypeVar("T")
+
+
+def _entry(tables: Mapping[str, T], name: str, missing: str, known: str) -> T:
+    """``tables[name]``; else a MatrixError that says ``missing`` and lists the names there are."""
+    try:
+        return tables[name]
+    except KeyError:
+        names = ", ".join(sorted(tables)) or "none"
+        raise MatrixError(f"{missing} ({known}: {names})") from None
+
+
 @dataclass(frozen=True, kw_only=True)
 class Matrix:
     """The whole file; its tables are documented above."""
@@ -306,22 +318,14 @@ class Matrix:
     pythons: Mapping[str, PythonSource] = key('[pythons."X.Y"]', default_factory=dict)
 
     def python(self, version: str) -> PythonSource:
-        try:
-            return self.pythons[version]
-        except KeyError:
-            known = ", ".join(sorted(self.pythons)) or "none"
-            raise MatrixError(f'{self.path}: no [pythons."{version}"] table (known: {known})') from None
+        return _entry(self.pythons, version, f'{self.path}: no [pythons."{version}"] table', "known")
 
     def suites(self, toolchain: Toolchain) -> tuple[str, ...]:
         """The suites the test container of ``toolchain`` runs."""
         return toolchain.test_suites or self.build.test_suites
 
     def toolchain(self, name: str) -> Toolchain:
-        try:
-            return self.toolchains[name]
-        except KeyError:
-            known = ", ".join(sorted(self.toolchains)) or "none"
-            raise MatrixError(f"{self.path}: no [toolchains.{name}] table (known toolchains: {known})") from None
+        return _entry(self.toolchains, name, f"{self.path}: no [toolchains.{name}] table", "known toolchains")
 
     def stand_in_for(self, image: str) -> LocalBase | None:
         """The local base image that stands in for the public ``image``, if one is declared."""

@@ -8,10 +8,9 @@ the pip.conf secret.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import locks
 from .command import Command
 from .dockercli import BUILDKIT_ENV
 from .env import HostEnv
@@ -47,6 +46,7 @@ class BuildInputs:
     key: str
     source_date_epoch: str = "315532800"  # the commit's time (git.source_date_epoch); 1980-01-01 when unknown
     python_source: str = ""  # where the test image's Python comes from: "host" or a Debian suite
+    locks: dict[str, str] = field(default_factory=dict)  # the lock files by build arg (locks.lock_args)
 
 
 def vendor_path(toolchain: Toolchain, path: Path) -> str:
@@ -60,10 +60,8 @@ def build_args(toolchain: Toolchain, inp: BuildInputs) -> list[str]:
         "TEST_IMAGE": inp.test_image,
         "PYTHON_VERSION": toolchain.python,
         "VARIANT": toolchain.variant,
-        "BUILDER_LOCK": vendor_path(
-            toolchain, locks.lock_path(toolchain, "builder", toolchain.builder_python or toolchain.python)
-        ),
-        "TEST_LOCK": vendor_path(toolchain, locks.lock_path(toolchain, "test")),
+        "BUILDER_LOCK": inp.locks["BUILDER_LOCK"],
+        "TEST_LOCK": inp.locks["TEST_LOCK"],
         "BUILD_ENV": " ".join(f"{k}={v}" for k, v in sorted(toolchain.build_env.items())),
         "AUDITWHEEL_EXCLUDE": " ".join(toolchain.auditwheel_exclude),
         "SOURCE_DATE_EPOCH": inp.source_date_epoch,
@@ -71,7 +69,7 @@ def build_args(toolchain: Toolchain, inp: BuildInputs) -> list[str]:
         "WHEEL_PY_API": toolchain.wheel_python,
     }
     if not toolchain.torch.from_image:  # torch's own lock, which the test stage installs first
-        args["INSTALL_LOCK"] = vendor_path(toolchain, locks.lock_path(toolchain, "install"))
+        args["INSTALL_LOCK"] = inp.locks["INSTALL_LOCK"]
         args["PYTHON_SOURCE"] = inp.python_source
     return [a for k, v in args.items() for a in ("--build-arg", f"{k}={v}")] + inp.host.proxy_flags("--build-arg")
 

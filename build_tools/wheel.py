@@ -35,6 +35,7 @@ class Built:
     source_date_epoch: str  # the checkout's HEAD commit time (git.source_date_epoch)
     python_source: str  # where the test image's Python comes from ("" where the image brings its own)
     record: dict  # what the row's last build left (state.State): its key, wheel and hash
+    locks: dict[str, str]  # the lock files by build arg (locks.lock_args)
     wheel: Path = Path()  # the row's one wheel, which serves every Python of its `pythons`
     info: wheelcheck.WheelInfo | None = None
 
@@ -56,6 +57,7 @@ class Built:
                 key=key,
                 source_date_epoch=self.source_date_epoch,
                 python_source=self.python_source,
+                locks=self.locks,
             )
 
 
@@ -67,22 +69,27 @@ def check_locks(flow: Flow, toolchain: Toolchain) -> None:
 
 
 def prepare(flow: Flow, toolchain: Toolchain) -> Built:
-    """Check the locks, stage the build context and resolve the base images: the build as far as its cache key."""
+    """Check the locks, stage the build context and resolve the base images: the build as far as its cache key.
+    What the steps need of the locks is read here, once, and handed down to staging and to the plan."""
     check_locks(flow, toolchain)
+    shared = locks.shared_install(flow.matrix, toolchain, flow.repo)
+    lock_args = locks.lock_args(toolchain)
     host = flow.options.host
     for line in [*(f"warning: {w}" for w in host.warnings), *host.describe()]:
         flow.echo(line)
     builder_base = flow.images.resolve_base(toolchain.builder_image, toolchain.image_hint)
     test_base = flow.images.resolve_base(toolchain.test_image, toolchain.image_hint)
-    staged, torch_args = stage_context(flow, toolchain, host)
+    staged = stage_context(flow, toolchain, host, shared)
+    wheel_dir = flow.repo / "wheels" / toolchain.wheel_dir
+    outputs.sweep_temporaries(wheel_dir.parent)  # what an interrupted export left beside the wheels
+    torch_args, note = torch_source(toolchain, staged.wheels)
+    flow.echo(note)
     if toolchain.collectives:
         flow.echo(f"collectives: {toolchain.collectives}")
     # Not the staged host Pythons: the builder uses none of them, and `install-<row> -- --all-pythons` stages more
     # of them than `build-<row>` does.
     digests = (staged.src_digest, staged.scripts_digest, staged.wheelhouse_digest, staged.dockerfile_digest)
     key = context.combine("build", toolchain.fingerprint(), *digests, builder_base.id, *torch_args)
-    wheel_dir = flow.repo / "wheels" / toolchain.wheel_dir
-    outputs.sweep_temporaries(wheel_dir.parent)  # what an interrupted export left beside the wheels
     return Built(
         toolchain,
         staged,
@@ -96,6 +103,7 @@ def prepare(flow: Flow, toolchain: Toolchain) -> Built:
         source_date_epoch=git.source_date_epoch(flow.repo),
         python_source="" if toolchain.torch.from_image else flow.matrix.python(toolchain.python).source,
         record=(record := flow.state.read(toolchain.name)),
+        locks=lock_args,
         wheel=wheel_dir / record.get("wheel", "?"),
     )
 
@@ -110,16 +118,11 @@ def image_pythons(toolchain: Toolchain, *, all_pythons: bool = False) -> tuple[s
     return tuple(sorted({toolchain.python, *checked}, key=lambda v: tuple(map(int, v.split(".")))))
 
 
-def stage_context(flow: Flow, toolchain: Toolchain, host: env.HostEnv) -> tuple[context.Staged, list[str]]:
-    """Stage the build context of ``toolchain``; returns it with the pip args of the torch its images install."""
-    shared = locks.shared_install(flow.matrix, toolchain, flow.repo)
+def stage_context(flow: Flow, toolchain: Toolchain, host: env.HostEnv, shared: str) -> context.Staged:
+    """Stage the build context of ``toolchain`` with ``shared`` as its shared lock (locks.shared_install)."""
     needed = image_pythons(toolchain, all_pythons=flow.options.all_pythons)
     host_pythons = {v: hostpython.find(v) for v in needed if flow.matrix.python(v).from_host}
-    staged = context.stage_build(flow.repo, toolchain, flow.matrix.build, host.find_links_dirs, shared, host_pythons)
-    wheels = sorted(p.name for p in (staged.root / "wheelhouse").glob("*/*") if p.is_file())
-    torch_args, note = torch_source(toolchain, wheels)
-    flow.echo(note)
-    return staged, torch_args
+    return context.stage_build(flow.repo, toolchain, flow.matrix.build, host.find_links_dirs, shared, host_pythons)
 
 
 def build(flow: Flow, built: Built) -> Path | None:

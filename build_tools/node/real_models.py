@@ -26,9 +26,10 @@ def _zoo(name: str, device: str, tiny: bool, seed: int):
     return model.to(device), {k: v.to(device) for k, v in batch.items()}, loss_of
 
 
-def llama(device: str, tiny: bool = False, seed: int = 0) -> tuple[Step, torch.nn.Module]:
-    model, batch, loss_of = _zoo("llama-gqa", device, tiny, seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+def _bf16_step(
+    model: torch.nn.Module, batch: dict[str, torch.Tensor], loss_of: Callable, opt: torch.optim.Optimizer, device: str
+) -> Step:
+    """One optimizer step of ``model`` on ``batch`` under bfloat16 autocast; it returns the detached loss."""
 
     def step() -> torch.Tensor:
         opt.zero_grad(set_to_none=True)
@@ -38,7 +39,13 @@ def llama(device: str, tiny: bool = False, seed: int = 0) -> tuple[Step, torch.n
         opt.step()
         return loss.detach()
 
-    return step, model
+    return step
+
+
+def llama(device: str, tiny: bool = False, seed: int = 0) -> tuple[Step, torch.nn.Module]:
+    model, batch, loss_of = _zoo("llama-gqa", device, tiny, seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    return _bf16_step(model, batch, loss_of, opt, device), model
 
 
 def resnet50(device: str, tiny: bool = False, seed: int = 0) -> tuple[Step, torch.nn.Module]:
@@ -51,16 +58,7 @@ def resnet50(device: str, tiny: bool = False, seed: int = 0) -> tuple[Step, torc
     else:
         model, batch, loss_of = _zoo("resnet50", device, tiny, seed)
     opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
-
-    def step() -> torch.Tensor:
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(torch.device(device).type, dtype=torch.bfloat16):
-            loss = loss_of(model, batch)
-        loss.backward()
-        opt.step()
-        return loss.detach()
-
-    return step, model
+    return _bf16_step(model, batch, loss_of, opt, device), model
 
 
 def encoder(d_model: int) -> Callable[[str, bool], tuple[Step, torch.nn.Module]]:

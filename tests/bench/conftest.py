@@ -6,6 +6,7 @@ harness alone, never torch_fl, so the installed wheel stays the torch_fl these t
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,7 +21,7 @@ if str(HARNESS_HOME) not in sys.path:
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def _runner(module: str) -> Run:
+def _runner(module: str, env: dict[str, str] | None = None) -> Run:
     def run(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
         # from the harness's folder, where -m finds it; torch_fl is the installed one either way (none is there)
         proc = subprocess.run(
@@ -29,6 +30,7 @@ def _runner(module: str) -> Run:
             text=True,
             timeout=600,
             cwd=HARNESS_HOME,
+            env=env,
             check=False,
         )
         if check and proc.returncode != 0:
@@ -46,3 +48,12 @@ def harness_cli() -> Run:
 @pytest.fixture(scope="session")
 def node_check_cli() -> Run:
     return _runner("torch_fl.bench")
+
+
+@pytest.fixture(scope="session")
+def emulation_cli() -> Callable[[str], Run]:
+    """``python -m MODULE`` of the harness on the CPU emulation: the caller's FLAGOS_ settings (routes, logs) are
+    dropped, so the dry runs see the product's defaults."""
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("FLAGOS")}
+    env["FLAGOS_ACCELERATOR"] = "cpu"
+    return lambda module: _runner(module, env)

@@ -5,28 +5,9 @@ transformers). What it says about speed is printed, never judged here."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-import harness
-
-HARNESS_HOME = Path(harness.__file__).resolve().parents[1]  # where `python -m harness.decode` finds the package
-
-
-def test_the_decoding_dry_run_passes_and_asserts_the_refusal():
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("FLAGOS")}
-    env["FLAGOS_ACCELERATOR"] = "cpu"
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness.decode", "all", "--sets", "1", "--tiny"],
-        cwd=HARNESS_HOME,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+def test_the_decoding_dry_run_passes_and_asserts_the_refusal(emulation_cli):
+    proc = emulation_cli("harness.decode")("all", "--sets", "1", "--tiny", check=False)
     out = proc.stdout
     assert proc.returncode == 0, f"{out}\n{proc.stderr[-4000:]}"
     arms = ("cpu-eager", "cpu-compiled", "cpu-eager-again", "flagos-eager", "flagos-compiled")

@@ -11,15 +11,15 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parents[2] / "build_tools" / "node" / "step_ops.py"
 
 
-def test_the_step_op_stream_is_recorded_and_replayed_on_every_arm(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--d-model", "32", "--rounds", "1", "--top", "500"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        check=False,
+def step_ops(cwd: Path, args: list[str], *, timeout: int) -> subprocess.CompletedProcess:
+    """step_ops.py with ``args``, its output captured; the exit status is the test's to check."""
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False
     )
+
+
+def test_the_step_op_stream_is_recorded_and_replayed_on_every_arm(tmp_path):
+    proc = step_ops(tmp_path, ["--d-model", "32", "--rounds", "1", "--top", "500"], timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     head = re.search(
         r"d_model 32: (\d+) ATen calls per step, plain device cpu; .*flagos (\d+), flagos, reuse off "
@@ -42,26 +42,12 @@ def test_the_step_op_stream_is_recorded_and_replayed_on_every_arm(tmp_path):
 
 
 def test_bad_d_model_names_the_option(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--d-model", "big"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        check=False,
-    )
+    proc = step_ops(tmp_path, ["--d-model", "big"], timeout=60)
     assert proc.returncode == 2 and "--d-model" in proc.stderr and "'big'" in proc.stderr, proc.stderr
 
 
 def test_counters_split_the_routed_calls_by_phase(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--d-model", "32", "--rounds", "1", "--top", "500", "--counters", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        check=False,
-    )
+    proc = step_ops(tmp_path, ["--d-model", "32", "--rounds", "1", "--top", "500", "--counters", "1"], timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "router phases, µs per replay (mean of 1 replays with the counters on)" in proc.stdout, proc.stdout
     rows = {}
@@ -80,12 +66,5 @@ def test_counters_split_the_routed_calls_by_phase(tmp_path):
 
 
 def test_negative_counters_are_refused(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--counters", "-1"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        check=False,
-    )
+    proc = step_ops(tmp_path, ["--counters", "-1"], timeout=60)
     assert proc.returncode == 2 and "--counters" in proc.stderr, proc.stderr

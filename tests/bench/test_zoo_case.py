@@ -7,35 +7,21 @@ What the dry run says about speed is printed, never judged here."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-import harness
 import pytest
 from harness import zoo_models
 
-HARNESS_HOME = Path(harness.__file__).resolve().parents[1]  # where `python -m harness.zoo` finds the package
 DECODERS = [n for n, a in zoo_models.ARCHS.items() if a.decoder]
 
 
 @pytest.fixture(scope="module")
-def zoo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+def zoo_run(emulation_cli, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path_factory.mktemp("zoo")
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("FLAGOS")}
-    env["FLAGOS_ACCELERATOR"] = "cpu"
     args = ["--modes", "train-eager,decode-eager", "--also", "llama-gqa:train-compiled"]
     args += ["--profdiff", "llama-gqa", "--profile-steps", "2", "--out", str(out)]
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness.zoo", *args],
-        cwd=HARNESS_HOME,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    proc = emulation_cli("harness.zoo")(*args, check=False)
     return proc, out
 
 

@@ -25,12 +25,23 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import torch  # noqa: E402
 import vision_import  # noqa: E402
+from model_inputs import (  # noqa: E402
+    VOCAB,
+    adamw,
+    causal_lm_batch,
+    cnn_batch,
+    cnn_optimizer,
+    hf_eval,
+    hf_loss,
+    image_batch,
+    masked_lm_batch,
+    seq2seq_batch,
+    tokens,
+    vision_eval,
+    vision_loss,
+)
 
 STEPS = 3
-LR = 1e-3
-VOCAB = 96
-SEQ = 12
-BATCH = 2
 NEW_TOKENS = 6
 
 
@@ -47,77 +58,6 @@ try:
 except ImportError as exc:
     raise _missing("transformers") from exc
 transformers.logging.set_verbosity_error()
-
-
-# ---- batches -------------------------------------------------------------------------------
-
-
-def _tokens(seed: int, rows: int = BATCH, cols: int = SEQ) -> torch.Tensor:
-    """Token ids 3..VOCAB-1 (0-2 are the special ids of the configs below)."""
-    return torch.randint(3, VOCAB, (rows, cols), generator=torch.Generator().manual_seed(seed))
-
-
-def causal_lm_batch(seed: int) -> dict[str, torch.Tensor]:
-    ids = _tokens(seed)
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone()}
-
-
-def masked_lm_batch(seed: int) -> dict[str, torch.Tensor]:
-    ids = _tokens(seed)
-    labels = torch.full_like(ids, -100)
-    mask = torch.rand(ids.shape, generator=torch.Generator().manual_seed(seed + 1000)) < 0.3
-    mask[:, 1] = True  # at least one masked position per row
-    labels[mask] = ids[mask]
-    inputs = ids.masked_fill(mask, 2)  # 2 = [MASK] of the config below
-    return {"input_ids": inputs, "attention_mask": torch.ones_like(ids), "labels": labels}
-
-
-def seq2seq_batch(seed: int) -> dict[str, torch.Tensor]:
-    ids = _tokens(seed)
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": _tokens(seed + 500, cols=SEQ - 4)}
-
-
-def image_batch(seed: int, batch: int = BATCH, size: int = 32) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    return {"x": torch.randn(batch, 3, size, size, generator=g), "y": torch.randint(0, 10, (batch,), generator=g)}
-
-
-def cnn_batch(seed: int) -> dict[str, torch.Tensor]:
-    """Images for the batch-norm CNN: 8 of 64x64, so that its last batch norms see 2x2 pixels of 8 images.
-
-    With 2 images of 32x32 they normalise over 2 values per channel, and training is chaotic: on the CPU alone,
-    scaling the weights by 1 + 1e-6 noise moved the losses of three steps by 3%, so the kernel differences
-    between two devices (cudnn's batch norm against torch's own, on a GPU) could never match. With this batch and
-    SGD (cnn_optimizer), 1e-7 noise moves the losses by 5e-7 and the parameters by 4e-7.
-    """
-    return image_batch(seed, batch=8, size=64)
-
-
-def hf_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    return model(**batch).loss
-
-
-def hf_eval(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    return model(**batch).logits
-
-
-def vision_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    return torch.nn.functional.cross_entropy(model(batch["x"]), batch["y"])
-
-
-def vision_eval(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    return model(batch["x"])
-
-
-def adamw(params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
-    """The optimizer of the transformers (the usual choice for them)."""
-    return torch.optim.AdamW(params, lr=LR, weight_decay=0.01)
-
-
-def cnn_optimizer(params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
-    """SGD with momentum, as ResNets are trained. Adam turns rounding noise on near-zero gradients into steps of
-    up to its learning rate, which the batch norms of a CNN make common; SGD's steps follow the gradient."""
-    return torch.optim.SGD(params, lr=1e-2, momentum=0.9, weight_decay=1e-4)
 
 
 # ---- the models ------------------------------------------------------------------------------
@@ -371,7 +311,7 @@ def _to(batch: dict[str, torch.Tensor], device: torch.device | str) -> dict[str,
 
 
 def _generate(spec: ModelSpec, model: torch.nn.Module, device: torch.device | str) -> torch.Tensor:
-    prompt = _tokens(99, cols=5)
+    prompt = tokens(99, cols=5)
     return model.generate(
         input_ids=prompt.to(device),
         attention_mask=torch.ones_like(prompt).to(device),

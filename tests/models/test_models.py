@@ -166,7 +166,7 @@ def test_trains_like_reference(name):
     _close("eval", "outputs", got["eval"], want["eval"], aa=aa["eval"])
     if zoo.MODELS[name].generates:
         assert want["tokens"] is not None and got["tokens"] is not None
-        assert got["tokens"].shape[1] > zoo._tokens(99, cols=5).shape[1], "generate made no new tokens"
+        assert got["tokens"].shape[1] > zoo.tokens(99, cols=5).shape[1], "generate made no new tokens"
         assert torch.equal(got["tokens"], want["tokens"]), (
             f"greedy tokens differ:\nflagos    {got['tokens'].tolist()}\nreference {want['tokens'].tolist()}"
         )

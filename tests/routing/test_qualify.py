@@ -29,17 +29,14 @@ def emulation_env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, "FLAGOS_ACCELERATOR": "cpu", **extra}
 
 
+# `torch_fl qualify` of the demo provider, imported from this directory
+QUALIFY_DEMO = (sys.executable, "-m", "torch_fl", "qualify", "--provider", "demo", "--import", "qualify_demo_provider")
+
+
 def qualify(out: Path, *extra: str, samples: Path | None = None) -> subprocess.CompletedProcess:
     env = emulation_env()
     cmd = [
-        sys.executable,
-        "-m",
-        "torch_fl",
-        "qualify",
-        "--provider",
-        "demo",
-        "--import",
-        "qualify_demo_provider",
+        *QUALIFY_DEMO,
         "--out",
         str(out),
         "--ops",
@@ -161,14 +158,7 @@ def test_one_sample_reproduces(run, tmp_path):
     index = report["ops"]["exp"]["failure"]["index"]
     env = emulation_env()
     cmd = [
-        sys.executable,
-        "-m",
-        "torch_fl",
-        "qualify",
-        "--provider",
-        "demo",
-        "--import",
-        "qualify_demo_provider",
+        *QUALIFY_DEMO,
         "--ops",
         "exp",
         "--sample",

@@ -36,7 +36,7 @@ import statistics
 import sys
 import time
 
-from . import arms, lockstep
+from . import arms, llm, lockstep
 
 FULL = {"layers": 8, "hidden": 1024, "heads": 16, "kv_heads": 4, "mlp": 2816, "vocab": 32000}
 TINY = {"layers": 1, "hidden": 32, "heads": 2, "kv_heads": 1, "mlp": 64, "vocab": 128}
@@ -50,19 +50,9 @@ MODES = ("eager", "compiled", "reduce-overhead")
 
 def _model(size: dict, device: str):
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
-    config = LlamaConfig(
-        vocab_size=size["vocab"],
-        hidden_size=size["hidden"],
-        intermediate_size=size["mlp"],
-        num_hidden_layers=size["layers"],
-        num_attention_heads=size["heads"],
-        num_key_value_heads=size["kv_heads"],
-        max_position_embeddings=PROMPT + TOKENS,
-        tie_word_embeddings=False,
-    )
-    config._attn_implementation = "sdpa"
+    config = llm.llama_config(size, PROMPT + TOKENS)
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
     return config, model.to(device)

@@ -105,11 +105,30 @@ def _gpu_vendor() -> bool:
     return torch_fl.accelerator() in ("cuda", "dcu")
 
 
+def llama_config(size: dict, positions: int):
+    """The Llama of a size table (vocab, hidden, mlp, layers, heads, kv_heads) with ``positions`` positions and
+    torch's fused attention: this case's model and the decoding case's."""
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(
+        vocab_size=size["vocab"],
+        hidden_size=size["hidden"],
+        intermediate_size=size["mlp"],
+        num_hidden_layers=size["layers"],
+        num_attention_heads=size["heads"],
+        num_key_value_heads=size["kv_heads"],
+        max_position_embeddings=positions,
+        tie_word_embeddings=False,
+    )
+    config._attn_implementation = "sdpa"
+    return config
+
+
 def run(arm: str, device: str, tiny: bool, serve_cpu: int | None) -> None:
     import torch
 
     arms.import_torchvision()
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     if serve_cpu is not None and device == "cpu":
         torch.set_num_threads(1)  # every thread is pinned to one CPU for the timing
@@ -126,17 +145,7 @@ def run(arm: str, device: str, tiny: bool, serve_cpu: int | None) -> None:
     elif device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("the plain arm asks for cuda, but torch.cuda.is_available() is False here")
     size = TINY if tiny else FULL
-    config = LlamaConfig(
-        vocab_size=size["vocab"],
-        hidden_size=size["hidden"],
-        intermediate_size=size["mlp"],
-        num_hidden_layers=size["layers"],
-        num_attention_heads=size["heads"],
-        num_key_value_heads=size["kv_heads"],
-        max_position_embeddings=size["seq"],
-        tie_word_embeddings=False,
-    )
-    config._attn_implementation = "sdpa"
+    config = llama_config(size, size["seq"])
     torch.manual_seed(0)
     host_model = LlamaForCausalLM(config)
     info["params_m"] = round(sum(p.numel() for p in host_model.parameters()) / 1e6, 1)

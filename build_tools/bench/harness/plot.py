@@ -10,11 +10,23 @@ from typing import Any
 PIP_HINT = "pip install matplotlib   (the test images have it: docker/<vendor>/requirements-test.txt)"
 
 
-def require_matplotlib() -> None:
-    """Fail before measuring anything when the chart cannot be drawn."""
+def require_matplotlib(chart: str = "bench.png") -> None:
+    """Fail before measuring anything when ``chart`` cannot be drawn."""
     if importlib.util.find_spec("matplotlib") is None:
-        print(f"error: bench.png needs matplotlib, which is not installed here.\n  {PIP_HINT}", file=sys.stderr)
+        print(f"error: {chart} needs matplotlib, which is not installed here.\n  {PIP_HINT}", file=sys.stderr)
         raise SystemExit(2)
+
+
+def png(fig: Any, title: str, dpi: int) -> bytes:
+    """``fig`` under ``title``, laid out, as PNG bytes; the figure is closed, since pyplot keeps every open one."""
+    import matplotlib.pyplot as plt
+
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    return buf.getvalue()
 
 
 def _bars(ax: Any, groups: list[str], series: list[tuple[str, list[dict[str, Any] | None]]], title: str) -> None:
@@ -68,13 +80,8 @@ def render_png(report: dict[str, Any]) -> bytes:
                 for label, key in ((ops[0]["plain_label"], "plain_us"), ("flagos native", "flagos_us"))
             ]
             _bars(ax, [o["op"] for o in ops], series, "host overhead per op, small inputs, in-process pairs")
-    fig.suptitle(
+    title = (
         f"torch_fl bench: {env['vendor']}  torch {env['torch']}  torch_fl {env['torch_fl']}  "
-        f"{env.get('commit', '')[:12]}  {env['date']}",
-        fontsize=9,
+        f"{env.get('commit', '')[:12]}  {env['date']}"
     )
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    return png(fig, title, dpi=110)

@@ -31,8 +31,15 @@ class Arch:
         return self.kind == "causal-lm"
 
 
-_LLM_TINY = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, vocab_size=128)
+def _hf(hidden: int, mlp: int, layers: int, heads: int, vocab: int, **more: Any) -> dict[str, Any]:
+    """A transformers config's fields by their common names: width, MLP width, layers, heads, vocabulary, then
+    the model's own (``more``)."""
+    fields = dict(hidden_size=hidden, intermediate_size=mlp, num_hidden_layers=layers, num_attention_heads=heads)
+    return {**fields, "vocab_size": vocab, **more}
+
+
 _SPECIAL = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+_TOP2 = dict(num_experts_per_tok=2, tie_word_embeddings=False)  # Mixtral's routing: two experts per token
 
 ARCHS: dict[str, Arch] = {
     a.name: a
@@ -42,24 +49,8 @@ ARCHS: dict[str, Arch] = {
             "decoder, grouped-query attention (Llama)",
             "causal-lm",
             # the node checks' 124M Llama (real_models.py builds it here)
-            dict(
-                hidden_size=768,
-                intermediate_size=2048,
-                num_hidden_layers=12,
-                num_attention_heads=12,
-                num_key_value_heads=4,
-                vocab_size=32000,
-                tie_word_embeddings=False,
-            ),
-            dict(
-                hidden_size=64,
-                intermediate_size=128,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                num_key_value_heads=2,
-                vocab_size=256,
-                tie_word_embeddings=False,
-            ),
+            _hf(768, 2048, 12, 12, 32000, num_key_value_heads=4, tie_word_embeddings=False),
+            _hf(64, 128, 2, 4, 256, num_key_value_heads=2, tie_word_embeddings=False),
             {"full": (4, 512), "tiny": (2, 32)},
             extra={"config": "LlamaConfig", "model": "LlamaForCausalLM"},
         ),
@@ -67,16 +58,8 @@ ARCHS: dict[str, Arch] = {
             "qwen2-tied152k",
             "decoder, 152k tied vocabulary (Qwen2)",
             "causal-lm",
-            dict(
-                hidden_size=896,
-                intermediate_size=4864,
-                num_hidden_layers=4,
-                num_attention_heads=14,
-                num_key_value_heads=2,
-                vocab_size=151936,
-                tie_word_embeddings=True,
-            ),
-            dict(_LLM_TINY, num_key_value_heads=2, vocab_size=512, tie_word_embeddings=True),
+            _hf(896, 4864, 4, 14, 151936, num_key_value_heads=2, tie_word_embeddings=True),
+            _hf(32, 64, 1, 4, 512, num_key_value_heads=2, tie_word_embeddings=True),
             {"full": (4, 512), "tiny": (2, 16)},
             extra={"config": "Qwen2Config", "model": "Qwen2ForCausalLM"},
         ),
@@ -84,17 +67,8 @@ ARCHS: dict[str, Arch] = {
             "mistral-sliding",
             "decoder, sliding-window attention (Mistral), fp16 with GradScaler",
             "causal-lm",
-            dict(
-                hidden_size=1024,
-                intermediate_size=3584,
-                num_hidden_layers=4,
-                num_attention_heads=16,
-                num_key_value_heads=8,
-                vocab_size=32000,
-                sliding_window=256,
-                tie_word_embeddings=False,
-            ),
-            dict(_LLM_TINY, num_key_value_heads=2, sliding_window=8, tie_word_embeddings=False),
+            _hf(1024, 3584, 4, 16, 32000, num_key_value_heads=8, sliding_window=256, tie_word_embeddings=False),
+            _hf(32, 64, 1, 4, 128, num_key_value_heads=2, sliding_window=8, tie_word_embeddings=False),
             {"full": (4, 1024), "tiny": (2, 16)},
             dtype="float16",
             scaler=True,
@@ -104,20 +78,8 @@ ARCHS: dict[str, Arch] = {
             "mixtral-moe",
             "decoder, mixture of experts, 8 experts top-2 (Mixtral)",
             "causal-lm",
-            dict(
-                hidden_size=768,
-                intermediate_size=1536,
-                num_hidden_layers=4,
-                num_attention_heads=12,
-                num_key_value_heads=4,
-                vocab_size=32000,
-                num_local_experts=8,
-                num_experts_per_tok=2,
-                tie_word_embeddings=False,
-            ),
-            dict(
-                _LLM_TINY, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, tie_word_embeddings=False
-            ),
+            _hf(768, 1536, 4, 12, 32000, num_key_value_heads=4, num_local_experts=8, **_TOP2),
+            _hf(32, 64, 1, 4, 128, num_key_value_heads=2, num_local_experts=4, **_TOP2),
             {"full": (4, 512), "tiny": (2, 16)},
             extra={"config": "MixtralConfig", "model": "MixtralForCausalLM"},
         ),
@@ -125,22 +87,8 @@ ARCHS: dict[str, Arch] = {
             "bert",
             "encoder, masked LM (BERT)",
             "masked-lm",
-            dict(
-                hidden_size=768,
-                intermediate_size=3072,
-                num_hidden_layers=6,
-                num_attention_heads=12,
-                vocab_size=30522,
-                max_position_embeddings=512,
-            ),
-            dict(
-                hidden_size=32,
-                intermediate_size=64,
-                num_hidden_layers=1,
-                num_attention_heads=2,
-                vocab_size=128,
-                max_position_embeddings=64,
-            ),
+            _hf(768, 3072, 6, 12, 30522, max_position_embeddings=512),
+            _hf(32, 64, 1, 2, 128, max_position_embeddings=64),
             {"full": (8, 512), "tiny": (2, 16)},
             extra={"config": "BertConfig", "model": "BertForMaskedLM"},
         ),

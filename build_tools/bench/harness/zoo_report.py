@@ -3,17 +3,14 @@ and profdiff.md; the plain-text summary table the node prints. Pure Python but f
 
 from __future__ import annotations
 
-import importlib.util
-import io
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from torch_fl._atomic import write_atomic
 
 from .markdown import _table
-from .plot import PIP_HINT
+from .plot import png, require_matplotlib
 from .profdiff import REPORT_OPS, summary_line
 
 KERNEL_ROWS = 40
@@ -21,9 +18,7 @@ KERNEL_CHARS = 100  # the markdown's cut of a kernel name; the json keeps profil
 
 
 def require_plot() -> None:
-    if importlib.util.find_spec("matplotlib") is None:
-        print(f"error: zoo.png needs matplotlib, which is not installed here.\n  {PIP_HINT}", file=sys.stderr)
-        raise SystemExit(2)
+    require_matplotlib("zoo.png")
 
 
 def write(result: dict[str, Any], out: Path, plot: bool = False) -> list[Path]:
@@ -267,13 +262,8 @@ def render_png(result: dict[str, Any]) -> bytes:
         ax.set_ylabel("peak memory flagos / plain")
         ax.grid(axis="y", alpha=0.3)
     env = result["environment"]
-    fig.suptitle(
+    title = (
         f"torch_fl zoo: flagos on {env['flagos_runtime']} vs plain {env['plain']}  {env.get('gpu') or ''}  "
-        f"torch {env.get('torch', '')}  {env['commit'][:12]}  {env['date']}",
-        fontsize=9,
+        f"torch {env.get('torch', '')}  {env['commit'][:12]}  {env['date']}"
     )
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
-    return buf.getvalue()
+    return png(fig, title, dpi=100)

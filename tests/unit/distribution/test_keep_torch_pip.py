@@ -127,15 +127,20 @@ def test_the_pinned_line_on_a_page_of_another_line_makes_pip_refuse(node) -> Non
     assert node.version("torch-fl") is None
 
 
+def _installed_its_lines_build(node, res, torch: str) -> None:
+    """pip succeeded, installed the build of the node's torch line (2.15) and left that torch as it was."""
+    assert res.returncode == 0, res.stderr
+    assert node.version("torch") == torch
+    assert node.version("torch-fl") == "0.1.0+pt215cpu"
+
+
 @pytest.mark.parametrize("node", ["2.15.0", "2.15.0+cpu"], indirect=True)
 def test_the_readme_block_installs_the_build_of_the_nodes_line_and_keeps_torch(node) -> None:
     torch = node.version("torch")
     block = _readme_block(README_KEEP)
     install = block[: block.index(README_KEEP) + len(README_KEEP)]  # the info check after it needs the real build
     res = node.shell(install)
-    assert res.returncode == 0, res.stderr
-    assert node.version("torch") == torch
-    assert node.version("torch-fl") == "0.1.0+pt215cpu"
+    _installed_its_lines_build(node, res, torch)
 
 
 @pytest.mark.parametrize("node", ["2.15.0+cpu"], indirect=True)
@@ -156,6 +161,4 @@ def test_the_line_import_torch_fl_prints_replaces_a_wrong_wheel(node) -> None:
     assert error is not None
     (line,) = [x.strip() for x in str(error).splitlines() if x.strip().startswith("pip install")]
     res = node.shell(line)
-    assert res.returncode == 0, res.stderr
-    assert node.version("torch") == torch
-    assert node.version("torch-fl") == "0.1.0+pt215cpu"
+    _installed_its_lines_build(node, res, torch)

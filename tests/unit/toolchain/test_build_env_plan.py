@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from build_tools import buildkit, env, matrix, options, plan, wheel_names
+from build_tools import buildkit, env, locks, matrix, options, plan, wheel_names
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
@@ -69,7 +69,7 @@ def test_redact():
     assert env.redact("https://h.example/x") == "https://h.example/x"
 
 
-def inputs(tmp_path: Path, host: env.HostEnv) -> plan.BuildInputs:
+def inputs(tmp_path: Path, host: env.HostEnv, toolchain: matrix.Toolchain) -> plan.BuildInputs:
     return plan.BuildInputs(
         context=tmp_path / "ctx",
         dockerfile=tmp_path / "docker/cpu/Dockerfile",
@@ -78,12 +78,13 @@ def inputs(tmp_path: Path, host: env.HostEnv) -> plan.BuildInputs:
         pipconf=tmp_path / "secret/pip.conf",
         host=host,
         key="ab" * 32,
+        locks=locks.lock_args(toolchain),
     )
 
 
 def test_build_commands_use_secrets_and_never_carry_credentials(cpu, host_env, tmp_path):
     h = env.from_environ(host_env)
-    cmds = plan.plan_build("docker", cpu, inputs(tmp_path, h), tmp_path / "export")
+    cmds = plan.plan_build("docker", cpu, inputs(tmp_path, h, cpu), tmp_path / "export")
     assert [c.argv[c.argv.index("--target") + 1] for c in cmds] == ["build", "wheel"]
     for c in cmds:
         line = c.shell()
@@ -105,7 +106,7 @@ def test_build_commands_use_secrets_and_never_carry_credentials(cpu, host_env, t
 
 
 def test_exclude_globs_and_build_env_reach_the_build_as_args(cpu, tmp_path):
-    args = plan.build_args(cpu, inputs(tmp_path, env.from_environ({})))
+    args = plan.build_args(cpu, inputs(tmp_path, env.from_environ({}), cpu))
     values = dict(a.split("=", 1) for a in args if "=" in a)
     assert values["AUDITWHEEL_EXCLUDE"].split() == list(cpu.auditwheel_exclude)
     assert "CMAKE_BUILD_PARALLEL_LEVEL=2" in values["BUILD_ENV"].split()

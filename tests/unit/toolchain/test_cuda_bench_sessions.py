@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO, nox_sessions
 
-from build_tools import dockercli, env, flow, git, matrix, options, outputs, pipeline, plan, runner, wheel
+from build_tools import dockercli, env, flow, git, locks, matrix, options, outputs, pipeline, plan, runner, wheel
 from build_tools.summary import ImageRef, Summary
 
 CLIENT = dockercli.DockerClient("docker", "28.2.2", "buildx")
@@ -107,7 +107,21 @@ def bench_repo(tmp_path, m, monkeypatch):
     def fake_test_image(f, vendor, summary, session):
         base = ImageRef("b", "1")
         host, toolchain = env.from_environ({}), f.matrix.toolchain(vendor)
-        built = wheel.Built(toolchain, None, host, [], base, base, "key", "src", Path("wheels"), "0", "", {})
+        built = wheel.Built(
+            toolchain,
+            None,
+            host,
+            [],
+            base,
+            base,
+            "key",
+            "src",
+            Path("wheels"),
+            "0",
+            "",
+            {},
+            locks.lock_args(toolchain),
+        )
         return built, f"torch-fl/{vendor}-test:abc"
 
     def fake_run(self, cmd, *, check=True, passthrough=False):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO
 
-from build_tools import dockercli, env, flow, gpu, matrix, options, pipeline, plan
+from build_tools import dockercli, env, flow, gpu, locks, matrix, options, pipeline, plan
 from build_tools.summary import Summary
 
 DOCKERFILE = REPO / "docker" / "cuda" / "Dockerfile"
@@ -87,7 +87,10 @@ def test_dockerfile_has_the_contract_targets_and_bases(cuda):
         "test-deps": "${TEST_IMAGE}",
         "test": "test-deps",
     }
-    inputs = plan.BuildInputs(Path("ctx"), DOCKERFILE, "b", "t", Path("pip.conf"), env.from_environ({}), "k")
+    host = env.from_environ({})
+    inputs = plan.BuildInputs(
+        Path("ctx"), DOCKERFILE, "b", "t", Path("pip.conf"), host, "k", locks=locks.lock_args(cuda)
+    )
     passed = [a.split("=", 1)[0] for a in plan.build_args(cuda, inputs) if "=" in a]
     for arg in passed:
         assert re.search(rf"^ARG {arg}\b", text, re.M), f"build arg {arg} is passed but not declared"

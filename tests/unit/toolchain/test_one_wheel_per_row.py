@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zipfile
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 from buildtest_support import REPO
 
-from build_tools import cache, context, flow, matrix, options, plan, wheel
+from build_tools import cache, context, flow, locks, matrix, options, plan, wheel
 from build_tools.summary import ImageRef, Summary
 
 MATRIX = matrix.load(REPO / "configs" / "toolchains.toml")
@@ -32,7 +33,9 @@ def _flow(repo: Path, **opts) -> flow.Flow:
 
 def _built(repo: Path, record: dict | None = None) -> wheel.Built:
     wheel_dir, base = repo / "wheels" / ROW.wheel_dir, ImageRef("torch-fl/debian:bookworm", "sha256:1")
-    return wheel.Built(ROW, None, None, [], base, base, "key1", "sources1", wheel_dir, "0", "", record or {})
+    return wheel.Built(
+        ROW, None, None, [], base, base, "key1", "sources1", wheel_dir, "0", "", record or {}, locks.lock_args(ROW)
+    )
 
 
 def test_the_export_must_hold_the_rows_one_abi3_wheel(tmp_path):
@@ -107,7 +110,8 @@ def test_the_builder_gets_the_rows_py_api_and_no_python_headers(tmp_path):
         Path("ctx"), Path("Dockerfile"), "b", "t", Path("pip.conf"), env.from_environ({}), "k", python_source="bookworm"
     )
     for name, api in (("cpu213", "cp310"), ("cpu", "cp311"), ("cuda215", "cp311")):
-        argv = plan.build_args(MATRIX.toolchain(name), inp)
+        row = MATRIX.toolchain(name)
+        argv = plan.build_args(row, dataclasses.replace(inp, locks=locks.lock_args(row)))
         args = dict(a.split("=", 1) for a in argv if "=" in a and not a.startswith("-"))
         assert args["WHEEL_PY_API"] == api, name
         assert not {"PYTHONS", "PYTHON_HEADER_SOURCES"} & set(args), name
