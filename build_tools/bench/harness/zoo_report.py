@@ -57,6 +57,13 @@ def _f(value: float | None, spec: str = ".3f") -> str:
     return "–" if value is None else format(value, spec)
 
 
+def _ratio_cell(entry: dict[str, Any], judged: str) -> str:
+    """The ratio where the A/A says the noise is below the bars (zoo.py's AA_BAND); else why it is not judged."""
+    if entry.get("judged", True):
+        return judged
+    return f"not judged: {entry['not_judged']} (raw {entry['ratio']:.3f})"
+
+
 def _timed_cells(entry: dict[str, Any], arms: list[str]) -> list[str]:
     flagos, plain = arms[0], arms[1]
     ms = entry["ms"]
@@ -70,8 +77,8 @@ def _timed_cells(entry: dict[str, Any], arms: list[str]) -> list[str]:
     return [
         time_cell(plain),
         time_cell(flagos),
-        f"**{entry['ratio']:.3f}** ({q[0]:.3f}–{q[1]:.3f})",
-        _f(entry.get("aa")),
+        _ratio_cell(entry, f"**{entry['ratio']:.3f}** ({q[0]:.3f}–{q[1]:.3f})"),
+        _f(entry.get("aa")) + (" ({:.3f}–{:.3f})".format(*entry["aa_quartiles"]) if "aa_quartiles" in entry else ""),
         f"{entry['bar']:.3f}",
         f"{_f(peaks[plain], '.2f')} / {_f(peaks[flagos], '.2f')}",
         _f(entry["memory_ratio"]),
@@ -148,7 +155,8 @@ def summary_table(result: dict[str, Any]) -> str:
             lines.append(f"{name:16s} {mode:24s} {entry['status'].upper()}")
             continue
         lines.append(
-            f"{name:16s} {mode:24s} {entry['ms'][plain]:10.2f} {entry['ms'][flagos]:10.2f} {entry['ratio']:7.3f} "
+            f"{name:16s} {mode:24s} {entry['ms'][plain]:10.2f} {entry['ms'][flagos]:10.2f} "
+            f"{_ratio_cell(entry, format(entry['ratio'], '.3f')):>7s} "
             f"{_f(entry.get('aa')):>7s} {_f(entry['memory_ratio']):>7s}  "
             + ("ok" if entry["check"]["ok"] else "FAIL")
             + f" ({entry['check']['detail']})"
