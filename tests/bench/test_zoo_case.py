@@ -58,7 +58,7 @@ def test_the_zoo_passes_and_every_pair_is_reported(zoo_run):
             assert entry["ratio"] > 0 and entry["aa"] > 0 and entry["rounds"] == result["settings"]["rounds"]
             q1, q3 = entry["aa_quartiles"]
             assert q1 <= entry["aa"] <= q3 and entry["turn"] == result["settings"]["turn"] == 1  # tiny: no sizing
-            assert entry["judged"] == (0.98 <= entry["aa"] <= 1.02), entry
+            assert entry["judged"] == (0.98 <= entry["aa"] <= 1.02 and q3 - q1 <= 0.04), entry
     table = (out / "zoo.md").read_text()
     unjudged = sum(not e["judged"] for m in result["models"].values() for e in m["modes"].values())
     assert table.count("not judged: A/A too wide (raw") == unjudged  # the table's cells, not the log's lines

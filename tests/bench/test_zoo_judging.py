@@ -1,5 +1,6 @@
-"""Which zoo ratios are judged (build_tools/bench/harness/zoo.py): only a pair whose A/A lies inside [0.98, 1.02];
-the others are reported as not judged, their raw ratio named as such, never as a verdict."""
+"""Which zoo ratios are judged (build_tools/bench/harness/zoo.py): only a pair whose A/A lies inside [0.98, 1.02],
+its quartiles no further apart than that band is wide; the others are reported as not judged, their raw ratio
+named as such, never as a verdict."""
 
 from __future__ import annotations
 
@@ -30,6 +31,12 @@ def test_a_wide_aa_is_not_judged():
     line = zoo._pair_line("llama train-eager", entry, NAMES, 1.0)
     assert "not judged: A/A too wide" in line and "raw flagos/cuda 1.100" in line
     assert "flagos/cuda 1.100 (" not in line
+
+
+def test_a_lucky_median_from_scattered_rounds_is_not_judged():
+    # the median A/A is 1.0, but the rounds disagree by +-20%: the noise floor is far above the bars
+    entry = _entry([0.8, 0.9, 1.0, 1.1, 1.2])
+    assert entry["aa"] == 1.0 and not entry["judged"] and entry["not_judged"] == "A/A too wide"
 
 
 def test_no_control_is_not_judged():
