@@ -97,7 +97,9 @@ def zoo_markdown(result: dict[str, Any]) -> str:
     if not result.get("complete", True):
         lines += ["**Partial report**: the run stopped before its end; below is what it had measured.", ""]
     lines += _table(["", ""], [[k, f"`{v}`"] for k, v in env.items() if v is not None])
-    lines += ["", f"Sizes `{s['size']}`, {s['rounds']} rounds of {s['turn']} steps per pair, arms {', '.join(arms)}."]
+    turn = f"{s.get('untimed', 0)} untimed step(s), then {s['turn']} timed"
+    turn += f" (more where they fill less than {s['turn_ms']:g} ms)" if s.get("turn_ms") else ""
+    lines += ["", f"Sizes `{s['size']}`, {s['rounds']} rounds per pair, each turn {turn}; arms {', '.join(arms)}."]
     lines += ["", result["method"], ""]
     if s["size"] == "tiny":
         lines += ["Tiny models on the emulation: the timings are a dry run, not judged; the checks are.", ""]
