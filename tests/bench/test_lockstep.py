@@ -59,8 +59,33 @@ def test_lockstep_requests_beside_the_turns(tmp_path: Path) -> None:
     with lockstep.Group({"a": ([sys.executable, str(script)], dict(os.environ))}, timeout=60) as group:
         assert group.ask("a", "echo", 3) == {"n": 3}
         assert len(group.turn("a", 2)) == 2
-        with pytest.raises(lockstep.LockstepError, match=r"a: the process ended[\s\S]*'run <n>', 'echo <n>'"):
+        with pytest.raises(
+            lockstep.LockstepError, match=r"a: the process ended[\s\S]*'run <n> \[<untimed>\]', 'echo <n>'"
+        ):
             group.ask("a", "nonsense", 1)
+
+
+def test_lockstep_untimed_steps_run_first_and_are_not_timed(tmp_path: Path) -> None:
+    # a turn's untimed steps run before its timed ones (the log sees them all) and only the timed ones answer; the
+    # stand-in's first step of each turn is slow, as a step after another process had the device can be
+    script = _arm_script(
+        tmp_path,
+        (
+            "import time\n"
+            "log = open(sys.argv[1], 'a')\n"
+            "state = {'n': 0}\n"
+            "def step():\n"
+            "    state['n'] += 1; log.write('step\\n'); log.flush()\n"
+            "    time.sleep(0.08 if state['n'] % 3 == 1 else 0.001)\n"
+            "lockstep.serve(step, lambda: None, {})\n"
+        ),
+    )
+    log = tmp_path / "log.txt"
+    with lockstep.Group({"a": ([sys.executable, str(script), str(log)], dict(os.environ))}, timeout=60) as group:
+        rounds = group.rounds(2, 2, untimed=1)
+    assert [len(r["a"]) for r in rounds] == [2, 2]
+    assert log.read_text().split() == ["step"] * 6
+    assert max(t for r in rounds for t in r["a"]) < 80.0  # the slow first step of each turn was not timed
 
 
 def test_lockstep_names_an_arm_that_dies(tmp_path: Path) -> None:

@@ -42,7 +42,12 @@ def test_the_zoo_passes_and_every_pair_is_reported(zoo_run):
             assert entry["status"] == "ok", entry
             assert set(entry["ms"]) == {"flagos", "cpu", "cpu-again"} and all(v > 0 for v in entry["ms"].values())
             assert entry["ratio"] > 0 and entry["aa"] > 0 and entry["rounds"] == result["settings"]["rounds"]
+            q1, q3 = entry["aa_quartiles"]
+            assert q1 <= entry["aa"] <= q3 and entry["turn"] == result["settings"]["turn"] == 1  # tiny: no sizing
+            assert entry["judged"] == (0.98 <= entry["aa"] <= 1.02 and q3 - q1 <= 0.04), entry
     table = (out / "zoo.md").read_text()
+    unjudged = sum(not e["judged"] for m in result["models"].values() for e in m["modes"].values())
+    assert table.count("not judged: A/A too wide (raw") == unjudged  # the table's cells, not the log's lines
     assert table.count("| train-eager |") == len(zoo_models.ARCHS)
     assert (out / "zoo.png").read_bytes()[:4] == b"\x89PNG"
 

@@ -11,8 +11,9 @@ This file imports nothing but the standard library, and nothing of torch_fl: a p
 
 Protocol (one line each, child to parent marked, anything else on stdout ignored):
   child:  LOCKSTEP-READY <json>        once set up and warmed up (the json says what the arm ran, its routes)
-  parent: run <n>                      the child runs n synchronized steps and answers
-  child:  LOCKSTEP-TIMES <json list>   ms of each step
+  parent: run <n> [<u>]                the child runs u untimed steps (default 0), then n timed ones, each
+                                       synchronized, and answers
+  child:  LOCKSTEP-TIMES <json list>   ms of each timed step
   parent: <request> <n>                a request the child's serve() was given (say, profile n steps)
   child:  LOCKSTEP-REPLY <json>        what it returned
   parent: quit                         (or end of input) the child returns from serve()
@@ -61,8 +62,9 @@ def serve(
     out: IO[str] | None = None,
     requests: Mapping[str, Callable[[int], Any]] | None = None,
 ) -> None:
-    """Answer the parent's ``run <n>`` requests with the ms of ``n`` steps, each synchronized, and its other
-    ``requests`` (name -> function of n, whose json-able result is the reply), until ``quit``."""
+    """Answer the parent's ``run <n> [<u>]`` requests with the ms of ``n`` steps, each synchronized, after ``u``
+    untimed ones, and its other ``requests`` (name -> function of n, whose json-able result is the reply), until
+    ``quit``."""
     inp = inp or sys.stdin
     out = out or sys.stdout
     requests = requests or {}
@@ -72,14 +74,20 @@ def serve(
         words = line.split()
         if not words or words[0] == "quit":
             return
-        if words[0] not in ("run", *requests) or len(words) != 2 or not words[1].isdigit():
-            known = ", ".join(f"'{r} <n>'" for r in ("run", *requests))
+        size = (2, 3) if words[0] == "run" else (2,)
+        if words[0] not in ("run", *requests) or len(words) not in size or not all(w.isdigit() for w in words[1:]):
+            known = ", ".join(["'run <n> [<untimed>]'", *(f"'{r} <n>'" for r in requests)])
             raise ValueError(f"lockstep: unknown request {line.strip()!r}; expected {known} or 'quit'")
         if words[0] != "run":
             out.write(REPLY + json.dumps(requests[words[0]](int(words[1]))) + "\n")
             out.flush()
             continue
         times = []
+        sync()
+        # The first steps after another arm had the device pay for the switch (caches, clocks, the driver's
+        # queue): the parent may ask for some that are run and not timed.
+        for _ in range(int(words[2]) if len(words) == 3 else 0):
+            step()
         sync()
         for _ in range(int(words[1])):
             started = time.perf_counter()
@@ -169,9 +177,10 @@ class Group:
             self.close(at_once=True)
             raise
 
-    def turn(self, name: str, steps: int) -> list[float]:
+    def turn(self, name: str, steps: int, untimed: int = 0) -> list[float]:
+        """The ms of ``steps`` synchronized steps of one arm, run after ``untimed`` steps that are not timed."""
         arm = self.arms[name]
-        arm.send(f"run {steps}")
+        arm.send(f"run {steps} {untimed}" if untimed else f"run {steps}")
         return [float(t) for t in arm.answer(TIMES, self.deadline)]
 
     def ask(self, name: str, request: str, n: int) -> Any:
@@ -180,13 +189,16 @@ class Group:
         arm.send(f"{request} {n}")
         return arm.answer(REPLY, self.deadline)
 
-    def rounds(self, count: int, steps: int, order: Iterable[str] | None = None) -> list[dict[str, list[float]]]:
-        """``count`` rounds; in each, every arm runs ``steps`` steps, the order rotated by one per round."""
+    def rounds(
+        self, count: int, steps: int, order: Iterable[str] | None = None, untimed: int = 0
+    ) -> list[dict[str, list[float]]]:
+        """``count`` rounds; in each, every arm runs ``untimed`` then ``steps`` timed steps, the order rotated by one
+        per round."""
         names = list(order or self.arms)
         out = []
         for r in range(count):
             k = r % len(names)
-            out.append({name: self.turn(name, steps) for name in names[k:] + names[:k]})
+            out.append({name: self.turn(name, steps, untimed) for name in names[k:] + names[:k]})
         return out
 
     def close(self, at_once: bool = False) -> None:

@@ -1,7 +1,7 @@
 """The model zoo: eight architectures' training steps, eager and compiled, and the decoders' greedy decoding, eager
 and reduce-overhead, on flagos against the plain vendor device, with an A/A arm (issue 52).
 
-    python -m harness.zoo [--models all] [--modes all] [--rounds 8] [--profdiff MODEL,...] [--out DIR]
+    python -m harness.zoo [--models all] [--modes all] [--rounds 8] [--turn-ms 300] [--profdiff MODEL,...] [--out DIR]
     python -m harness.zoo --tiny                   the emulation's dry run (the default where the plain device is cpu)
     python -m harness.profdiff --models MODEL      the profile diff alone (profdiff.py)
 
@@ -12,8 +12,13 @@ autocast), a Mixtral-style mixture of experts, BERT, T5, torchvision's ViT-B/16 
 Arms, one process each, alive together for the whole zoo (lockstep.py): flagos, plain and plain again (the A/A
 control; the plain arms never import torch_fl). Each serves every (model, mode) pair in turn (zoo_arm.py): the
 parent asks all arms to set a pair up at once (build, checked steps, warm-up, peak memory over 2 steps), then
-times it in --rounds rounds of --turn synchronized steps, one arm at a time, the order rotated per round. A
-ratio is taken within each round; the figures are medians over the rounds with their quartiles. Modes: train-eager
+times it in --rounds rounds of synchronized steps, one arm at a time, the order rotated per round. Each turn
+starts with --untimed steps that are not timed (the first step after another process had the device pays for the
+switch), then at least --turn timed steps, more where steps are short: as many as fill --turn-ms, sized from one
+step of each arm before the rounds. A ratio is taken within each round; the figures are medians over the rounds
+with their quartiles. A pair whose A/A (plain again / plain) lies outside [0.98, 1.02], or whose A/A quartiles lie
+further apart than that band is wide, is not judged: its ratio is
+reported as the noise it is ("not judged: A/A too wide"), as is a pair timed with no A/A arm. Modes: train-eager
 and train-compiled (torch.compile's default mode; the optimizer eager), decode-eager and decode-reduce-overhead
 (decode.py's method: bf16 weights, a StaticCache, a 32-token prompt and 32 greedy tokens per step; decoders
 only). The checks, judged: flagos' first 3 training losses within a dtype's tolerance of plain's, its decoded
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -44,10 +50,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import arms, lockstep, profdiff, zoo_arm, zoo_models
+from . import arms, failure, lockstep, profdiff, zoo_arm, zoo_models
 
 ROUNDS, TURN = 8, 3
 TINY_ROUNDS, TINY_TURN = 2, 1
+UNTIMED = 1  # steps run, not timed, at the start of every turn
+TURN_MS, TINY_TURN_MS = 300.0, 0.0  # a turn's timed steps fill this much (CI's tiny run: --turn steps, no more)
+MAX_TURN = 50
+AA_BAND = (0.98, 1.02)  # a ratio is judged only where its A/A lies inside, quartiles no further apart than it
 PROFILE_STEPS = profdiff.STEPS
 TOLERANCE = {"bfloat16": 2e-2, "float16": 1e-2}  # relative difference of the checked losses, by autocast dtype
 # The issue's bars for flagos / plain (time; decode-reduce-overhead: tokens/s plain / flagos, so lower is better
@@ -90,6 +100,9 @@ class Zoo:
                 "arms": self.arms,
                 "rounds": args.rounds,
                 "turn": args.turn,
+                "turn_ms": args.turn_ms,
+                "untimed": args.untimed,
+                "aa_band": list(AA_BAND),
                 "budget_s": args.budget,
                 "profdiff": args.profdiff,
                 "profile_steps": args.profile_steps,
@@ -193,28 +206,39 @@ class Zoo:
             replies = self._ask_all("prepare", index, stagger=mode in COMPILED)
         except lockstep.LockstepError as exc:
             self._restart()
-            return self._failed(what, {"process": str(exc)[-1500:]})
+            return self._failed(what, {"process": str(exc)})
         errors = {a: r["error"] for a, r in replies.items() if not r["ok"]}
         if errors:
-            return self._failed(what, errors)
-        rounds, turn = self.args.rounds, self.args.turn
+            return self._failed(what, errors, {a: replies[a].get("traceback", "") for a in errors})
         try:
-            measured = self._ensure_group().rounds(rounds, turn, order=self.arms)
+            turn = self._turn_size()
+            measured = self._ensure_group().rounds(self.args.rounds, turn, order=self.arms, untimed=self.args.untimed)
         except lockstep.LockstepError as exc:
             self._restart()
-            return self._failed(what, {"process": str(exc)[-1500:]})
+            return self._failed(what, {"process": str(exc)})
         entry = _timed_entry(mode, self.arms, replies, measured, decode_tokens=_decode_tokens(mode))
+        entry["turn"] = turn
         entry["check"] = _check(zoo_models.ARCHS[model], mode, self.arms, replies)
         if not entry["check"]["ok"]:
             self.result["failures"].append(f"{what}: {entry['check']['detail']}")
         self.say(_pair_line(what, entry, self.arms, time.monotonic() - self.started))
         return entry
 
-    def _failed(self, what: str, errors: dict[str, str]) -> dict[str, Any]:
+    def _turn_size(self) -> int:
+        """Timed steps per turn: --turn, or as many as fill --turn-ms by the slowest arm's step, up to MAX_TURN."""
+        if self.args.turn_ms <= 0:
+            return self.args.turn
+        group = self._ensure_group()
+        step_ms = max(min(group.turn(a, 2, self.args.untimed)) for a in self.arms)
+        return max(self.args.turn, min(MAX_TURN, math.ceil(self.args.turn_ms / max(step_ms, 1e-3))))
+
+    def _failed(self, what: str, errors: dict[str, str], tracebacks: dict[str, str] | None = None) -> dict[str, Any]:
+        """A failed pair: each arm's error named by its cause (failure.py), the traceback's tail kept for zoo.json."""
         self.result["failures"].append(f"{what}: failed in {', '.join(errors)}")
-        first = next(iter(errors.values())).strip().splitlines()
-        self.say(f"  {what}: FAILED in {', '.join(errors)}: {first[-1] if first else ''}")
-        return {"status": "failed", "errors": errors}
+        causes = {a: failure.cause(e) for a, e in errors.items()}
+        self.say(f"  {what}: FAILED in {', '.join(errors)}: {next(iter(causes.values()))}")
+        tails = {a: failure.tail(t) for a, t in {**errors, **(tracebacks or {})}.items()}
+        return {"status": "failed", "errors": causes, "tracebacks": tails}
 
     def _profile(self, index: int, pair: list[str]) -> None:
         model = pair[0]
@@ -225,13 +249,13 @@ class Zoo:
             replies = self._ask_all("prepare", index)
             errors = {a: r["error"] for a, r in replies.items() if not r["ok"]}
             if errors:
-                self._failed(f"profdiff {model}", errors)
+                self._failed(f"profdiff {model}", errors, {a: replies[a].get("traceback", "") for a in errors})
                 return
             group = self._ensure_group()
             profiles = {a: group.ask(a, "profile", self.args.profile_steps) for a in self.arms}
         except lockstep.LockstepError as exc:
             self._restart()
-            self._failed(f"profdiff {model}", {"process": str(exc)[-1500:]})
+            self._failed(f"profdiff {model}", {"process": str(exc)})
             return
         item = profdiff.entry(model, profiles, self.plain)
         self.result["profdiff"].append(item)
@@ -268,8 +292,7 @@ def _timed_entry(
         entry["tokens_per_s"] = {a: decode_tokens * 1e3 / entry["ms"][a] for a in names}
     q1, m, q3 = _quartiles([r[flagos] / r[plain] for r in med])
     entry["ratio"], entry["ratio_quartiles"] = m, [q1, q3]
-    if len(names) > 2:
-        entry["aa"] = statistics.median(r[names[2]] / r[plain] for r in med)
+    entry.update(_aa(names, med))
     entry["peak_gib"] = {a: replies[a].get("peak_gib") for a in names}
     peaks = entry["peak_gib"]
     entry["memory_ratio"] = peaks[flagos] / peaks[plain] if peaks[flagos] and peaks[plain] else None
@@ -279,6 +302,16 @@ def _timed_entry(
         if key in replies[flagos]:
             entry[key] = replies[flagos][key]
     return entry
+
+
+def _aa(names: list[str], med: list[dict[str, float]]) -> dict[str, Any]:
+    """The A/A (plain again / plain, per round) with its quartiles, and whether the pair's ratio is judged."""
+    if len(names) < 3:
+        return {"judged": False, "not_judged": "no A/A arm"}
+    q1, aa, q3 = _quartiles([r[names[2]] / r[names[1]] for r in med])
+    # a median inside the band from rounds that disagree by more than the band is luck, not a noise floor
+    judged = AA_BAND[0] <= aa <= AA_BAND[1] and q3 - q1 <= AA_BAND[1] - AA_BAND[0]
+    return {"aa": aa, "aa_quartiles": [q1, q3], "judged": judged} | ({} if judged else {"not_judged": "A/A too wide"})
 
 
 def _check(arch: zoo_models.Arch, mode: str, names: list[str], replies: dict[str, Any]) -> dict[str, Any]:
@@ -309,9 +342,14 @@ def _pair_line(what: str, entry: dict[str, Any], names: list[str], elapsed: floa
     flagos, plain = names[0], names[1]
     ms = entry["ms"]
     line = f"  {what} ({elapsed:.0f} s): {plain} {ms[plain]:.2f} ms, flagos {ms[flagos]:.2f} ms, "
-    line += f"flagos/{plain} {entry['ratio']:.3f}"
+    aa = ""
     if "aa" in entry:
-        line += f" (A/A {entry['aa']:.3f})"
+        q = entry["aa_quartiles"]
+        aa = f"A/A {entry['aa']:.3f} ({q[0]:.3f}–{q[1]:.3f})"
+    if entry["judged"]:
+        line += f"flagos/{plain} {entry['ratio']:.3f} ({aa})"
+    else:  # the raw ratio stays in zoo.json and, named as such, here
+        line += f"not judged: {entry['not_judged']} ({aa or 'no control'}; raw flagos/{plain} {entry['ratio']:.3f})"
     if entry["memory_ratio"] is not None:
         line += f", peak memory {entry['memory_ratio']:.3f}x"
     return line + f"; {entry['check']['detail']}"
@@ -393,7 +431,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="pairs to run beside --models x --modes (CI: every model eager, one compiled)",
     )
     p.add_argument("--rounds", type=int, help=f"timed rounds per pair (default {ROUNDS}; --tiny {TINY_ROUNDS})")
-    p.add_argument("--turn", type=int, help=f"synchronized steps per turn (default {TURN}; --tiny {TINY_TURN})")
+    p.add_argument("--turn", type=int, help=f"least timed steps per turn (default {TURN}; --tiny {TINY_TURN})")
+    p.add_argument(
+        "--turn-ms",
+        type=float,
+        help=f"timed steps per turn fill this many ms, up to {MAX_TURN} steps (default {TURN_MS:g}; --tiny: off)",
+    )
+    p.add_argument("--untimed", type=int, default=UNTIMED, help="steps run, not timed, first in every turn")
     p.add_argument("--budget", type=float, metavar="S", help="set no pair up after S seconds (default: no limit)")
     p.add_argument(
         "--profdiff",
@@ -415,6 +459,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     tiny = args.tiny or arms.devices()[1] == "cpu"
     args.rounds = args.rounds or (TINY_ROUNDS if tiny else ROUNDS)
     args.turn = args.turn or (TINY_TURN if tiny else TURN)
+    args.turn_ms = args.turn_ms if args.turn_ms is not None else (TINY_TURN_MS if tiny else TURN_MS)
     return args
 
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import arms, lockstep, profile_ops, zoo_models
+from . import arms, failure, lockstep, profile_ops, zoo_models
 
 MODES = ("train-eager", "decode-eager", "train-compiled", "decode-reduce-overhead")  # the order they run in
 CHECKED_STEPS, WARM_STEPS, PEAK_STEPS = 3, 2, 2
@@ -76,7 +76,7 @@ class Arm:
             reply["ok"] = True
         except Exception as exc:  # noqa: BLE001  (any failure of one pair is reported, and the arm serves on)
             self._drop()
-            reply.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:1500])
+            reply.update(ok=False, error=failure.describe(exc), traceback=failure.traceback_tail(exc))
         reply["setup_s"] = round(time.perf_counter() - started, 1)
         return reply
 

@@ -52,6 +52,13 @@ def _f(value: float | None, spec: str = ".3f") -> str:
     return "–" if value is None else format(value, spec)
 
 
+def _ratio_cell(entry: dict[str, Any], judged: str) -> str:
+    """The ratio where the A/A says the noise is below the bars (zoo.py's AA_BAND); else why it is not judged."""
+    if entry.get("judged", True):
+        return judged
+    return f"not judged: {entry['not_judged']} (raw {entry['ratio']:.3f})"
+
+
 def _timed_cells(entry: dict[str, Any], arms: list[str]) -> list[str]:
     flagos, plain = arms[0], arms[1]
     ms = entry["ms"]
@@ -65,8 +72,8 @@ def _timed_cells(entry: dict[str, Any], arms: list[str]) -> list[str]:
     return [
         time_cell(plain),
         time_cell(flagos),
-        f"**{entry['ratio']:.3f}** ({q[0]:.3f}–{q[1]:.3f})",
-        _f(entry.get("aa")),
+        _ratio_cell(entry, f"**{entry['ratio']:.3f}** ({q[0]:.3f}–{q[1]:.3f})"),
+        _f(entry.get("aa")) + (" ({:.3f}–{:.3f})".format(*entry["aa_quartiles"]) if "aa_quartiles" in entry else ""),
         f"{entry['bar']:.3f}",
         f"{_f(peaks[plain], '.2f')} / {_f(peaks[flagos], '.2f')}",
         _f(entry["memory_ratio"]),
@@ -85,7 +92,9 @@ def zoo_markdown(result: dict[str, Any]) -> str:
     if not result.get("complete", True):
         lines += ["**Partial report**: the run stopped before its end; below is what it had measured.", ""]
     lines += _table(["", ""], [[k, f"`{v}`"] for k, v in env.items() if v is not None])
-    lines += ["", f"Sizes `{s['size']}`, {s['rounds']} rounds of {s['turn']} steps per pair, arms {', '.join(arms)}."]
+    turn = f"{s.get('untimed', 0)} untimed step(s), then {s['turn']} timed"
+    turn += f" (more where they fill less than {s['turn_ms']:g} ms)" if s.get("turn_ms") else ""
+    lines += ["", f"Sizes `{s['size']}`, {s['rounds']} rounds per pair, each turn {turn}; arms {', '.join(arms)}."]
     lines += ["", result["method"], ""]
     if s["size"] == "tiny":
         lines += ["Tiny models on the emulation: the timings are a dry run, not judged; the checks are.", ""]
@@ -143,7 +152,8 @@ def summary_table(result: dict[str, Any]) -> str:
             lines.append(f"{name:16s} {mode:24s} {entry['status'].upper()}")
             continue
         lines.append(
-            f"{name:16s} {mode:24s} {entry['ms'][plain]:10.2f} {entry['ms'][flagos]:10.2f} {entry['ratio']:7.3f} "
+            f"{name:16s} {mode:24s} {entry['ms'][plain]:10.2f} {entry['ms'][flagos]:10.2f} "
+            f"{_ratio_cell(entry, format(entry['ratio'], '.3f')):>7s} "
             f"{_f(entry.get('aa')):>7s} {_f(entry['memory_ratio']):>7s}  "
             + ("ok" if entry["check"]["ok"] else "FAIL")
             + f" ({entry['check']['detail']})"

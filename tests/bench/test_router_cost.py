@@ -1,0 +1,34 @@
+"""The router's host cost per call (build_tools/bench/harness/router_cost.py), a tiny run on the emulation: every arm
+timed, the A/A present, and the router's phases found under the path each op takes (the overrideable convolution
+hooks through the boxed router as their vendor op, the ops with a typed entry through the fast path)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from harness import router_cost
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("FLAGOS_ACCELERATOR", "cpu") != "cpu", reason="the in-process pair needs the emulation"
+)
+
+
+def test_each_op_is_timed_in_three_arms_with_its_router_phases():
+    results = {r["op"]: r for r in router_cost.measure(["convolution_backward_overrideable", "relu"], 2, 5)}
+    for r in results.values():
+        assert set(r["us"]) == {"flagos", "plain", "plain-again"} and min(r["us"].values()) > 0
+        assert r["ratio"] > 0 and r["aa"] > 0
+    (conv,) = results["convolution_backward_overrideable"]["router"]
+    assert (conv["op"], conv["path"]) == ("convolution_backward", "boxed") and min(conv["us"]) >= 0
+    (relu,) = results["relu"]["router"]
+    assert (relu["op"], relu["path"]) == ("relu", "fast") and relu["us"][1] > 0
+    text = router_cost.table(list(results.values()))
+    assert "convolution_backward boxed:" in text and "A/A" in text
+
+
+def test_the_step_splits_forward_and_backward():
+    step = router_cost.measure_step(2, 2)
+    assert set(step) == {"forward", "backward", "step"}
+    assert step["step"]["us"]["flagos"] > step["forward"]["us"]["flagos"] > 0
+    assert "backward" in router_cost.step_table(step)
