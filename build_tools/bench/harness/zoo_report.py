@@ -10,8 +10,8 @@ from typing import Any
 from torch_fl._atomic import write_atomic
 
 from .markdown import _table
+from .opdiff import REPORT_OPS, summary_line
 from .plot import png, require_matplotlib
-from .profdiff import REPORT_OPS, summary_line
 
 KERNEL_ROWS = 40
 KERNEL_CHARS = 100  # the markdown's cut of a kernel name; the json keeps profile_ops.py's
@@ -53,7 +53,7 @@ def _f(value: float | None, spec: str = ".3f") -> str:
 
 
 def _ratio_cell(entry: dict[str, Any], judged: str) -> str:
-    """The ratio where the A/A says the noise is below the bars (zoo.py's AA_BAND); else why it is not judged."""
+    """The ratio where the A/A says the noise is below the bars (zoo_judge.py's AA_BAND); else why it is not judged."""
     if entry.get("judged", True):
         return judged
     return f"not judged: {entry['not_judged']} (raw {entry['ratio']:.3f})"
