@@ -172,7 +172,7 @@ def stage_build(
     # What each staged directory must hold is read first, then written.
     scripts = repo / "docker" / "scripts"
     dockerfile = repo / toolchain.dockerfile
-    vendor_dir = dockerfile.parent
+    vendor_dir = repo / toolchain.vendor_dir
     vendor_files = [f for f in walk_files(vendor_dir) if f != dockerfile] if vendor_dir.is_dir() else []
     wheelhouse = []  # wheelhouse N of PIP_FIND_LINKS -> wheelhouse/N/, its files hard-linked where the disk allows
     for i, d in enumerate(wheelhouses):

@@ -19,7 +19,9 @@ from .product import variants
 from .summary import ImageRef, Summary
 from .wheel_names import torch_source
 
-NODE_DOCKERFILE = Path("docker") / "install" / "Dockerfile"
+# the bare node image is the `install` target of the Debian rows' Dockerfile, whose test images start from it
+NODE_DOCKERFILE = Path("docker") / "Dockerfile"
+NODE_TARGET = "install"
 INDEX_IN_CONTAINER = "/index"
 HOWS = INSTALL_WAYS
 
@@ -87,8 +89,10 @@ def plan_node_image(docker: str, toolchain: Toolchain, inp: plan.BuildInputs, py
     tag = plan.image_tag(toolchain.name, f"node{python.tag}", inp.key)
     lock = plan.vendor_path(toolchain, locks.lock_path(toolchain, "install", python.version))
     args = (
+        "--target",
+        NODE_TARGET,
         "--build-arg",
-        f"BASE_IMAGE={inp.test_image}",
+        f"TEST_IMAGE={inp.test_image}",
         "--build-arg",
         f"INSTALL_LOCK={lock}",
         "--build-arg",

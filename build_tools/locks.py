@@ -72,15 +72,15 @@ class Lock:
 
 
 def lock_path(toolchain: Toolchain, stage: str, python: str = "") -> Path:
-    """``docker/cpu/locks/cpu214-test-py311.txt``: beside the row's Dockerfile."""
+    """``docker/cpu/locks/cpu214-test-py311.txt``: in the row's docker directory."""
     tag = (python or toolchain.python).replace(".", "")
-    return Path(toolchain.dockerfile).parent / "locks" / f"{toolchain.name}-{stage}-py{tag}.txt"
+    return toolchain.vendor_dir / "locks" / f"{toolchain.name}-{stage}-py{tag}.txt"
 
 
 def lock_args(toolchain: Toolchain) -> dict[str, str]:
     """The build args that name the row's lock files, as the staged context's vendor/ holds them (docker/README.md):
     the builder's and the test stage's, and torch's own install lock where the image does not bring torch."""
-    here = Path(toolchain.dockerfile).parent
+    here = toolchain.vendor_dir
 
     def vendor(stage: str, python: str = "") -> str:
         return lock_path(toolchain, stage, python).relative_to(here).as_posix()
@@ -108,7 +108,7 @@ def requirement_lines(path: Path, repo: Path) -> list[tuple[str, str]]:
 def locks_of(toolchain: Toolchain, repo: Path, matrix_path: str, suites: Sequence[str]) -> list[Lock]:
     """The locks of one matrix row (none for a row whose Dockerfile does not exist yet); ``suites`` are the suites
     its test container runs."""
-    here = Path(toolchain.dockerfile).parent
+    here = toolchain.vendor_dir
     if not (repo / toolchain.dockerfile).is_file():
         return []
     row = f"{matrix_path} [toolchains.{toolchain.name}]"

@@ -111,6 +111,11 @@ class Toolchain:
         "(optional) another row whose keys this row takes, overriding those it sets (tables key by key)", default=""
     )
     dockerfile: str = key("path (repo-relative) of the Dockerfile with `build`, `wheel` and `test` targets")
+    docker_dir: str = key(
+        "(optional) path (repo-relative) of the row's directory under docker/: its requirement files and locks, "
+        "which the build context stages as vendor/ (default: the Dockerfile's directory)",
+        default="",
+    )
     builder_image: str = key(
         "base image of the builder stage (compilers are installed on top of it)", check=rules.image
     )
@@ -206,6 +211,11 @@ class Toolchain:
         check=one_line,
         default="",
     )
+
+    @property
+    def vendor_dir(self) -> Path:
+        """The row's docker directory (repo-relative): docker_dir, else the Dockerfile's directory."""
+        return Path(self.docker_dir) if self.docker_dir else Path(self.dockerfile).parent
 
     @property
     def variant_from_image(self) -> bool:

@@ -51,13 +51,14 @@ class BuildInputs:
 
 def vendor_path(toolchain: Toolchain, path: Path) -> str:
     """``path`` (repo-relative, inside the row's docker directory) as the staged context's vendor/ holds it."""
-    return path.relative_to(Path(toolchain.dockerfile).parent).as_posix()
+    return path.relative_to(toolchain.vendor_dir).as_posix()
 
 
 def build_args(toolchain: Toolchain, inp: BuildInputs) -> list[str]:
     args = {
         "BUILDER_IMAGE": inp.builder_image,
         "TEST_IMAGE": inp.test_image,
+        "ACCELERATOR": toolchain.accelerator,  # which toolkit the builder adds (docker/Dockerfile)
         "PYTHON_VERSION": toolchain.python,
         "VARIANT": toolchain.variant,
         "BUILDER_LOCK": inp.locks["BUILDER_LOCK"],

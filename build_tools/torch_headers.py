@@ -21,22 +21,9 @@ def unpack(dest: Path, requirement: str, log: Callable[[str], object] = print) -
     if stamp.is_file() and stamp.read_text(encoding="utf-8").strip() == requirement:
         return dest
     with tempfile.TemporaryDirectory(prefix="torch-fl-headers-") as tmp:
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--quiet",
-            "--platform",
-            "manylinux_2_28_x86_64",
-            "--python-version",
-            "3.11",
-            "-d",
-            tmp,
-            requirement,
-        ]
+        # any Linux x86_64 wheel of that torch holds the same headers: the platform and Python only pick one
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet"]
+        cmd += ["--platform", "manylinux_2_28_x86_64", "--python-version", "3.11", "-d", tmp, requirement]
         log(f"torch headers: {' '.join(cmd[3:])}")
         res = subprocess.run(cmd, capture_output=True, text=True, check=False)
         wheels = sorted(Path(tmp).glob("torch-*.whl"))

@@ -96,20 +96,23 @@ void* host_allocation(const DeviceCounters* counters, c10::DeviceIndex index, si
   }
 }
 
-void free_host_block(void* ctx) {
+// Counts a block's bytes as freed and drops its bookkeeping; the caller gives the returned memory back to where it
+// came from (the host heap, or the trap's protected pages).
+void* forget_block(void* ctx) {
   auto* block = static_cast<HostBlock*>(ctx);
   block->counters->sub(static_cast<int64_t>(block->nbytes));
   noted_free(block->counters, block->index, block->data, block->nbytes);
-  c10::free_cpu(block->data);
+  void* data = block->data;
   delete block;
+  return data;
+}
+
+void free_host_block(void* ctx) {
+  c10::free_cpu(forget_block(ctx));
 }
 
 void free_trapped_block(void* ctx) {
-  auto* block = static_cast<HostBlock*>(ctx);
-  block->counters->sub(static_cast<int64_t>(block->nbytes));
-  noted_free(block->counters, block->index, block->data, block->nbytes);
-  host_access::free_block(block->data);
-  delete block;
+  host_access::free_block(forget_block(ctx));
 }
 
 // Device memory under the trap: a protected block (runtime/host_access.h).

@@ -1,4 +1,5 @@
-"""Provide the CUDA compiler and headers in the cuda builder (run by docker/cuda/Dockerfile, without arguments).
+"""Provide the CUDA compiler and headers in the cuda builder (run, without arguments, by docker/Dockerfile's
+toolkit-cuda stage).
 
 A base image's toolkit (nvidia/cuda devel: /usr/local/cuda/bin/nvcc) is used as it is. Otherwise /usr/local/cuda
 is the toolkit that PyPI's NVIDIA wheels of the builder's lock unpack, once every wheel is checked to be of torch's

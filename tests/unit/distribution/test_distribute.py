@@ -45,6 +45,13 @@ def test_second_cpu_line_builds_cpu_only_against_a_torch_without_its_nvidia_libr
     assert 'option(TORCH_FL_VENDOR_RUNTIME "' in cmake
 
 
+def _stages(dockerfile: Path, *names: str) -> str:
+    """The text of the named stages of a Dockerfile (each from its FROM to the next one)."""
+    parts = re.split(r"^(?=FROM )", dockerfile.read_text(), flags=re.M)
+    found = {m.group(1): part for part in parts if (m := re.match(r"FROM \S+ AS (\S+)", part))}
+    return "".join(found[n] for n in names)
+
+
 def _inputs(tmp_path):
     return plan.BuildInputs(
         tmp_path / "ctx",
@@ -62,14 +69,14 @@ def test_node_image_has_python_and_torch_only_and_no_secret_in_args(tmp_path):
     node = distribute.plan_node_image("docker", cpu, _inputs(tmp_path), M.python("3.11"))
     argv = list(node.command.argv)
     assert node.tag == "torch-fl/cpu213-nodecp311:ffffffffffff"
-    assert argv[argv.index("-f") + 1].endswith("docker/install/Dockerfile")
+    assert argv[argv.index("-f") + 1].endswith("docker/Dockerfile") and argv[argv.index("--target") + 1] == "install"
     assert "INSTALL_LOCK=locks/cpu213-install-py311.txt" in argv
     assert "PYTHON_VERSION=3.11" in argv and "PYTHON_SOURCE=bookworm" in argv
-    assert "BASE_IMAGE=torch-fl/debian:bookworm" in argv
+    assert "TEST_IMAGE=torch-fl/debian:bookworm" in argv
     assert f"id=pipconf,src={tmp_path / 'pip.conf'}" in argv
     assert "HTTPS_PROXY" in argv and not any("user:secret" in a for a in argv)  # the value stays in docker's env
     assert "org.torch-fl.role=node" in argv  # `nox -s clean` finds it
-    text = (REPO / distribute.NODE_DOCKERFILE).read_text()
+    text = _stages(REPO / distribute.NODE_DOCKERFILE, "node", "install")
     for compiler in ("g++", "gcc", "python3-dev", "cmake"):
         assert compiler not in text
     runs = " ".join(line for line in text.splitlines() if line.startswith("RUN"))

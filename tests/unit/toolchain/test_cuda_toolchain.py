@@ -1,4 +1,4 @@
-"""The CUDA toolchain as data: the [toolchains.cuda] row, docker/cuda/Dockerfile, and its `--dry-run` plan.
+"""The CUDA toolchain as data: the [toolchains.cuda] row, docker/Dockerfile, and its `--dry-run` plan.
 
 No docker, no GPU: the dry run is planned in a throw-away repository with the docker daemon faked away.
 """
@@ -14,7 +14,7 @@ from buildtest_support import REPO
 from build_tools import dockercli, env, flow, gpu, locks, matrix, options, pipeline, plan
 from build_tools.summary import Summary
 
-DOCKERFILE = REPO / "docker" / "cuda" / "Dockerfile"
+DOCKERFILE = REPO / "docker" / "Dockerfile"  # the Debian rows', cpu and cuda alike
 # sonames the repaired CUDA wheel must never carry: the user's torch (and its nvidia-* wheels) or the driver
 # provide them. Each must be matched by one of the row's auditwheel.exclude globs.
 CUDA_SONAMES = [
@@ -81,12 +81,19 @@ def test_dockerfile_has_the_contract_targets_and_bases(cuda):
     assert not text.startswith("# syntax="), "no syntax line: hosts without registry access must build"
     got = stages(text)
     assert got == {
-        "builder": "${BUILDER_IMAGE}",
+        "compilers": "${BUILDER_IMAGE}",
+        "toolkit-cpu": "compilers",
+        "toolkit-cuda": "compilers",
+        "builder": "toolkit-${ACCELERATOR}",  # the row's accelerator picks its toolkit stage
         "build": "builder",
         "wheel": "scratch",
-        "test-deps": "${TEST_IMAGE}",
+        "node": "${TEST_IMAGE}",
+        "install": "node",
+        "test-deps": "node",
         "test": "test-deps",
     }
+    rows = matrix.load(REPO / "configs" / "toolchains.toml").toolchains.values()
+    assert {f"toolkit-{t.accelerator}" for t in rows if t.dockerfile == "docker/Dockerfile"} <= set(got)
     host = env.from_environ({})
     inputs = plan.BuildInputs(
         Path("ctx"), DOCKERFILE, "b", "t", Path("pip.conf"), host, "k", locks=locks.lock_args(cuda)
@@ -103,10 +110,10 @@ def _stage_text(text: str, name: str) -> str:
 
 def test_test_stage_installs_no_compiler_and_builder_stage_does():
     text = DOCKERFILE.read_text()
-    test = _stage_text(text, "test")
+    test = "".join(_stage_text(text, name) for name in ("node", "test-deps", "test"))
     for compiler in ("g++", "gcc", "clang", "build-essential", "python3-dev", "cuda-nvcc"):
         assert compiler not in test, f"the test image must stay compiler-free ({compiler})"
-    builder = _stage_text(text, "builder")
+    builder = _stage_text(text, "compilers") + _stage_text(text, "toolkit-cuda")
     for tool in ("g++", "cmake", "ninja-build", "python3-dev", "cuda_toolkit.py"):
         assert tool in builder
 
@@ -180,7 +187,7 @@ def test_build_cuda_dry_run_plans_both_builds_and_runs_nothing(fake_repo, empty_
     cuda = mx.toolchain("cuda")
     for c in cmds:
         assert c[0] == "DOCKER_BUILDKIT=1" and c[1:3] == ["docker", "build"]
-        assert c[c.index("-f") + 1] == str(repo / "docker" / "cuda" / "Dockerfile")
+        assert c[c.index("-f") + 1] == str(repo / "docker" / "Dockerfile")
         args = dict(c[i + 1].split("=", 1) for i, a in enumerate(c) if a == "--build-arg" and "=" in c[i + 1])
         assert args["BUILDER_IMAGE"] == cuda.builder_image and args["TEST_IMAGE"] == cuda.test_image
         # the plan is the row: what the matrix says is what docker is told

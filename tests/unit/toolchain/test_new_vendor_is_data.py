@@ -1,4 +1,5 @@
-"""Adding a vendor is adding a row to configs/toolchains.toml (and its Dockerfile): no Python changes.
+"""Adding a vendor is adding a row to configs/toolchains.toml (and its docker directory of requirement files, beside
+the Debian rows' Dockerfile or a Dockerfile of its own): no Python changes.
 
 A throw-away vendor in a copy of the repository gets its sessions, its plan and its dry run.
 """
@@ -17,7 +18,8 @@ from buildtest_support import REPO
 ACME = """
 [toolchains.acme]
 summary = "a throw-away vendor: the cpu toolchain under another name"
-dockerfile = "docker/acme/Dockerfile"
+dockerfile = "docker/Dockerfile"
+docker_dir = "docker/acme"
 builder_image = "debian:bookworm-slim"
 test_image = "debian:bookworm-slim"
 python = "3.11"
@@ -79,7 +81,7 @@ def test_a_new_row_gets_its_plan_and_dry_run(acme_repo):
     assert [argv[argv.index("--target") + 1] for argv in builds] == ["test-deps", "build", "wheel", "test"]
     builds = builds[1:]
     for argv in builds:
-        assert argv[argv.index("-f") + 1] == str(acme_repo / "docker" / "acme" / "Dockerfile")
+        assert argv[argv.index("-f") + 1] == str(acme_repo / "docker" / "Dockerfile")
         assert "VARIANT=acme" in argv
     export = builds[1][builds[1].index("--output") + 1]
     assert export.startswith(f"type=local,dest={acme_repo / 'wheels' / '.acme.tmp-'}")
