@@ -88,6 +88,25 @@ def test_mm_padding_takes_flagos_matmuls() -> None:
     assert hook(_tensor("flagos:0"), _tensor("cpu")) is False
 
 
+def test_mm_padding_times_a_flagos_addmm_on_its_matmul() -> None:
+    """torch times a padded addmm with a bias only where the bias is cuda or xpu (None otherwise, which fails the
+    compilation): the hook hands a flagos addmm to torch's timing as its matmul, and every other call as it is."""
+    calls = []
+
+    def torch_timing(match: object, mat1: object, mat2: object, op: object, input: object = None) -> bool:
+        calls.append((op, input))
+        return True
+
+    hook = features._mm_padding_bias(torch_timing, "cuda")
+    addmm, mm = torch.ops.aten.addmm, torch.ops.aten.mm
+    bias, cuda_bias = _tensor("flagos:0"), _tensor("cuda:0")
+    assert hook("match", "a", "b", addmm, bias) is True
+    assert hook("match", "a", "b", addmm, cuda_bias) is True
+    assert hook("match", "a", "b", mm) is True
+    assert calls == [(mm, None), (addmm, cuda_bias), (mm, None)]
+    assert features.gate_of("mm_padding_bias") is not None  # this torch line still builds the bias for cuda only
+
+
 def _softmax_match(device: str) -> types.SimpleNamespace:
     value = types.SimpleNamespace(device=torch.device(device))
     return types.SimpleNamespace(kwargs={"x": types.SimpleNamespace(meta={"val": value})})
@@ -235,6 +254,7 @@ def test_a_gpu_vendor_enables_every_feature_this_torch_has() -> None:
     missing = features.feature_problems()
     assert _torch_compat.enabled_features() == [k for k in features.available() if k not in missing]
     assert "reduction_fusion" not in missing and "mm_padding" not in missing, missing
+    assert "mm_padding_bias" not in missing, missing
 
 
 @pytest.mark.skipif(not ON_GPU, reason="needs flagos on a GPU vendor (cuda_node.sh compile)")
@@ -251,6 +271,25 @@ def test_flagos_graphs_fuse_reductions_of_mixed_order_on_a_gpu(fresh_dynamo: Non
         outs, _ = run_and_get_code(torch.compile(lambda t: (t.sum(0), t.sum(1))), x)
     torch.testing.assert_close(outs, (x.sum(0), x.sum(1)), rtol=1e-4, atol=1e-2)
     assert metrics.codegen_mix_order_reduction >= 1
+
+
+@pytest.mark.skipif(not ON_GPU, reason="needs flagos on a GPU vendor (cuda_node.sh compile)")
+def test_a_misaligned_linear_with_bias_compiles_and_trains_on_a_gpu(fresh_dynamo: None) -> None:
+    """BERT's output layer (768 -> 30522, a size no tensor core tile divides) at a batch where the matmul is compute
+    bound: Inductor times its padding, which took the flagos bias for None before the mm_padding_bias hook."""
+    layer = torch.nn.Linear(768, 30522, device="flagos")
+    x = torch.randn(4096, 768, device="flagos")
+
+    def step(inputs: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("flagos", dtype=torch.bfloat16):
+            loss = layer(inputs).float().square().mean()
+        loss.backward()
+        return loss
+
+    loss = torch.compile(step)(x)
+    reference = layer(x).float().square().mean()
+    torch.testing.assert_close(loss, reference, rtol=2e-2, atol=2e-2)
+    assert layer.weight.grad is not None and torch.isfinite(layer.weight.grad).all()
 
 
 @pytest.mark.skipif(not ON_GPU, reason="needs flagos on a GPU vendor (cuda_node.sh compile)")

@@ -11,6 +11,10 @@ The CPU emulation enables none of them: its kernels are Inductor's C++ ones.
                     test the name inside MixOrderReduction.can_fuse, where the hook adds flagos to the tuple of
                     device names it tests
   mm_padding        fx_passes.pad_mm.check_device: pad matmuls whose sizes are misaligned for the tensor cores
+  mm_padding_bias   fx_passes.pad_mm._should_pad: its timing of a padded addmm makes the bias only for a cuda or
+                    xpu input and passes None otherwise, which fails the compilation of every flagos graph with an
+                    addmm of a misaligned size (a classifier of 100 classes, BERT's 30522-token vocabulary); the
+                    hook times a flagos addmm's padding on its matmul, the part that padding speeds up
   online_softmax    fx_passes.post_grad.prepare_softmax_extra_check: a softmax's max and sum in one pass (the loss
                     over a vocabulary); read when Inductor first registers its post-grad patterns, after this hook
   config_heuristics choices.InductorChoices.get_config_heuristics: the vendor's tuned configs for conv and flex
@@ -55,6 +59,7 @@ FEATURES: dict[str, tuple[Gate, ...]] = {
         Gate("torch._inductor.scheduler", "MixOrderReduction", "can_fuse", "cuda", "_widened"),
     ),
     "mm_padding": (Gate("torch._inductor.fx_passes.pad_mm", None, "check_device", "is_cuda", "_mm_padding"),),
+    "mm_padding_bias": (Gate("torch._inductor.fx_passes.pad_mm", None, "_should_pad", "is_cuda", "_mm_padding_bias"),),
     "online_softmax": (
         Gate("torch._inductor.fx_passes.post_grad", None, "prepare_softmax_extra_check", "cuda", "_online_softmax"),
     ),
@@ -197,6 +202,15 @@ def _reduction_fusion(original: Callable[..., Any], vendor_type: str) -> Callabl
 def _mm_padding(original: Callable[..., Any], vendor_type: str) -> Callable[..., Any]:
     def gate(a: Any, b: Any, *args: Any) -> bool:
         return _on_flagos(a.device, b.device) or original(a, b, *args)
+
+    return gate
+
+
+def _mm_padding_bias(original: Callable[..., Any], vendor_type: str) -> Callable[..., Any]:
+    def gate(match: Any, mat1: Any, mat2: Any, op: Any, input: Any = None) -> bool:
+        if op is torch.ops.aten.addmm and input is not None and _on_flagos(input.device):
+            return original(match, mat1, mat2, torch.ops.aten.mm)
+        return original(match, mat1, mat2, op, input)
 
     return gate
 
