@@ -30,6 +30,7 @@ def inductor() -> None:
         _torch_compat.profile_on_vendor("cuda")
         _torch_compat.share_template_heuristics("cuda")
         _torch_compat.enable_vendor_features("cuda")
+        _torch_compat.follow_vendor_conv_layout(_core.accelerator())
         graphs.enable("cuda")  # mode="reduce-overhead" through flagos graphs
         _torch_compat.register_op_overrides(codegen.GpuOpOverrides())
         _torch_compat.register_backend(TritonScheduling, codegen.GpuWrapper, routes.RoutePass())

@@ -6,6 +6,7 @@ One module per concern:
   fallback    Inductor's per-node ATen fallback and its decomposition tables (the route pass)
   attention   the fused attention hook's ops kept as extern calls
   gpu         flagos as Inductor's GPU on a GPU vendor (GPU type, Triton target, profiler, template tables)
+  conv_layout the memory format of a flagos convolution's fake result, as the vendor's library picks it
   features    the Inductor features gated on the device name ``cuda``, opened to flagos on a GPU vendor
   cudagraphs  mode="reduce-overhead": flagos graphs where Inductor decides about CUDA graphs (imported by name)
   backend     the registrations, and the emulation's C++ scheduling
@@ -23,6 +24,7 @@ from .attention import (
 from .backend import register_backend, register_interface, register_op_overrides, schedule_as_cpu
 from .base import DEVICE
 from .checks import problems
+from .conv_layout import follow_vendor_conv_layout
 from .fallback import inductor_decomposition_tables, mark_fallback
 from .features import FEATURES, enable_vendor_features, enabled_features, feature_problems, graph_device_as, hooked
 from .gpu import (
@@ -48,6 +50,7 @@ __all__ = [
     "enable_vendor_features",
     "enabled_features",
     "feature_problems",
+    "follow_vendor_conv_layout",
     "gpu_type_is_flagos",
     "graph_device_as",
     "hooked",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import conv_layout
 from .attention import _fused_attention_problems
 from .fallback import _call_function_honours_should_fallback
 from .gpu import GPU_TYPE_USERS, PROFILER_BENCH, _profiler_benches
@@ -49,6 +50,7 @@ def problems(gpu: bool) -> list[str]:
             except ImportError:
                 bound = None
             need(bound is gpu_type, f"{name} binds torch._inductor.utils.get_gpu_type by name")
+        found.extend(conv_layout.problems())
     else:
         need(callable(getattr(utils, "get_current_backend", None)), "torch._inductor.utils.get_current_backend")
         need(
