@@ -153,6 +153,8 @@ def _print_info(info: dict[str, Any]) -> None:
 
 def _print_route(route: dict[str, Any]) -> None:
     print(f"{route['op']} -> {route['route']}   (from {route['origin']})")
+    if route["dtypes"]:
+        print(f"  serves {', '.join(route['dtypes'])} only; calls of other dtypes take {route['otherwise']}")
     if route["fast_path"]:
         print("  unboxed fast path: the native route skips boxing for this op")
     if len(route["chain"]) > 1:
