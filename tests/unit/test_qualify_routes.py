@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch_fl_conf as conf  # registered by conftest (loaded by path)
+
 from build_tools.product import by_path
 
 routes = by_path("torch_fl_qualified_routes", "torch_fl/qualify/routes.py")
@@ -16,7 +17,14 @@ def dtype(verdict: str) -> dict[str, Any]:
 
 
 def report(**ops: dict[str, Any]) -> dict[str, Any]:
-    return {"provider": "demo", "provider_version": "1.0", "vendor": "cpu", "torch_line": "2.13", "key": "k", "ops": ops}
+    return {
+        "provider": "demo",
+        "provider_version": "1.0",
+        "vendor": "cpu",
+        "torch_line": "2.13",
+        "key": "k",
+        "ops": ops,
+    }
 
 
 FAILURE = {"verdict": "wrong values", "dtype": "float16", "sample": "exp(float16[4])", "detail": "off", "repro": "R"}
@@ -31,7 +39,11 @@ def test_each_route_serves_the_dtypes_its_operator_passed() -> None:
                 "dtypes": {"float32": dtype("pass"), "float16": dtype("wrong values")},
                 "failure": FAILURE,
             },
-            sqrt={"verdict": "crash", "dtypes": {"float32": dtype("crash")}, "failure": {**FAILURE, "dtype": "float32"}},
+            sqrt={
+                "verdict": "crash",
+                "dtypes": {"float32": dtype("crash")},
+                "failure": {**FAILURE, "dtype": "float32"},
+            },
             full={"verdict": "pass", "dtypes": {"none": dtype("pass")}},
         )
     )
