@@ -51,14 +51,18 @@ Draw = tuple[list[Meta | None], list[Any]]  # (metadata, host values) of one cal
 Call = Callable[[], Draw]
 
 
-def draw(call: Call, seed: int) -> list[Draw]:
-    """Calls of ``call`` under ``seed`` until every tensor result has ``MIN_VALUES`` values, or ``MAX_CALLS``."""
+def calls_for(first: Draw) -> int:
+    """How many calls give every tensor result ``MIN_VALUES`` values, at most ``MAX_CALLS``, after ``first``."""
+    per_call = min((v.numel() for v in first[1] if isinstance(v, torch.Tensor)), default=0)
+    return MAX_CALLS if per_call == 0 else min(MAX_CALLS, math.ceil(MIN_VALUES / per_call))
+
+
+def draw(call: Call, seed: int, first: Call | None = None) -> list[Draw]:
+    """Calls of ``call`` under ``seed`` until every tensor result has ``MIN_VALUES`` values (``calls_for``); the
+    first one through ``first`` where given (the worker times it as tuning)."""
     torch.manual_seed(seed)
-    out = [call()]
-    per_call = min((v.numel() for v in out[0][1] if isinstance(v, torch.Tensor)), default=0)
-    calls = MAX_CALLS if per_call == 0 else min(MAX_CALLS, math.ceil(MIN_VALUES / per_call))
-    out += [call() for _ in range(calls - 1)]
-    return out
+    out = [(first or call)()]
+    return out + [call() for _ in range(calls_for(out[0]) - 1)]
 
 
 def differs(a: Draw, b: Draw) -> bool:

@@ -64,7 +64,7 @@ class _Maker:
         if name == "dtype":
             return self.dtype
         if name == "device":
-            return torch.device("flagos")
+            return torch.device(torch._C._get_privateuse1_backend_name())  # flagos, once torch_fl is imported
         if name == "train":
             return True
         if kind == "Tensor":

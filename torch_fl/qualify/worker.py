@@ -204,8 +204,7 @@ class _Worker:
         native = distribution.draw(call, distribution.SEEDS[0])
         self.route(op, provider=True)
         try:
-            first = self.first_call(op, index, call)
-            provider = [first, *distribution.draw(call, distribution.SEEDS[1])[1:]]
+            provider = distribution.draw(call, distribution.SEEDS[1], first=lambda: self.first_call(op, index, call))
         except Exception as exc:  # noqa: BLE001
             return self.refused(op, sample, index, exc, "a draw")
         if self.provider_calls(op) == 0:
