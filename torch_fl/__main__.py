@@ -153,6 +153,8 @@ def _print_info(info: dict[str, Any]) -> None:
 
 def _print_route(route: dict[str, Any]) -> None:
     print(f"{route['op']} -> {route['route']}   (from {route['origin']})")
+    if route["dtypes"]:
+        print(f"  serves {', '.join(route['dtypes'])} only; calls of other dtypes take {route['otherwise']}")
     if route["fast_path"]:
         print("  unboxed fast path: the native route skips boxing for this op")
     if len(route["chain"]) > 1:
@@ -187,7 +189,11 @@ def _qualify_parser(sub: Any) -> None:
         help="samples directory (default: <out>/samples); workloads add to it with torch_fl.qualify.recording",
     )
     p.add_argument("--ops", default="", help="comma-separated operators (default: every one the provider claims)")
-    p.add_argument("--dtypes", default=",".join(DEFAULT_DTYPES), help="dtypes of the OpInfo samples")
+    p.add_argument(
+        "--dtypes",
+        default=",".join(DEFAULT_DTYPES),
+        help="dtypes to qualify: OpInfo's samples in them, and samples made from the schema where none reaches one",
+    )
     p.add_argument(
         "--import",
         dest="imports",
@@ -198,7 +204,18 @@ def _qualify_parser(sub: Any) -> None:
     )
     p.add_argument("--workers", type=int, default=1, help="worker processes (they share the device)")
     p.add_argument("--chunk", type=int, default=8, help="operators per worker process before a fresh one starts")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds an operator may take before it counts as hung")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds an operator may take, beyond its tuning, before it counts as hung",
+    )
+    p.add_argument(
+        "--tuning",
+        type=float,
+        default=900.0,
+        help="seconds the first provider calls of an operator's samples may take in all (autotuning; reported)",
+    )
     p.add_argument("--budget", type=float, default=None, help="seconds for this run; what is left stays pending")
     p.add_argument("--no-speed", action="store_true", help="verdicts only, no provider/native timing")
     p.add_argument("--sample", type=int, default=None, help="run only this sample of --ops (a reproduction)")
@@ -233,6 +250,7 @@ def _qualify(args: Any) -> int:
         workers=max(1, args.workers),
         chunk=max(1, args.chunk),
         timeout=args.timeout,
+        tuning=args.tuning,
         budget=args.budget,
         speed=not args.no_speed,
         index=args.sample,

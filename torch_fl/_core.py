@@ -150,13 +150,25 @@ log_dispatch: Callable[[], bool] = _op("log_dispatch")
 enable_provider_calls: Callable[[], None] = _op("enable_provider_calls")
 
 
+_dtype_bit = _op("dtype_bit")
+EVERY_DTYPE = (1 << 64) - 1  # a route's dtype mask with every bit set: it serves every dtype
+
+
+def dtype_mask(names: Sequence[str]) -> int:
+    """The router's mask of the dtypes named (torch's names: ``float32``); () serves every dtype."""
+    if not names:
+        return EVERY_DTYPE
+    return sum({_unsigned(_dtype_bit(getattr(torch, name))) for name in names})
+
+
 def set_routes(
     fallback: tuple[RouteKind, int],
-    per_op: dict[str, tuple[RouteKind, int]],
+    per_op: dict[str, tuple[RouteKind, int, int, RouteKind]],
     providers: Sequence[str],
     replayable: Sequence[bool],
 ) -> None:
-    """Publish a complete route table; each route is (RouteKind, provider index or -1)."""
+    """Publish a complete route table; each op's route is (RouteKind, provider index or -1, the dtype mask it
+    serves (``dtype_mask``), the RouteKind of the other dtypes)."""
     ops = list(per_op)
     _set_routes(
         int(fallback[0]),
@@ -164,6 +176,8 @@ def set_routes(
         ops,
         [int(per_op[op][0]) for op in ops],
         [per_op[op][1] for op in ops],
+        [_signed(per_op[op][2]) for op in ops],
+        [int(per_op[op][3]) for op in ops],
         list(providers),
         [bool(r) for r in replayable],
     )

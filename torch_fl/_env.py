@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from . import _chain
 from ._errors import ConfigError
 from ._hints import close_matches
 from ._names import ROUTE_NAME_RE
@@ -84,6 +85,7 @@ class Override:
     var: str  # "FLAGOS_OP_add__Tensor"
     encoded: str  # "add__Tensor"; decode with decode_op once the operator set is known
     routes: tuple[str, ...]
+    gates: _chain.Gates = ()  # (route, the dtypes it serves) for the routes written with a dtype list
 
 
 @dataclass(frozen=True)
@@ -308,17 +310,27 @@ def _override(var: str, value: str) -> Override | None:
         return None  # empty means unset, as for every other FLAGOS_ variable
     if not encoded:
         raise ConfigError(f"{var}={value!r} names no operator; {ENCODING_RULE}")
-    routes = [part.strip() for part in value.split(",")]
+    try:
+        items = [_chain.item(part) for part in _chain.split(value)]
+    except ValueError as exc:
+        raise ConfigError(f"{var}={value!r}: {exc}") from None
+    routes = [name for name, _ in items]
     bad = [part for part in routes if not ROUTE_NAME_RE.fullmatch(part)]
     if bad:
         shown = ", ".join(repr(part) for part in bad)
         raise ConfigError(
             f"{var}={value!r} has bad route name {shown}; give a route or a chain of routes, "
-            "lowercase and comma separated, e.g. 'flaggems, native'"
+            "lowercase and comma separated, e.g. 'flaggems, native' (a provider may name its dtypes: "
+            f"{_chain.EXAMPLE})"
         )
     if len(set(routes)) != len(routes):
         raise ConfigError(f"{var}={value!r} repeats a route; list each route of the chain once")
-    return Override(var=var, encoded=encoded, routes=tuple(routes))
+    gates = tuple((name, dtypes) for name, dtypes in items if dtypes is not None)
+    try:
+        _chain.gates_followed(tuple(routes), gates)
+    except ValueError as exc:
+        raise ConfigError(f"{var}={value!r}: {exc}") from None
+    return Override(var=var, encoded=encoded, routes=tuple(routes), gates=gates)
 
 
 # --- typo detection ----------------------------------------------------------------------

@@ -4,6 +4,7 @@
 #include "dispatch/counters.h"
 #include "dispatch/data_movement.h"
 #include "dispatch/decompositions.h"
+#include "dispatch/dtype_gate.h"
 #include "dispatch/provider_check.h"
 #include "dispatch/retag.h"
 #include "dispatch/routed_kernel.h"
@@ -217,7 +218,13 @@ void run_on_vendor(const c10::OperatorHandle& op, torch::jit::Stack* stack, cons
 void dispatch_routed(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     const c10::OperatorHandle* vendor_op = nullptr, int insert_none_at = -1) {
   const RouteTable& table = current_routes();
-  const Route route = route_of(table, op.operator_name());
+  Route route = route_of(table, op.operator_name());
+  // A provider route with a dtype list serves those dtypes only; a call of another dtype takes its builtin route.
+  if (route.kind == RouteKind::Provider && route.dtypes != kEveryDtype && !serves_call(route.dtypes, op, *stack)) {
+    Route builtin;
+    builtin.kind = route.otherwise;
+    route = builtin;
+  }
   // A provider call is logged once it ran: the line says whether it was replayed.
   if (route.kind == RouteKind::Provider) return run_on_vendor(op, stack, &route);
   if (g_log_dispatch.load(std::memory_order_relaxed)) log_route(op, route_name(table, route));

@@ -4,6 +4,7 @@
 #include "dispatch/counters.h"
 #include "dispatch/data_movement.h"
 #include "dispatch/decompositions.h"
+#include "dispatch/dtype_gate.h"
 #include "dispatch/router.h"
 
 #include <torch/library.h>
@@ -23,20 +24,28 @@ Route make_route(int64_t kind, int64_t provider) {
 }
 
 // The whole table in one call, so the router never sees a half-applied one: per op its route kind
-// (RouteKind's value) and provider index (-1 unless a provider), and per provider its name and whether its calls
-// go through the replay cache.
+// (RouteKind's value), provider index (-1 unless a provider), the dtypes it serves (dtype_gate.h's mask, as the
+// signed int of the same bits; -1: every dtype) and the route kind of the other dtypes; per provider its name
+// and whether its calls go through the replay cache.
 void set_routes(int64_t fallback_kind, int64_t fallback_provider, std::vector<std::string> ops,
-    std::vector<int64_t> kinds, std::vector<int64_t> provider_of, std::vector<std::string> providers,
-    c10::List<bool> replayable) {
-  TORCH_CHECK(ops.size() == kinds.size() && ops.size() == provider_of.size(),
-      "torch_fl: set_routes needs one kind and one provider index per op");
+    std::vector<int64_t> kinds, std::vector<int64_t> provider_of, std::vector<int64_t> dtypes,
+    std::vector<int64_t> otherwise, std::vector<std::string> providers, c10::List<bool> replayable) {
+  TORCH_CHECK(ops.size() == kinds.size() && ops.size() == provider_of.size() && ops.size() == dtypes.size() &&
+          ops.size() == otherwise.size(),
+      "torch_fl: set_routes needs one kind, provider index, dtype mask and otherwise route per op");
   TORCH_CHECK(replayable.size() == providers.size(), "torch_fl: set_routes needs one replay flag per provider");
   auto table = std::make_unique<RouteTable>();
   table->fallback = make_route(fallback_kind, fallback_provider);
   table->providers = std::move(providers);
   for (bool r : replayable) table->replayable.push_back(r);
   for (size_t i = 0; i < ops.size(); ++i) {
-    table->per_op.emplace(parse_short_op_name(ops[i]), make_route(kinds[i], provider_of[i]));
+    Route route = make_route(kinds[i], provider_of[i]);
+    route.dtypes = static_cast<uint64_t>(dtypes[i]);
+    route.otherwise = make_route(otherwise[i], -1).kind;
+    const bool gated = route.dtypes != kEveryDtype;
+    TORCH_CHECK(!gated || (route.kind == RouteKind::Provider && route.otherwise != RouteKind::Provider), "torch_fl: ",
+        ops[i], ": only a provider route has a dtype list, and the dtypes it leaves out take a builtin route");
+    table->per_op.emplace(parse_short_op_name(ops[i]), route);
   }
   publish_routes(std::move(table));
 }
@@ -64,8 +73,12 @@ router_counters() {
 TORCH_LIBRARY_FRAGMENT(flagos, m) {
   using namespace torch_fl;
   m.def("set_routes(int fallback_kind, int fallback_provider, str[] ops, int[] kinds, int[] provider_of, "
-        "str[] providers, bool[] replayable) -> ()",
+        "int[] dtypes, int[] otherwise, str[] providers, bool[] replayable) -> ()",
       &set_routes);
+  // The bit of a dtype in a route's dtype mask (dispatch/dtype_gate.h).
+  m.def("dtype_bit(ScalarType dtype) -> int", [](c10::ScalarType dtype) {
+    return static_cast<int64_t>(dtype_bit(dtype));
+  });
   // The route the router would take for an operator now.
   m.def("route_of(str op) -> str", [](std::string op) {
     const RouteTable& table = current_routes();

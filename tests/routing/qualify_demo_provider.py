@@ -1,5 +1,7 @@
-"""A provider for the qualification's own test (test_qualify.py): right for two operators and wrong in every way
-the qualification must tell apart for the others. Imported by every qualification process (``--import``)."""
+"""A provider for the qualification's own test (test_qualify.py): right for some operators and wrong in every way
+the qualification must tell apart for the others: in one dtype only, by its random values' distribution, after
+a long first call (autotuning), for an operator no OpInfo sample reaches. Imported by every qualification process
+(``--import``)."""
 
 from __future__ import annotations
 
@@ -31,15 +33,65 @@ def _sqrt(x):  # kills its process, as a device fault does
     os.abort()
 
 
-def _sin(x):  # never returns: a hang
-    threading.Event().wait()
+_CALLED: set[str] = set()
+
+
+def _first_call(op: str) -> bool:
+    first = op not in _CALLED
+    _CALLED.add(op)
+    return first
+
+
+def _sin(x):  # its first call returns; every later one never does: a hang, after the first call's tuning
+    if not _first_call("sin"):
+        threading.Event().wait()
+    return torch.sin(x)
+
+
+def _reciprocal(x):  # right in float32, off by 1% in every other dtype
+    return torch.reciprocal(x) * (1 if x.dtype == torch.float32 else 1.01)
+
+
+TUNING_SECONDS = 25.0  # longer than the test's hang timeout: only a tuning budget lets it pass
+
+
+def _erf(x):  # its first call in a process takes TUNING_SECONDS, as an autotuning kernel's does, then it is right
+    if _first_call("erf"):
+        threading.Event().wait(TUNING_SECONDS)
+    return torch.erf(x)
+
+
+def _normal_(x, mean=0.0, std=1.0, generator=None):  # random and right: torch's own draw
+    return x.normal_(mean, std, generator=generator)
+
+
+def _uniform_(x, low=0.0, high=1.0, generator=None):  # random and biased: squared uniform values, still in range
+    x.uniform_(0.0, 1.0, generator=generator)
+    return x.mul_(x).mul_(high - low).add_(low)
+
+
+def _sigmoid_backward(grad, out):  # right; no OpInfo sample reaches it: its samples are made from its schema
+    return torch.ops.aten.sigmoid_backward(grad, out)
 
 
 def _cos(x):
     raise NotImplementedError("demo has no cos kernel for this input")
 
 
-KERNELS = {"neg": _neg, "tanh": _tanh, "exp": _exp, "sigmoid": _sigmoid, "sqrt": _sqrt, "sin": _sin, "cos": _cos}
+KERNELS = {
+    "neg": _neg,
+    "tanh": _tanh,
+    "exp": _exp,
+    "sigmoid": _sigmoid,
+    "sqrt": _sqrt,
+    "sin": _sin,
+    "cos": _cos,
+    "reciprocal": _reciprocal,
+    "erf": _erf,
+    "normal_": _normal_,
+    "uniform_": _uniform_,
+    "sigmoid_backward": _sigmoid_backward,
+}
 EXPECTED = {
     "neg": "pass",
     "tanh": "pass",
@@ -48,6 +100,11 @@ EXPECTED = {
     "sqrt": "crash",
     "sin": "timeout",
     "cos": "unsupported",
+    "reciprocal": "wrong values",  # in float64; it passes in float32
+    "erf": "pass",
+    "normal_": "pass",
+    "uniform_": "wrong values",
+    "sigmoid_backward": "pass",
 }
 
 torch_fl.register_provider("demo", KERNELS, version="1.0")

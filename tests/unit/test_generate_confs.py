@@ -172,7 +172,7 @@ def test_dcu_sends_only_qualified_ops_to_flaggems_and_keeps_the_6212_pins() -> N
         assert parsed.entries[op].routes == ("native",), op  # the pins win over the report
     report = _report()
     on_flaggems = {op for op, e in parsed.entries.items() if e.routes == ("flaggems", "native")}
-    passing = {op for op, r in report["ops"].items() if r["verdict"] == "pass"}
+    passing = {op for op, r in report["ops"].items() if gen._QUALIFIED.passed(r)}
     assert on_flaggems == passing - ISSUE_6212_OPS - {"native_layer_norm"}
     text = (CONFIGS / "backends_dcu.conf").read_text()
     assert "TruncFOpConversion::createDestOps (FlagGems #6212)" in text
@@ -185,7 +185,21 @@ def test_the_flaggems_first_conf_is_the_report() -> None:
     routes = {op: e.routes for op, e in parsed.entries.items()}
     assert set(routes) == set(report["ops"])  # every claimed operator has a line, with its reason above
     for op, r in report["ops"].items():
-        assert routes[op] == (("flaggems", "native") if r["verdict"] == "pass" else ("native",)), op
+        served = gen._QUALIFIED.passed(r)
+        assert routes[op] == (("flaggems", "native") if served else ("native",)), op
+        # the route serves exactly the dtypes that passed; the committed report ran float32 and bfloat16, and
+        # a few operators passed int64 or bool samples of the recorded workloads too
+        assert parsed.entries[op].gates == ((("flaggems", served),) if served else ()), op
+    assert {d for r in report["ops"].values() for d in gen._QUALIFIED.passed(r)} <= {
+        "float32",
+        "bfloat16",
+        "int64",
+        "int32",
+        "bool",
+        "float64",
+    }
+    partial = next(op for op, r in report["ops"].items() if r["verdict"] != "pass" and gen._QUALIFIED.passed(r))
+    assert routes[partial] == ("flaggems", "native")  # right in one dtype, wrong in another: gated, not native
     text = (CONFIGS / "backends_cuda_flaggems.conf").read_text()
     failed = next(op for op, r in report["ops"].items() if r.get("failure"))
     comments = " ".join(line.removeprefix("# ") for line in text.splitlines() if line.startswith("#"))
@@ -199,14 +213,14 @@ def test_the_tuned_conf_keeps_only_ops_measured_faster_with_a_steady_aa() -> Non
     for op in tuned:
         speed = report["ops"][op]["speed"]
         assert speed["ratio"] <= 1.0 and abs(speed["aa"] - 1.0) <= 0.10, (op, speed)
-    assert tuned < {op for op, r in report["ops"].items() if r["verdict"] == "pass"}
+    assert tuned < {op for op, r in report["ops"].items() if gen._QUALIFIED.passed(r)}
 
 
 def test_a_changed_report_makes_the_confs_stale(tmp_path: Path) -> None:
     import json
 
     report = _report()
-    op = next(op for op, r in report["ops"].items() if r["verdict"] == "pass")
+    op = next(op for op, r in report["ops"].items() if r["verdict"] == "pass" and len(r["dtypes"]) == 2)
     report["ops"][op] = {
         "verdict": "wrong values",
         "dtypes": {},
@@ -225,7 +239,7 @@ def test_a_changed_report_makes_the_confs_stale(tmp_path: Path) -> None:
     data["qualified"] = {"flaggems": str(tmp_path / "qualified" / "r.json")}
     rendered = gen.render(data)
     diffs = gen.stale(CONFIGS, rendered)
-    assert any(f"-{op} = flaggems, native" in d and f"+{op} = native" in d for d in diffs), diffs
+    assert any(f"-{op} = flaggems[bfloat16, float32], native" in d and f"+{op} = native" in d for d in diffs), diffs
 
 
 def test_a_qualified_table_needs_its_report() -> None:

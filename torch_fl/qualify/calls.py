@@ -57,11 +57,16 @@ def signature(op: str, args: tuple, kwargs: dict) -> str:
 
 
 def sample_dtype(args: tuple, kwargs: dict) -> str:
-    """The dtype a sample counts for: its first floating-point tensor's, else its first tensor's, else "none"."""
+    """The dtype a sample counts for: its first floating-point tensor's, else its first tensor's, else its
+    ``dtype`` argument's (a factory's), else "none". The router's dtype gate reads a call's dtype by the same rule
+    (csrc/dispatch/dtype_gate.h), so a route serves a dtype exactly when the samples counted for it passed."""
     tensors = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
     floating = [t for t in tensors if t.is_floating_point() or t.is_complex()]
     chosen = floating or tensors
-    return str(chosen[0].dtype).removeprefix("torch.") if chosen else "none"
+    if chosen:
+        return str(chosen[0].dtype).removeprefix("torch.")
+    dtype = kwargs.get("dtype")
+    return str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else "none"
 
 
 def moved(obj: Any, device: str | torch.device) -> Any:

@@ -12,9 +12,11 @@ import torch
 
 from .calls import SampleStore, _Recorder
 
-# The dtypes a qualification covers unless told otherwise: what models train and infer in, and the index dtype.
-DEFAULT_DTYPES = ("float32", "bfloat16", "float16", "int64", "bool")
-ALL_DTYPES = (*DEFAULT_DTYPES, "float64", "int32", "int16", "int8", "uint8", "complex64", "complex128")
+# The dtypes a qualification covers unless told otherwise: the floating types models train and infer in, float64
+# (every vendor here has it), and the integer and bool types of indices, masks and counts. An operator that takes
+# none of a dtype's inputs says so in the report (native refuses every sample made for it).
+DEFAULT_DTYPES = ("float32", "bfloat16", "float16", "float64", "int64", "int32", "bool")
+ALL_DTYPES = (*DEFAULT_DTYPES, "int16", "int8", "uint8", "complex64", "complex128")
 
 
 def record_opinfo(

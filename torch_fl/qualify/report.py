@@ -40,12 +40,17 @@ def build(meta: dict, events: list[dict]) -> dict:
     samples: dict[tuple[str, int], dict] = {}
     ops: dict[str, dict[str, Any]] = {}
     speeds: dict[str, list[dict]] = {}
+    tuning: dict[str, float] = {}
     for e in events:
         op = e.get("op")
-        if e["event"] == "sample":
+        if e["event"] == "start":
+            tuning.pop(op, None)  # a rerun of an operator (after a crash of its worker) measures it again
+        elif e["event"] == "tuned":
+            tuning[op] = tuning.get(op, 0.0) + e["seconds"]
+        elif e["event"] == "sample":
             samples[(op, e["index"])] = e
         elif e["event"] == "verdict":
-            entry = {"dtypes": e["dtypes"]}
+            entry = {"dtypes": e["dtypes"], "no_sample": e.get("no_sample", {})}
             if e.get("unsupported"):
                 entry["unsupported"] = e["unsupported"]
             ops[op] = entry
@@ -80,12 +85,21 @@ def build(meta: dict, events: list[dict]) -> dict:
             out_ops[op] = {"verdict": "pending"}
             continue
         dtypes = entry["dtypes"]
+        no_sample = entry.get("no_sample", {})
         overall = verdict.worst([d["verdict"] for d in dtypes.values()])
+        if not dtypes and no_sample:
+            overall = verdict.NO_SAMPLE
         if entry.get("unsupported"):
             overall = verdict.UNSUPPORTED
         record: dict[str, Any] = {"verdict": overall, "dtypes": dtypes}
+        if no_sample:
+            record["no_sample"] = no_sample  # dtype -> why no sample of it can be made
         if entry.get("unsupported"):
             record["detail"] = entry["unsupported"]
+        elif overall == verdict.NO_SAMPLE:
+            record["detail"] = "; ".join(f"{d}: {why}" for d, why in sorted(no_sample.items()))
+        if op in tuning:
+            record["tuning_s"] = round(tuning[op], 3)  # its samples' first provider calls: autotuning, not a hang
         failing = [(d, v["failure"]) for d, v in dtypes.items() if "failure" in v]
         if failing:
             d, f = min(failing, key=lambda x: verdict.ORDER.index(x[1]["verdict"]))
@@ -110,8 +124,23 @@ def build(meta: dict, events: list[dict]) -> dict:
         "torch_fl": meta.get("torch_fl"),
         "dtypes": meta.get("dtypes", []),
         "counts": {v: counts.get(v, 0) for v in (*verdict.ORDER, "pending") if counts.get(v, 0) or v == verdict.PASS},
+        "dtype_counts": dtype_counts(out_ops),
+        "tuning_s": round(sum(tuning.values()), 3),
         "ops": out_ops,
     }
+
+
+def dtype_counts(ops: dict[str, dict]) -> dict[str, dict[str, int]]:
+    """Per dtype, how many operators got each verdict in it (``no sample`` where none can be made)."""
+    out: dict[str, Counter] = {}
+    for r in ops.values():
+        for d, v in r.get("dtypes", {}).items():
+            out.setdefault(d, Counter())[v["verdict"]] += 1
+        for d in r.get("no_sample", {}):
+            if d not in r.get("dtypes", {}):
+                out.setdefault(d, Counter())[verdict.NO_SAMPLE] += 1
+    order = {v: i for i, v in enumerate(verdict.ORDER)}
+    return {d: dict(sorted(c.items(), key=lambda kv: order.get(kv[0], 99))) for d, c in sorted(out.items())}
 
 
 def markdown(report: dict) -> str:
@@ -123,11 +152,21 @@ def markdown(report: dict) -> str:
         "|---|---:|",
         *(f"| {v} | {n} |" for v, n in report["counts"].items()),
         "",
+        "| dtype | " + " | ".join(verdict.ORDER) + " |",
+        "|---|" + "---:|" * len(verdict.ORDER),
+        *(
+            f"| {d} | " + " | ".join(str(c.get(v, 0)) for v in verdict.ORDER) + " |"
+            for d, c in report.get("dtype_counts", {}).items()
+        ),
+        "",
+        f"Tuning: {report.get('tuning_s', 0):.0f} s in all, the first provider call of each sample (autotuning "
+        "counts against its own budget, not the hang timeout).",
+        "",
         f"Speed: provider time / native time at the largest passing samples (real workloads' first), in-process "
         f"pairs with the replay on; A/A is native against native. `slow` marks a ratio above {SLOW:g}x.",
         "",
-        "| operator | verdict | dtypes | provider/native (A/A) | first failing sample | reproduction |",
-        "|---|---|---|---|---|---|",
+        "| operator | verdict | dtypes | provider/native (A/A) | tuning s | first failing sample | reproduction |",
+        "|---|---|---|---|---|---|---|",
     ]
     for op, r in sorted(report["ops"].items()):
         dtypes = ", ".join(f"{d}: {v['verdict']}" for d, v in r.get("dtypes", {}).items()) or "-"
@@ -136,7 +175,8 @@ def markdown(report: dict) -> str:
         f = r.get("failure")
         failing = (f"{f['sample']}: {f['detail']}" if f else r.get("detail", "-")).replace("|", "\\|")
         command = f"`{f['repro']}`" if f else "-"
-        lines.append(f"| `{op}` | {r['verdict']} | {dtypes} | {timing} | {failing} | {command} |")
+        tuned = f"{r['tuning_s']:.1f}" if "tuning_s" in r else "-"
+        lines.append(f"| `{op}` | {r['verdict']} | {dtypes} | {timing} | {tuned} | {failing} | {command} |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,6 +1,9 @@
 """The routes a qualification report allows, as conf blocks: one source for the conf a node's qualification
 writes (``<out>/qualified.conf``) and for the committed confs (build_tools/generate_confs.py loads this file by
-path, so it imports nothing but the standard library)."""
+path, so it imports nothing but the standard library).
+
+A provider route serves the dtypes its operator passed in and no other: each line names them
+(``mul.Tensor = flaggems[bfloat16, float32], native``), and the router sends a call of any other dtype native."""
 
 from __future__ import annotations
 
@@ -18,6 +21,16 @@ def faster(r: dict[str, Any]) -> bool:
 
 
 Block = tuple[tuple[str, ...], tuple[str, ...], str]  # (ops, chain, reason)
+PASS = "pass"
+NO_DTYPE = ("none", "any")  # a report's keys for samples without a dtype: no dtype list can name them
+
+
+def passed(r: dict[str, Any]) -> tuple[str, ...]:
+    """The dtypes an operator passed in, sorted: the dtypes its provider route serves. A crash or a timeout ends
+    the operator's run, so none of its dtypes counts."""
+    if r["verdict"] in ("crash", "timeout", "pending"):
+        return ()
+    return tuple(sorted(d for d, v in r.get("dtypes", {}).items() if v["verdict"] == PASS and d not in NO_DTYPE))
 
 
 def _failure_reason(r: dict[str, Any]) -> str:
@@ -29,31 +42,46 @@ def _failure_reason(r: dict[str, Any]) -> str:
     return f"{r['verdict']}: {r.get('detail') or 'no sample of the qualification reached the provider'}"
 
 
+def _left_out(r: dict[str, Any], served: tuple[str, ...]) -> str:
+    """Why the dtypes a route leaves out go native: each failing dtype's verdict, the first failure in full."""
+    others = sorted((d, v["verdict"]) for d, v in r.get("dtypes", {}).items() if d not in served)
+    listed = ", ".join(f"{d}: {v}" for d, v in others)
+    return f"other dtypes native ({listed}); first failure: {_failure_reason(r)}"
+
+
 def blocks(report: dict[str, Any], tuned: bool = False, pinned: frozenset[str] = frozenset()) -> list[Block]:
-    """The provider for every operator that passed in every dtype (and, ``tuned``, is no slower than native at
-    its real shapes); every other claimed operator stays native with its verdict and reproduction as the reason.
-    ``pinned`` operators are left out (a hand-written block of the vendor decides them)."""
+    """The provider for every operator in the dtypes it passed (and, ``tuned``, only where it is no slower than
+    native at its real shapes), written as a dtype list, native for its other dtypes; every other claimed operator
+    stays native with its verdict and reproduction as the reason. ``pinned`` operators are left out (a
+    hand-written block of the vendor decides them)."""
     provider = report["provider"]
     where = f"{provider} {report.get('provider_version') or ''} on {report['vendor']}, torch {report['torch_line']}"
-    passing, slower, out = [], [], []
+    clean: dict[tuple[str, ...], list[str]] = {}  # dtype list -> operators that failed in no dtype
+    partial: list[Block] = []
+    slower: list[str] = []
+    out: list[Block] = []
     for op, r in sorted(report["ops"].items()):
         if op in pinned:
             continue
-        if r["verdict"] == "pass":
-            if tuned and not faster(r):
-                slower.append(op)
-            else:
-                passing.append(op)
-        else:
+        served = passed(r)
+        if not served:
             out.append(((op,), (NATIVE,), _failure_reason(r)))
+        elif tuned and not faster(r):
+            slower.append(op)
+        elif len(served) == len(r["dtypes"]):
+            clean.setdefault(served, []).append(op)
+        else:
+            chain = (f"{provider}[{', '.join(served)}]", NATIVE)
+            partial.append(((op,), chain, f"Qualified ({where}) in {', '.join(served)} only; {_left_out(r, served)}"))
     head: list[Block] = []
-    if passing:
-        what = "and no slower than native at its real shapes" if tuned else "in every dtype it was given"
+    for served, ops in sorted(clean.items(), key=lambda item: (-len(item[1]), item[0])):
+        what = "and no slower than native at its real shapes" if tuned else "in each dtype it serves"
         head.append(
             (
-                tuple(passing),
-                (provider, NATIVE),
-                f"Qualified ({where}): each passes its samples {what}; native when {provider} is unusable.",
+                tuple(ops),
+                (f"{provider}[{', '.join(served)}]", NATIVE),
+                f"Qualified ({where}): each passes its samples {what}; other dtypes, and every call while "
+                f"{provider} is unusable, go native.",
             )
         )
     if slower:
@@ -65,7 +93,7 @@ def blocks(report: dict[str, Any], tuned: bool = False, pinned: frozenset[str] =
                 f"or its A/A control was further than {AA_BAND:g} from 1.",
             )
         )
-    return head + out
+    return head + partial + out
 
 
 def render(report: dict[str, Any], tuned: bool = False) -> str:

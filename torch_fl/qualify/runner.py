@@ -36,7 +36,8 @@ class Plan:
     imports: Sequence[str] = ()
     workers: int = 1
     chunk: int = 6
-    timeout: float = 120.0  # seconds one operator may run before it counts as hung
+    timeout: float = 120.0  # seconds one operator may run, beyond its tuning, before it counts as hung
+    tuning: float = 900.0  # seconds the first provider calls of an operator's samples may take (autotuning)
     budget: float | None = None  # seconds for the whole run; unfinished operators stay pending
     speed: bool = True
     opinfo_per_op: int = 4
@@ -191,6 +192,7 @@ class _Pool:
             "imports": list(self.plan.imports),
             "speed": self.plan.speed and self.plan.index is None,
             "index": self.plan.index,
+            "dtypes": list(self.plan.dtypes),
         }
         Path(spec_path).write_text(json.dumps(spec))
         log = open(Path(spec_path).with_suffix(".log"), "w")  # noqa: SIM115  (closed when the worker ends)
@@ -200,17 +202,23 @@ class _Pool:
         log.close()
         self.running.append((proc, ops, own, Path(spec_path)))
 
-    def _progress(self, own: Path) -> tuple[str | None, dict | None, float]:
-        """The operator a worker is on, its last sample event, and when that operator started (file mtime)."""
-        current, last_sample = None, None
+    def _progress(self, own: Path) -> tuple[str | None, dict | None, float, int]:
+        """The operator a worker is on, its last sample event, the seconds its finished first calls took (its
+        tuning so far), and the number of the first call running now (0: none)."""
+        current, last_sample, tuned, opened, tuning = None, None, 0.0, 0, 0
         for e in read_events(own):
             if e["event"] == "start":
-                current, last_sample = e["op"], None
+                current, last_sample, tuned, opened, tuning = e["op"], None, 0.0, 0, 0
             elif e["event"] == "sample":
                 last_sample = e
+            elif e["event"] == "tune":
+                opened += 1
+                tuning = opened
+            elif e["event"] == "tuned":
+                tuned, tuning = tuned + e["seconds"], 0
             elif e["event"] == "done":
                 current = None
-        return current, last_sample, own.stat().st_mtime if own.exists() else time.time()
+        return current, last_sample, tuned, tuning
 
     def _collect(self, own: Path, extra: list[dict]) -> None:
         lines = [json.dumps(e) for e in read_events(own) + extra]
@@ -221,7 +229,7 @@ class _Pool:
 
     def drain(self, pending: list[str]) -> None:
         queue = list(pending)
-        op_started: dict[str, float] = {}
+        clock = _Clock(self.plan)
         try:
             while queue or self.running:
                 while queue and len(self.running) < self.plan.workers and not self._over_budget():
@@ -235,15 +243,15 @@ class _Pool:
                 time.sleep(0.2)
                 for entry in list(self.running):
                     proc, ops, own, spec = entry
-                    current, sample, _ = self._progress(own)
+                    current, sample, tuned, tuning = self._progress(own)
                     rc = proc.poll()
                     if rc is None:
                         if current is not None:
-                            op_started.setdefault(current, time.monotonic())
-                            if time.monotonic() - op_started[current] > self.plan.timeout:
+                            hung = clock.hung(current, tuned, tuning)
+                            if hung:
                                 proc.kill()
                                 proc.wait()
-                                self._end(entry, queue, current, sample, "timeout")
+                                self._end(entry, queue, current, sample, "timeout", detail=hung)
                         continue
                     if rc == 0:
                         self._collect(own, [])
@@ -260,7 +268,14 @@ class _Pool:
         spec.unlink(missing_ok=True)
 
     def _end(
-        self, entry: tuple, queue: list[str], current: str | None, sample: dict | None, how: str, rc: int | None = None
+        self,
+        entry: tuple,
+        queue: list[str],
+        current: str | None,
+        sample: dict | None,
+        how: str,
+        rc: int | None = None,
+        detail: str = "",
     ) -> None:
         """A worker died or hung: record the operator it was on, and put the rest of its chunk back."""
         proc, ops, own, spec = entry
@@ -277,7 +292,7 @@ class _Pool:
                     "index": sample["index"] if sample else None,
                     "dtype": sample["dtype"] if sample else None,
                     "detail": (
-                        f"the worker hung for more than {self.plan.timeout:.0f} s"
+                        detail
                         if how == "timeout"
                         else f"the worker died (exit {rc}{', a device fault' if rc == EXIT_CRASH else ''})"
                         + (f": {tail[0][:300]}" if tail else "")
@@ -292,3 +307,29 @@ class _Pool:
         queue[:0] = [op for op in ops if op not in done]
         if current is not None:
             self.plan.echo(f"qualify: {current}: {how}")
+
+
+class _Clock:
+    """When an operator counts as hung. Its samples' first provider calls may autotune (FlagGems' mm tunes for
+    minutes): their time, up to the tuning budget, is tuning; the operator hangs once the rest of its time passes
+    the timeout."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.started: dict[str, float] = {}
+        self.first_call_seen: dict[tuple[str, int], float] = {}  # (op, number of its first call) -> seen running
+
+    def hung(self, op: str, tuned: float, tuning: int) -> str:
+        """Why ``op`` counts as hung now, or "" while it does not; ``tuning`` numbers the first call running."""
+        now = time.monotonic()
+        started = self.started.setdefault(op, now)
+        running = now - self.first_call_seen.setdefault((op, tuning), now) if tuning else 0.0
+        spent = min(tuned + running, self.plan.tuning)
+        if now - started - spent <= self.plan.timeout:
+            return ""
+        if tuned + running > self.plan.tuning:
+            return (
+                f"its first provider calls (autotuning) took more than the tuning budget of {self.plan.tuning:.0f} s "
+                f"(--tuning), and then {self.plan.timeout:.0f} s more (--timeout)"
+            )
+        return f"the worker hung for more than {self.plan.timeout:.0f} s beyond {spent:.0f} s of tuning"

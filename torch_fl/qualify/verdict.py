@@ -14,9 +14,10 @@ WRONG_METADATA = "wrong metadata"
 CRASH = "crash"
 TIMEOUT = "timeout"
 UNSUPPORTED = "unsupported"
-UNTESTED = "untested"  # no sample reached the provider: kept native, as every failure is
+NO_SAMPLE = "no sample"  # no sample can be made (native refuses every one, or an argument has no plausible value)
+UNTESTED = "untested"  # samples ran, but none reached the provider: kept native, as every failure is
 # Worst first: an (op, dtype) takes the worst verdict among its samples.
-ORDER = (CRASH, TIMEOUT, WRONG_METADATA, WRONG_VALUES, UNSUPPORTED, UNTESTED, PASS)
+ORDER = (CRASH, TIMEOUT, WRONG_METADATA, WRONG_VALUES, UNSUPPORTED, NO_SAMPLE, UNTESTED, PASS)
 VERDICTS = ORDER
 
 

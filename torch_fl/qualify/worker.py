@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import statistics
 import sys
 import time
 from collections import defaultdict
@@ -64,6 +63,8 @@ class _Worker:
         self.rounds = int(spec.get("rounds", 5))
         self.emit = emit
         self.only = spec.get("index")  # one sample (a reproduction), or None for all
+        self.dtypes = spec.get("dtypes", [])  # the run's dtypes: samples are made for those no stored one reached
+        self.refusal = ""  # native's last refusal of a sample
 
     # -- routes --------------------------------------------------------------------------------------------
     def route(self, op: str, provider: bool) -> None:
@@ -83,25 +84,149 @@ class _Worker:
         rows = self.torch_fl._core.router_counters()
         return sum(calls for name, path, calls, _ in rows if name == op and path == "provider")
 
-    # -- one operator ----------------------------------------------------------------------------------------
-    def qualify(self, op: str) -> None:
+    # -- native --------------------------------------------------------------------------------------------
+    def native(self, op: str, func: Any, sample: Any, index: int) -> list[Any] | None:
+        """Native's results of ``sample`` on the host, or None where native refuses it (it qualifies nothing)."""
         from . import calls, verdict
 
-        samples = self.store.load(op)
-        func = calls.resolve_op(op)
-        references: list[tuple[int, list[Any]]] = []
+        try:
+            args, kwargs = calls.moved((sample.args, sample.kwargs), "flagos")
+            out = func(*args, **kwargs)
+            self.sync()
+            return verdict.host(verdict.results(func, args, kwargs, out))
+        except Exception as exc:  # noqa: BLE001
+            if verdict.is_device_fault(str(exc)):
+                self.emit("native-fault", op=op, index=index, detail=str(exc).splitlines()[0])
+                os._exit(EXIT_NATIVE_FAULT)
+            self.refusal = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            return None
+
+    def references(self, op: str, func: Any, samples: list[Any]) -> tuple[dict[int, Any], dict[str, str]]:
+        """Native's results per sample index (``RANDOM`` for a random operator's samples), after samples generated
+        from the schema for each dtype of the run that no stored sample reached; and, per dtype still without a
+        sample, why none can be made."""
+        import torch
+
+        from . import distribution, generate
+
+        refs: dict[int, Any] = {}
+        random = distribution.tagged(func)
+
+        def add(i: int, sample: Any) -> bool:
+            if random:  # seeded twice: a tagged operator whose results agree is compared by value
+                torch.manual_seed(distribution.SEEDS[0])
+                first = self.native(op, func, sample, i)
+                torch.manual_seed(distribution.SEEDS[1])
+                second = self.native(op, func, sample, i)
+                if first is None or second is None:
+                    return False
+                differs = distribution.differs(([], first), ([], second))
+                refs[i] = RANDOM if differs else first
+                return True
+            got = self.native(op, func, sample, i)
+            if got is not None:
+                refs[i] = got
+            return got is not None
+
         for i, sample in enumerate(samples):
-            if self.only is not None and i != self.only:
+            add(i, sample)
+        reached = {samples[i].dtype for i in refs}
+        unsampled: dict[str, str] = {}
+        for dtype in self.dtypes:
+            if dtype in reached:
                 continue
+            why = "native refuses every sample made from its schema"
             try:
+                for candidate in generate.candidates(func, op, dtype):
+                    samples.append(candidate)
+                    if candidate.dtype != dtype:
+                        why = f"a sample made from its schema counts as {candidate.dtype} (its first tensor's dtype)"
+                    elif add(len(samples) - 1, candidate):
+                        break
+                    else:
+                        why = f"native refuses every sample made from its schema ({self.refusal[:200]})"
+                else:
+                    unsampled[dtype] = why
+            except generate.NoSample as exc:
+                unsampled[dtype] = str(exc)
+        if self.only is not None:  # a reproduction: every sample was made as in the full run, one of them runs
+            refs = {i: r for i, r in refs.items() if i == self.only}
+        return refs, unsampled
+
+    # -- the provider ----------------------------------------------------------------------------------------
+    def first_call(self, op: str, index: int, call: Any) -> Any:
+        """A sample's first provider call: it may autotune, so the parent counts its time against the tuning
+        budget, not the hang timeout (runner.py), and the report keeps it as tuning time."""
+        self.emit("tune", op=op, index=index)
+        start = time.perf_counter()
+        try:
+            return call()
+        finally:
+            self.emit("tuned", op=op, index=index, seconds=time.perf_counter() - start)
+
+    def by_value(self, op: str, func: Any, sample: Any, index: int, reference: list[Any]) -> Any:
+        """Three provider calls, on fresh inputs each time: for a provider that replays, the first two calls of a
+        key are recorded while the provider runs them and the third runs from the plan in C++, as every later
+        call of a training run does. None when no call reached the provider."""
+        from . import calls, verdict
+
+        outcome = None
+        for attempt in ("call 1", "call 2", "call 3"):
+
+            def call() -> list[Any]:
                 args, kwargs = calls.moved((sample.args, sample.kwargs), "flagos")
                 out = func(*args, **kwargs)
                 self.sync()
-                references.append((i, verdict.host(verdict.results(func, args, kwargs, out))))
-            except Exception as exc:  # noqa: BLE001  (native refuses the sample: it qualifies nothing)
-                if verdict.is_device_fault(str(exc)):
-                    self.emit("native-fault", op=op, index=i, detail=str(exc).splitlines()[0])
-                    os._exit(EXIT_NATIVE_FAULT)
+                return verdict.host(verdict.results(func, args, kwargs, out))
+
+            try:
+                got = self.first_call(op, index, call) if attempt == "call 1" else call()
+            except Exception as exc:  # noqa: BLE001
+                return self.refused(op, sample, index, exc, attempt)
+            if self.provider_calls(op) == 0:
+                return outcome  # the call never reached the provider (a fast path or a decomposition took it)
+            outcome = verdict.compare(reference, got, attempt)
+            if outcome.verdict != verdict.PASS:
+                break
+        return outcome
+
+    def by_distribution(self, op: str, func: Any, sample: Any, index: int) -> Any:
+        """A random operator's sample: native's draws against the provider's (distribution.py)."""
+        from . import calls, distribution, verdict
+
+        def call() -> distribution.Draw:
+            args, kwargs = calls.moved((sample.args, sample.kwargs), "flagos")
+            values = verdict.results(func, args, kwargs, func(*args, **kwargs))
+            self.sync()
+            return distribution.meta(values), verdict.host(values)
+
+        self.route(op, provider=False)
+        native = distribution.draw(call, distribution.SEEDS[0])
+        self.route(op, provider=True)
+        try:
+            provider = distribution.draw(call, distribution.SEEDS[1], first=lambda: self.first_call(op, index, call))
+        except Exception as exc:  # noqa: BLE001
+            return self.refused(op, sample, index, exc, "a draw")
+        if self.provider_calls(op) == 0:
+            return None
+        return distribution.judge(sample, func, native, provider)
+
+    def refused(self, op: str, sample: Any, index: int, exc: BaseException, attempt: str) -> Any:
+        from . import verdict
+
+        outcome = verdict.classify_error(exc, attempt)
+        if outcome.verdict == verdict.CRASH:
+            self.emit("crash", op=op, index=index, dtype=sample.dtype, detail=outcome.detail)
+            os._exit(EXIT_CRASH)
+        return outcome
+
+    # -- one operator ----------------------------------------------------------------------------------------
+    def qualify(self, op: str) -> None:
+        from . import calls, speed, verdict
+
+        samples = self.store.load(op)
+        func = calls.resolve_op(op)
+        references, unsampled = self.references(op, func, samples)
         self.route(op, provider=True)
         resolved = self.torch_fl.route(op)
         if resolved.route != self.provider:
@@ -112,33 +237,18 @@ class _Worker:
         per_dtype: dict[str, list[str]] = defaultdict(list)
         failures: dict[str, dict] = {}
         bitwise: dict[str, bool] = defaultdict(lambda: True)
+        judged: dict[str, str] = {}
         passing: list[int] = []
         self.torch_fl._core.set_router_counters(True)
-        for i, reference in references:
+        for i, reference in sorted(references.items()):
             sample = samples[i]
             self.emit("sample", op=op, index=i, dtype=sample.dtype, sample=sample.describe()[:400])
             self.torch_fl._core.reset_router_counters()
-            # three times, on fresh inputs each time: for a provider that replays, the first two calls of a key are
-            # recorded while the provider runs them and the third runs from the plan in C++, as every later call of
-            # a training run does
-            outcome = None
-            for attempt in ("call 1", "call 2", "call 3"):
-                try:
-                    args, kwargs = calls.moved((sample.args, sample.kwargs), "flagos")
-                    out = func(*args, **kwargs)
-                    self.sync()
-                    got = verdict.host(verdict.results(func, args, kwargs, out))
-                except Exception as exc:  # noqa: BLE001
-                    outcome = verdict.classify_error(exc, attempt)
-                    if outcome.verdict == verdict.CRASH:
-                        self.emit("crash", op=op, index=i, dtype=sample.dtype, detail=outcome.detail)
-                        os._exit(EXIT_CRASH)
-                    break
-                if self.provider_calls(op) == 0:
-                    break  # the call never reached the provider (a fast path or a decomposition took it)
-                outcome = verdict.compare(reference, got, attempt)
-                if outcome.verdict != verdict.PASS:
-                    break
+            if reference is RANDOM:
+                outcome = self.by_distribution(op, func, sample, i)
+                judged[sample.dtype] = "distribution"
+            else:
+                outcome = self.by_value(op, func, sample, i, reference)
             if outcome is None:
                 continue
             per_dtype[sample.dtype].append(outcome.verdict)
@@ -161,64 +271,19 @@ class _Worker:
                 "samples": len(v),
                 "bitwise": bitwise[d] and verdict.worst(v) == "pass",
                 **({"failure": failures[d]} if d in failures else {}),
+                **({"by": judged[d]} if d in judged else {}),
             }
             for d, v in sorted(per_dtype.items())
         }
-        self.emit("verdict", op=op, dtypes=dtypes)
-        if self.speed and dtypes and all(d["verdict"] == verdict.PASS for d in dtypes.values()):
-            self.time(op, func, [samples[i] for i in passing])
+        self.emit("verdict", op=op, dtypes=dtypes, no_sample=unsampled)
+        if self.speed and passing:
+            passed = [samples[i] for i in passing]
+            route = lambda provider: self.route(op, provider)  # noqa: E731
+            for record in speed.measure(op, func, passed, route, self.sync, self.rounds):
+                self.emit("speed", op=op, **record)
 
-    # -- speed -----------------------------------------------------------------------------------------------
-    def time(self, op: str, func: Any, passing: list[Any]) -> None:
-        """Provider against native on up to two samples, real workloads' first (the largest of each), as
-        in-process pairs: three arms (native, provider, native again: the A/A), rotated each round."""
-        from . import calls
 
-        def size(s: Any) -> int:
-            from torch.utils._pytree import tree_flatten
-
-            return sum(x.numel() for x in tree_flatten((s.args, s.kwargs))[0] if hasattr(x, "numel"))
-
-        real = sorted((s for s in passing if not s.source.startswith("opinfo:")), key=size, reverse=True)
-        chosen = (real or sorted(passing, key=size, reverse=True))[:2]
-        for sample in chosen:
-            args, kwargs = calls.moved((sample.args, sample.kwargs), "flagos")
-            arms = ("native", "provider", "native again")
-            times: dict[str, list[float]] = {a: [] for a in arms}
-            reps = self._reps(func, args, kwargs)
-            for r in range(self.rounds):
-                for arm in arms[r % 3 :] + arms[: r % 3]:
-                    self.route(op, provider=arm == "provider")
-                    func(*args, **kwargs)  # warm: the replay records its plan here
-                    self.sync()
-                    start = time.perf_counter()
-                    for _ in range(reps):
-                        func(*args, **kwargs)
-                    self.sync()
-                    times[arm].append((time.perf_counter() - start) / reps)
-            self.route(op, provider=False)
-            native = statistics.median(times["native"])
-            self.emit(
-                "speed",
-                op=op,
-                sample=sample.describe()[:300],
-                source=sample.source,
-                native_us=native * 1e6,
-                ratio=statistics.median(times["provider"]) / native,
-                aa=statistics.median(times["native again"]) / native,
-                reps=reps,
-                rounds=self.rounds,
-            )
-
-    def _reps(self, func: Any, args: tuple, kwargs: dict) -> int:
-        """Calls per timed stretch: enough for about 2 ms, at most 200."""
-        self.sync()
-        start = time.perf_counter()
-        for _ in range(3):
-            func(*args, **kwargs)
-        self.sync()
-        per_call = max((time.perf_counter() - start) / 3, 1e-6)
-        return max(3, min(200, int(2e-3 / per_call)))
+RANDOM = object()  # a reference that is not values: the sample's operator is random, judged by distribution
 
 
 if __name__ == "__main__":

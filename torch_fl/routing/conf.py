@@ -10,6 +10,8 @@ Format, one statement per line::
     include common.conf             # path relative to the including file
     default = flaggems, native      # chain used by every op without its own line
     add.Tensor = native             # op.overload = route[, next-route ...]
+    mul.Tensor = flaggems[float32, bfloat16], native
+                                    # a provider for these dtypes only, the next route for the others
     qualified flaggems 5.0.2        # the provider version a qualification (torch_fl.qualify) passed the
                                     # routes for: another installed version warns at start-up
 
@@ -24,6 +26,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 
+from .. import _chain
 from .._errors import ConfigError
 from .._names import ROUTE_NAME_PATTERN, ROUTE_NAME_RE
 
@@ -31,7 +34,10 @@ __all__ = ["Conf", "ConfEntry", "Origin", "parse_conf", "parse_conf_collecting",
 
 DEFAULT_KEY = "default"
 MAX_CONF_BYTES = 4 * 1024 * 1024
-SYNTAX_HINT = "expected 'op.overload = route[, next-route ...]', 'default = route[, ...]' or 'include FILE'"
+SYNTAX_HINT = (
+    "expected 'op.overload = route[, next-route ...]' (a provider route may name its dtypes: "
+    "'flaggems[float32, bfloat16], native'), 'default = route[, ...]' or 'include FILE'"
+)
 
 # aten names: `add`, `add_`, `__and__`, `_to_copy`; overloads: `Tensor`, `dim_IntList`, `Scalar_out`.
 _OP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?")
@@ -53,6 +59,7 @@ class ConfEntry:
     op: str
     routes: tuple[str, ...]
     origin: Origin
+    gates: _chain.Gates = ()  # (route, the dtypes it serves) for the routes written with a dtype list
 
 
 @dataclass(frozen=True)
@@ -242,19 +249,28 @@ def _parse_assignment(statement: str, origin: Origin) -> ConfEntry:
         raise ConfigError.at(
             *where, f"bad operator name {_q(op)}; write the aten name as name.overload, e.g. 'add.Tensor' or 'relu'"
         )
-    return ConfEntry(op=op, routes=_parse_chain(right, statement, where), origin=origin)
+    routes, gates = _parse_chain(right, statement, where)
+    return ConfEntry(op=op, routes=routes, origin=origin, gates=gates)
 
 
-def _parse_chain(text: str, statement: str, where: tuple[str, int]) -> tuple[str, ...]:
+def _parse_chain(text: str, statement: str, where: tuple[str, int]) -> tuple[tuple[str, ...], _chain.Gates]:
     if not text.strip():
         raise ConfigError.at(*where, f"empty route after '=' in {_q(statement)}; name a route, e.g. 'native'")
-    parts = [part.strip() for part in text.split(",")]
+    try:
+        parts = _chain.split(text)
+    except ValueError as exc:
+        raise ConfigError.at(*where, f"{_q(statement)}: {exc}") from None
     if not parts[-1] and len(parts) > 1:
         raise ConfigError.at(*where, f"trailing comma in {_q(statement)}; remove it or add the next route after it")
     routes: list[str] = []
-    for part in parts:
-        if not part:
+    gates: list[tuple[str, tuple[str, ...]]] = []
+    for raw in parts:
+        if not raw:
             raise ConfigError.at(*where, f"empty route between commas in {_q(statement)}; remove the extra comma")
+        try:
+            part, dtypes = _chain.item(raw)
+        except ValueError as exc:
+            raise ConfigError.at(*where, f"{_q(statement)}: {exc}") from None
         if not ROUTE_NAME_RE.fullmatch(part):
             raise ConfigError.at(
                 *where,
@@ -264,4 +280,10 @@ def _parse_chain(text: str, statement: str, where: tuple[str, int]) -> tuple[str
         if part in routes:
             raise ConfigError.at(*where, f"route {_q(part)} appears twice in {_q(statement)}; list each route once")
         routes.append(part)
-    return tuple(routes)
+        if dtypes is not None:
+            gates.append((part, dtypes))
+    try:
+        _chain.gates_followed(tuple(routes), tuple(gates))
+    except ValueError as exc:
+        raise ConfigError.at(*where, f"{_q(statement)}: {exc}") from None
+    return tuple(routes), tuple(gates)

@@ -24,7 +24,9 @@ def log_config(settings: Settings, conf_path: str, table: RouteTable) -> None:
 def log_fallbacks(table: RouteTable) -> None:
     for r in sorted(table.entries.values(), key=lambda r: r.op):
         for route_name, reason in r.skipped:
-            print(f"[flagos fallback] {r.op}: skipped {route_name} ({reason}) -> {r.route}", file=sys.stderr)
+            print(f"[flagos fallback] {r.op}: skipped {route_name} ({reason}) -> {r.serves()}", file=sys.stderr)
+        if r.dtypes and not r.skipped:
+            print(f"[flagos fallback] {r.op}: {r.serves()}", file=sys.stderr)
 
 
 def set_dispatch_log(on: bool) -> None:

@@ -24,7 +24,7 @@ from .._env import op_variable
 from .._errors import CaptureError
 from .._names import CPU, NATIVE
 from ..providers import Provider
-from .table import RouteTable
+from .table import Resolved, RouteTable
 
 _BUILTIN_KINDS = {NATIVE: _core.RouteKind.Native, CPU: _core.RouteKind.Cpu}
 
@@ -50,11 +50,16 @@ def publish(table: RouteTable) -> None:
             return _BUILTIN_KINDS[route], -1
         return _core.RouteKind.Provider, index[route]
 
+    def full(r: Resolved) -> tuple[_core.RouteKind, int, int, _core.RouteKind]:
+        # a dtype list's other dtypes take a builtin route (table.py), native where there is no list
+        otherwise = _BUILTIN_KINDS[r.otherwise] if r.otherwise else _core.RouteKind.Native
+        return (*code(r.route), _core.dtype_mask(r.dtypes), otherwise)
+
     global _DEFAULT_PROVIDER
-    per_op = {op: code(r.route) for op, r in table.entries.items() if r.route != table.default.route}
+    per_op = {op: full(r) for op, r in table.entries.items() if (r.route, r.dtypes) != (table.default.route, ())}
     _PROVIDER_ORDER[:] = [providers.providers()[name] for name in order]
     _PROVIDER_OF.clear()
-    _PROVIDER_OF.update({op: i for op, (kind, i) in per_op.items() if kind == _core.RouteKind.Provider})
+    _PROVIDER_OF.update({op: i for op, (kind, i, *_) in per_op.items() if kind == _core.RouteKind.Provider})
     _DEFAULT_PROVIDER = code(table.default.route)[1]
     _register_kernels(_PROVIDER_OF)
     _core.set_routes(code(table.default.route), per_op, order, [p.replay for p in _PROVIDER_ORDER])

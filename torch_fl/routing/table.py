@@ -54,6 +54,14 @@ class Resolved:
     origin: str  # "path:line", "env FLAGOS_OP_add__Tensor" or "default (path:line)"
     chain: tuple[str, ...]  # as written, aliases normalised
     skipped: tuple[tuple[str, str], ...] = ()  # (route, why it was passed over)
+    dtypes: tuple[str, ...] = ()  # the dtypes ``route`` serves (its conf dtype list); () serves every dtype
+    otherwise: str | None = None  # the builtin route of the calls whose dtype ``dtypes`` leaves out
+
+    def serves(self) -> str:
+        """``flaggems`` or ``flaggems for float32, bfloat16 (native otherwise)``: the route with its gate."""
+        if not self.dtypes:
+            return self.route
+        return f"{self.route} for {', '.join(self.dtypes)} ({self.otherwise} otherwise)"
 
 
 @dataclass(frozen=True)
@@ -134,13 +142,14 @@ class _Request:
     chain: tuple[str, ...]  # normalised
     written: tuple[str, ...]  # as the user wrote it, for messages
     origin: str
+    gates: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (route, its dtypes) for routes with a dtype list
 
 
 def _conf_requests(conf: Any, ctx: _Context) -> dict[str, _Request]:
     requests: dict[str, _Request] = {}
     for op, entry in conf.entries.items():
         if op in ctx.known_ops:
-            _add_request(requests, op, tuple(entry.routes), str(entry.origin), ctx)
+            _add_request(requests, op, tuple(entry.routes), str(entry.origin), ctx, tuple(entry.gates))
         else:
             ctx.problems.append(
                 f"{entry.origin}: unknown operator '{op}'; {nearest_ops(op, ctx.known_ops)}; {NAME_RULE}"
@@ -162,15 +171,22 @@ def _override_requests(
         if op in requests:
             ctx.problems.append(f"{where}: {op} is already set by {requests[op].origin}; unset one of the two")
         else:
-            _add_request(requests, op, tuple(override.routes), where, ctx)
+            _add_request(requests, op, tuple(override.routes), where, ctx, tuple(getattr(override, "gates", ())))
     return requests
 
 
-def _add_request(requests: dict[str, _Request], op: str, written: tuple[str, ...], where: str, ctx: _Context) -> None:
+def _add_request(
+    requests: dict[str, _Request],
+    op: str,
+    written: tuple[str, ...],
+    where: str,
+    ctx: _Context,
+    gates: tuple[tuple[str, tuple[str, ...]], ...] = (),
+) -> None:
     """Add the chain ``written`` for ``op`` to ``requests``, or the reasons it cannot be to the problems."""
     chain = _normalise_chain(written, where, f"for {op}", ctx)
     if chain is not None and _policy_allows(op, chain, written, where, ctx):
-        requests[op] = _Request(op=op, chain=chain, written=written, origin=where)
+        requests[op] = _Request(op=op, chain=chain, written=written, origin=where, gates=gates)
 
 
 def _normalise_chain(written: tuple[str, ...], where: str, what: str, ctx: _Context) -> tuple[str, ...] | None:
@@ -246,7 +262,26 @@ def _resolve_chain(request: _Request, ctx: _Context) -> Resolved | None:
             "end the chain with native or cpu so the operator always has a route"
         )
         return None
-    return Resolved(op=request.op, route=route, origin=request.origin, chain=request.chain, skipped=skipped)
+    resolved = Resolved(op=request.op, route=route, origin=request.origin, chain=request.chain, skipped=skipped)
+    return _gated(resolved, dict(request.gates), request.origin, ctx)
+
+
+def _gated(resolved: Resolved, gates: Mapping[str, tuple[str, ...]], where: str, ctx: _Context) -> Resolved | None:
+    """``resolved`` with the dtype list of its route and the route of the other dtypes: the first builtin after it
+    in the chain. The router calls one provider per operator, so the other dtypes may not go to a second one."""
+    dtypes = gates.get(resolved.route)
+    if dtypes is None:
+        return resolved
+    rest = resolved.chain[resolved.chain.index(resolved.route) + 1 :]
+    later, _ = _walk(resolved.op, rest, ctx)
+    if later not in BUILTIN_ROUTES:
+        shown = f"{resolved.route}[{', '.join(dtypes)}]"
+        ctx.problems.append(
+            f"{where}: {resolved.op}: the dtypes {shown} leaves out would go to the provider {later}, but the router "
+            f"calls one provider per operator; send them to a builtin route ('{shown}, native')"
+        )
+        return None
+    return replace(resolved, dtypes=dtypes, otherwise=later)
 
 
 def _resolve_default(entry: Any, ctx: _Context, explicit: set[str]) -> tuple[Resolved, dict[str, Resolved]]:
@@ -267,12 +302,15 @@ def _resolve_default(entry: Any, ctx: _Context, explicit: set[str]) -> tuple[Res
     origin = f"default ({where})"
     builtin_at = next(i for i, route in enumerate(chain) if route in BUILTIN_ROUTES)
     provided: dict[str, Resolved] = {}
+    gates = dict(getattr(entry, "gates", ()))
     for position, route in enumerate(chain[:builtin_at]):
         if ctx.unavailable(route) is not None:
             continue
         for op in _provider_ops(route, ctx, exclude=explicit | set(provided)):
             skipped = _passed_over(op, chain[:position], ctx)
-            provided[op] = Resolved(op=op, route=route, origin=origin, chain=chain, skipped=skipped)
+            one = _gated(Resolved(op=op, route=route, origin=origin, chain=chain, skipped=skipped), gates, where, ctx)
+            if one is not None:
+                provided[op] = one
     unusable = tuple(
         (route, f"{route}: not available: {ctx.unavailable(route)}")
         for route in chain[:builtin_at]

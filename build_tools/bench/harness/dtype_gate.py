@@ -1,0 +1,127 @@
+"""The router's cost of a dtype list on a provider route (the dtype gate), in one process on the emulation.
+
+    python -m harness.dtype_gate [--rounds 40] [--calls 400] [--threads 1]
+
+A route with a dtype list (``frac = bench[float32, bfloat16], native``) makes the router read each call's dtype
+and test it against the route's mask. Each pair of arms times one call on a small float32 tensor, with its A/A
+control, the route switched between turns (outside the timed calls):
+
+- served: ``frac``'s provider route with a list that holds float32 against the same route without a list; the
+  gate passes the call to the provider (a Python kernel, as every provider is on the emulation).
+- left out: ``frac``'s provider route with a list that leaves float32 out against the native route itself; the
+  gate sends the call to native. ``frac`` has no unboxed entry, so both arms take the boxed router: the
+  difference is the gate's.
+- left out, fast-path op: the same for ``neg``, whose native route has an unboxed entry (fast_kernel.h). A route
+  that is not native, gated or not, takes the boxed router, so its left-out dtypes pay the boxed router's cost
+  over the fast path's as well as the gate's.
+
+Every arm's table also routes another operator (``sign``) to cpu: a table with no per-op route skips the router's
+lookup, which real confs (hundreds of lines) never do, and which would otherwise count as the gate's cost.
+
+The arms take turns of --calls calls, the order rotated per round; each figure is the median over the rounds of
+a per-round ratio, with the A/A (the reference arm timed twice) and the spread (min-max over the rounds) beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from typing import Any
+
+PROVIDER = "bench"
+PAIRS = {  # name -> (op, {arm: its chain})
+    "served": ("frac", {"gated": "bench[float32, bfloat16], native", "ungated": "bench, native"}),
+    "left out": ("frac", {"gated": "bench[bfloat16], native", "ungated": "native"}),
+    "left out, fast-path op": ("neg", {"gated": "bench[bfloat16], native", "ungated": "native"}),
+}
+
+
+def _per_call_us(call: Any, n: int) -> float:
+    started = time.perf_counter_ns()
+    for _ in range(n):
+        call()
+    return (time.perf_counter_ns() - started) / n / 1e3
+
+
+def measure(rounds: int, calls: int) -> dict[str, dict[str, Any]]:
+    import torch
+
+    import torch_fl
+
+    kernels = {"frac": lambda x: torch.frac(x), "neg": lambda x: torch.neg(x)}
+    torch_fl.register_provider(PROVIDER, kernels, version="bench")
+    x = torch.randn(16).to("flagos")
+    os.environ["FLAGOS_OP_sign"] = "cpu"
+    out = {}
+    for pair, (op, chains) in PAIRS.items():
+        arms = {**chains, "ungated again": chains["ungated"]}
+        order = list(arms)
+        call = {"frac": lambda: torch.frac(x), "neg": lambda: torch.neg(x)}[op]
+
+        def route(chain: str, op: str = op) -> None:
+            os.environ[f"FLAGOS_OP_{op}"] = chain
+            torch_fl.reload_routes()
+
+        for chain in arms.values():  # warm: the provider's kernel registration and first-call caches
+            route(chain)
+            _per_call_us(call, 50)
+        per_round = []
+        for r in range(rounds):
+            k = r % len(order)
+            turn = {}
+            for arm in order[k:] + order[:k]:
+                route(arms[arm])
+                call()
+                turn[arm] = _per_call_us(call, calls)
+            per_round.append(turn)
+        ratios = [t["gated"] / t["ungated"] for t in per_round]
+        aa = [t["ungated again"] / t["ungated"] for t in per_round]
+        out[pair] = {
+            "us": {a: statistics.median(t[a] for t in per_round) for a in order},
+            "ratio": statistics.median(ratios),
+            "ratio_spread": (min(ratios), max(ratios)),
+            "aa": statistics.median(aa),
+            "aa_spread": (min(aa), max(aa)),
+            "delta_us": statistics.median(t["gated"] - t["ungated"] for t in per_round),
+        }
+        os.environ.pop(f"FLAGOS_OP_{op}", None)
+    os.environ.pop("FLAGOS_OP_sign", None)
+    torch_fl.reload_routes()
+    return out
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    head = (
+        f"{'float32[16]':24s} {'ungated µs':>10s} {'gated µs':>9s} {'+µs':>6s} {'gated/ungated':>14s} "
+        f"{'min-max':>13s} {'A/A':>6s} {'A/A min-max':>13s}"
+    )
+    lines = [head]
+    for pair, r in results.items():
+        lo, hi = r["ratio_spread"]
+        alo, ahi = r["aa_spread"]
+        lines.append(
+            f"{pair:24s} {r['us']['ungated']:10.2f} {r['us']['gated']:9.2f} {r['delta_us']:6.2f} "
+            f"{r['ratio']:14.3f} {lo:6.3f}-{hi:6.3f} {r['aa']:6.3f} {alo:6.3f}-{ahi:6.3f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m harness.dtype_gate", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=40)
+    p.add_argument("--calls", type=int, default=400)
+    p.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
+    args = p.parse_args(argv)
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"dtype gate: {args.rounds} rounds of {args.calls} calls per arm, {torch.get_num_threads()} threads")
+    print(table(measure(args.rounds, args.calls)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""torch_fl/qualify/routes.py: a report's per-dtype verdicts become conf lines whose provider route serves exactly
+the dtypes that passed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch_fl_conf as conf  # registered by conftest (loaded by path)
+
+from build_tools.product import by_path
+
+routes = by_path("torch_fl_qualified_routes", "torch_fl/qualify/routes.py")
+
+
+def dtype(verdict: str) -> dict[str, Any]:
+    return {"verdict": verdict, "samples": 1, "bitwise": verdict == "pass"}
+
+
+def report(**ops: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "provider": "demo",
+        "provider_version": "1.0",
+        "vendor": "cpu",
+        "torch_line": "2.13",
+        "key": "k",
+        "ops": ops,
+    }
+
+
+FAILURE = {"verdict": "wrong values", "dtype": "float16", "sample": "exp(float16[4])", "detail": "off", "repro": "R"}
+
+
+def test_each_route_serves_the_dtypes_its_operator_passed() -> None:
+    text = routes.render(
+        report(
+            neg={"verdict": "pass", "dtypes": {"float32": dtype("pass"), "bool": dtype("pass")}},
+            exp={
+                "verdict": "wrong values",
+                "dtypes": {"float32": dtype("pass"), "float16": dtype("wrong values")},
+                "failure": FAILURE,
+            },
+            sqrt={
+                "verdict": "crash",
+                "dtypes": {"float32": dtype("crash")},
+                "failure": {**FAILURE, "dtype": "float32"},
+            },
+            full={"verdict": "pass", "dtypes": {"none": dtype("pass")}},
+        )
+    )
+    parsed = conf.parse_conf_text(text, "q.conf")
+    lines = {op: (e.routes, e.gates) for op, e in parsed.entries.items()}
+    assert lines == {
+        "neg": (("demo", "native"), (("demo", ("bool", "float32")),)),
+        "exp": (("demo", "native"), (("demo", ("float32",)),)),
+        "sqrt": (("native",), ()),  # a crash ends the operator's run: no dtype of it counts
+        "full": (("native",), ()),  # samples without a dtype: no list can name them
+    }
+    exp_reason = text[: text.index("\nexp = ")].rsplit("\n\n", 1)[1]
+    assert "in float32 only" in exp_reason and "float16: wrong values" in exp_reason and "Reproduce: R" in exp_reason
