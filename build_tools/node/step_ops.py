@@ -240,13 +240,8 @@ def main() -> int:
     p.add_argument("--d-model", default="256,1024", help="comma-separated d_model values (default 256,1024)")
     p.add_argument("--rounds", type=int, default=8, help="rounds of 3 replays per arm (default 8)")
     p.add_argument("--top", type=int, default=30, help="op rows to print, largest flagos - plain first")
-    p.add_argument(
-        "--counters",
-        type=int,
-        default=0,
-        metavar="N",
-        help="then N flagos replays with the router's phase counters on, printed per op (default 0)",
-    )
+    counted = "then N flagos replays with the router's phase counters on, printed per op (default 0)"
+    p.add_argument("--counters", type=int, default=0, metavar="N", help=counted)
     args = p.parse_args()
     if args.rounds < 1:
         p.error("--rounds must be at least 1")

@@ -20,7 +20,7 @@ from typing import Any
 from torch_fl._atomic import write_atomic
 from torch_fl.bench import run as node
 
-from . import markdown, measure, plot, report, workloads
+from . import command_line, markdown, measure, plot, report, workloads
 
 FULL = {"step": [256], "step_procs": 5, "step_steps": 200}
 SHORT = {"step": [64], "step_procs": 2, "step_steps": 3}
@@ -52,11 +52,7 @@ def _paired_arms(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m harness",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_line.parser("", __doc__)
     node.add_options(p)
     p.add_argument("--out", type=Path, help="report directory (default reports/<accelerator>/bench)")
     p.add_argument(

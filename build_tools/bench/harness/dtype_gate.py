@@ -24,11 +24,12 @@ a per-round ratio, with the A/A (the reference arm timed twice) and the spread (
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
 from typing import Any
+
+from . import command_line
 
 PROVIDER = "bench"
 PAIRS = {  # name -> (op, {arm: its chain})
@@ -109,16 +110,9 @@ def table(results: dict[str, dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.dtype_gate", description=__doc__.split("\n\n")[0])
-    p.add_argument("--rounds", type=int, default=40)
-    p.add_argument("--calls", type=int, default=400)
-    p.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
-    args = p.parse_args(argv)
-    import torch
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    print(f"dtype gate: {args.rounds} rounds of {args.calls} calls per arm, {torch.get_num_threads()} threads")
+    args = command_line.in_process_pairs("dtype_gate", __doc__, rounds=40, calls=400).parse_args(argv)
+    threads = command_line.apply_threads(args)
+    print(f"dtype gate: {args.rounds} rounds of {args.calls} calls per arm, {threads} threads")
     print(table(measure(args.rounds, args.calls)))
     return 0
 

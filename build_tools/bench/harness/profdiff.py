@@ -22,20 +22,16 @@ Writes profdiff.json and profdiff.md to --out (default reports/<accelerator>/zoo
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from . import command_line
 from .opdiff import STEPS
 
 
 def main(argv: list[str] | None = None) -> int:
     from . import zoo, zoo_models
 
-    p = argparse.ArgumentParser(
-        prog="python -m harness.profdiff",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_line.parser("profdiff", __doc__)
     p.add_argument("--models", default="qwen2-tied152k", help=f"among {', '.join(zoo_models.ARCHS)}")
     p.add_argument("--steps", type=int, default=STEPS, help=f"profiled steps per arm (default {STEPS})")
     p.add_argument("--no-control", action="store_true", help="skip the plain-again arm (the A/A diff)")

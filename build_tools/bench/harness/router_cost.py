@@ -20,13 +20,13 @@ share a process with flagos (docs/bench.md): run it there under FLAGOS_ACCELERAT
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
 from . import arms as arms_
+from . import command_line
 
 OPS = (
     "convolution_overrideable",
@@ -205,19 +205,13 @@ def table(results: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.router_cost", description=__doc__.split("\n\n")[0])
-    p.add_argument("--rounds", type=int, default=30)
-    p.add_argument("--calls", type=int, default=200)
+    p = command_line.in_process_pairs("router_cost", __doc__, rounds=30, calls=200)
     p.add_argument("--ops", default="all", help=f"all, none or some of {', '.join(OPS)}")
     p.add_argument("--steps", type=int, default=20, help="small training steps per turn (0: no step)")
-    p.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
     args = p.parse_args(argv)
-    import torch
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    threads = command_line.apply_threads(args)
     ops = {"all": list(OPS), "none": []}.get(args.ops, args.ops.split(","))
-    print(f"router cost: {args.rounds} rounds, {torch.get_num_threads()} intra-op threads")
+    print(f"router cost: {args.rounds} rounds, {threads} intra-op threads")
     if ops:
         print(table(measure(ops, args.rounds, args.calls)))
     if args.steps:

@@ -49,7 +49,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import arms, failure, lockstep, opdiff, zoo_arm, zoo_judge, zoo_models
+from . import arms, command_line, failure, lockstep, opdiff, zoo_arm, zoo_judge, zoo_models
 
 ROUNDS, TURN = 8, 3
 TINY_ROUNDS, TINY_TURN = 2, 1
@@ -307,11 +307,7 @@ def _pairs(text: str) -> list[list[str]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m harness.zoo",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_line.parser("zoo", __doc__)
     archs = tuple(zoo_models.ARCHS)
     p.add_argument("--models", type=lambda t: _names(t, archs, "model"), default=list(archs), help="all, or a,b")
     p.add_argument(
