@@ -47,6 +47,7 @@ def _op(name: str) -> Callable[..., Any]:
     return getattr(overload, "_op", overload)
 
 
+_comm_keep = _op("comm_keep")
 _comm_wrap = _op("comm_wrap")
 _dtype_code_of = _op("dtype_code")
 _flagos_view = _op("flagos_view")
@@ -326,6 +327,12 @@ class HostAccess:
         if self._scope is not None:
             scope, self._scope = self._scope, None
             _host_access_close(scope)
+
+
+def comm_keep(work: Any) -> None:
+    """Hold ``work`` (a ``torch.distributed.Work``) until the library's worker thread has let go of it
+    (csrc/comm/work_keeper.cpp says why)."""
+    _comm_keep(work.boxed())
 
 
 def comm_wrap(vendor: Any, group: Any, vendor_device: str, vendor_type: Any) -> Any:

@@ -141,6 +141,9 @@ def register() -> None:
     (done by ``import torch_fl``)."""
     if BACKEND.upper() in dist.Backend._plugins:
         return
+    from . import _gloo_works
+
+    _gloo_works.install()  # no Gloo work is destroyed on Gloo's threads (the module says why)
     dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=[DEVICE])
     c10d = dist.distributed_c10d
     if not getattr(c10d.init_process_group, "__wrapped_by_torch_fl__", False):

@@ -4,6 +4,7 @@
 // reads and writes the user's storage. This file names no vendor API, so it builds unchanged for every runtime.
 #include "comm/backend.h"
 
+#include "comm/work_keeper.h"
 #include "compat/torch_compat.h"
 #include "runtime/host_access.h"
 #include "runtime/runtime.h"
@@ -108,6 +109,11 @@ class NamedWork final : public Work {
             std::vector<std::pair<at::Tensor, at::Tensor>> copy_back)
       : Work(rank), vendor_(std::move(vendor)), what_(what), size_(size), library_(std::move(library)),
         copy_back_(std::move(copy_back)) {}
+  // Gloo's worker thread may still hold the vendor's work, and with it the views whose holds reach Python-owned
+  // storages: the keeper makes sure that thread never drops the last reference (work_keeper.cpp says why).
+  ~NamedWork() override {
+    if (library_ == "gloo") keep_until_released(std::move(vendor_));
+  }
 
   bool wait(std::chrono::milliseconds timeout) override {
     try {
