@@ -22,9 +22,17 @@ Outputs. A replay writes the same memory every time. Each call returns new tenso
 previous call returned become unreadable, with a message saying to clone them; outputs that alias a static input
 are returned as the capture made them (that memory is the caller's, not the graph's).
 
-Pools. Each recording has a private memory pool. The trees share one pool among the graphs of a tree because they
-track which outputs are still alive; without that tracking, a later replay of one recording could overwrite memory
-that another recording's outputs live in.
+Keys that never come twice. A key records on its second call, so a function whose every call brings a new key (an
+int input counted on the host, such as a sliding-window cache's length) warms up forever and replays nothing, as
+the trees record nothing for it either. ``reason()`` names that (the graph stats list it beside the skips) and, past
+torch's ``cudagraph_dynamic_shape_warn_limit`` distinct keys, torch's own warning is logged, as for cuda.
+
+Pools. The recordings of one function share one private memory pool, as the graphs of a tree share the trees' pool,
+so a function recorded for many keys holds one pool's memory, not one per key. Sharing is safe because one call of
+the function expires what every earlier call returned: a replay of one key may write where another key's outputs
+live, and those outputs are made unreadable first. Functions (the partitions of one compiled graph among them) do
+not share a pool: without the trees' tracking of which outputs are alive, one function's replay could overwrite the
+outputs of another that its caller still reads.
 """
 
 from __future__ import annotations
@@ -66,7 +74,7 @@ class Recording:
     """One captured graph of a function: its static inputs' addresses, its input buffers and its outputs."""
 
     def __init__(self, runner: GraphRunner, inputs: list[Any]) -> None:
-        from ..graphs import FlagosGraph, graph, graph_pool_handle
+        from ..graphs import FlagosGraph, graph
 
         self.static_idxs = runner.static_idxs
         static = frozenset(self.static_idxs)
@@ -79,8 +87,8 @@ class Recording:
             )
             _copy_into(self.buffers[i], inputs[i], expanded)
         self.graph = FlagosGraph()
-        # A pool of its own (the module docstring says why not one shared with the function's other recordings).
-        with graph(self.graph, pool=graph_pool_handle(), stream=runner.stream(), capture_error_mode="thread_local"):
+        # The function's pool, shared with its other recordings (the module docstring says why that is safe).
+        with graph(self.graph, pool=runner.pool(), stream=runner.stream(), capture_error_mode="thread_local"):
             outputs = runner.model(list(self.buffers))
         self.kind = type(outputs) if isinstance(outputs, (list, tuple)) else None
         self.outputs = list(outputs) if self.kind else [outputs]
@@ -98,12 +106,21 @@ class Recording:
     def static_inputs_stayed(self, inputs: list[Any]) -> bool:
         return _same_addresses(inputs, self.static_ptrs, self.static_idxs)
 
-    def run(self, inputs: list[Any]) -> Any:
+    def expire(self) -> None:
+        """Make what the last replay returned unreadable (nothing before the first replay)."""
+        for t, message in zip(self.handed, self.messages, strict=False):
+            _core.make_unreadable(t, message)
+        self.handed = []
+
+    def run(self, inputs: list[Any], previous: Recording | None = None) -> Any:
+        """Replay; ``previous`` is the recording of the function's last call, whose outputs this replay may
+        overwrite (the pool is shared)."""
         for i, expanded in self.copies:
             _copy_into(self.buffers[i], inputs[i], expanded)
         inputs.clear()  # the inputs are read (an input may be the previous call's output): those go now
-        for t, message in zip(self.handed, self.messages, strict=False):  # none before the first
-            _core.make_unreadable(t, message)
+        self.expire()
+        if previous is not None and previous is not self:
+            previous.expire()
         self.graph.replay()
         self.handed = _core.fresh_aliases(self.fresh_tensors)
         out = list(self.outputs)
@@ -142,6 +159,9 @@ class GraphRunner:
         self.copy_idxs: list[int] = []
         self.int_idxs: list[int] = []
         self.rerecords = 0
+        self.last: Recording | None = None  # the recording that ran the last call
+        self._warned = False  # torch's warning about many keys, logged once
+        self._pool: tuple[int, int] | None = None
         self._stream: Any = None
         self._laid_out = False
 
@@ -151,6 +171,27 @@ class GraphRunner:
             index = _flagos.current_device() if self.device_index is None else self.device_index
             self._stream = _flagos.Stream(index)
         return self._stream
+
+    def pool(self) -> tuple[int, int]:
+        """The private memory pool this function's recordings share."""
+        if self._pool is None:
+            from ..graphs import graph_pool_handle
+
+            self._pool = graph_pool_handle()
+        return self._pool
+
+    def reason(self) -> str | None:
+        """Why this function replays no graph: its skip reason, or keys that never came twice; None while a
+        recording exists or before a second call could record one."""
+        if self.skipped is not None:
+            return self.skipped
+        if len(self.recordings) < 2 or any(isinstance(r, Recording) for r in self.recordings.values()):
+            return None
+        ints = f"int inputs at {self.int_idxs}" if self.int_idxs else "no int input"
+        return (
+            f"no cudagraph recorded: each of {len(self.recordings)} calls brought a new key ({ints}; shapes of "
+            f"the inputs at {self.copy_idxs}) and a key records on its second call"
+        )
 
     def _lay_out(self, inputs: list[Any]) -> None:
         self._laid_out = True
@@ -172,6 +213,7 @@ class GraphRunner:
     def _skip(self, reason: str) -> None:
         self.skipped = reason
         self.recordings.clear()
+        self.last = None
         _compat.skip(reason)
 
     def __call__(self, inputs: list[Any]) -> Any:
@@ -182,6 +224,8 @@ class GraphRunner:
         key = (*(inputs[i] for i in self.int_idxs), *(inputs[i].shape for i in self.copy_idxs))
         recording = self.recordings.get(key)
         if recording is None:
+            if not self._warned:
+                self._warned = _compat.warn_many_keys(self.recordings, key)
             self.recordings[key] = _WARMED
             return self._warm_up(inputs)
         if recording is not _WARMED and not recording.static_inputs_stayed(inputs):
@@ -199,7 +243,8 @@ class GraphRunner:
             except CaptureError as exc:  # an op a graph cannot repeat (a host read, a provider's Python path)
                 self._skip(f"skipping cudagraphs due to an uncapturable op: {exc}")
                 return self.model(inputs)
-        return recording.run(inputs)
+        previous, self.last = self.last, recording
+        return recording.run(inputs, previous)
 
     def _warm_up(self, inputs: list[Any]) -> Any:
         stream, current = self.stream(), _flagos.current_stream()

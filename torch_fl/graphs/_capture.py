@@ -3,12 +3,15 @@
 One TorchDispatchMode serves both vendors. On every vendor it refuses, at capture time and naming the op, the work
 a replay could not repeat: host reads of device data (``.item()``, ``.cpu()``, ops whose output shape depends on
 the data), copies between host and device, writes to host tensors that existed before the capture (a replay would
-not repeat them: Adam's host step counter is the classic one), and ops whose route is ``cpu``. Under emulation it
-also records the flagos calls so that ``_emulation.py`` can replay them.
+not repeat them: Adam's host step counter is the classic one), and ops whose route is ``cpu``. Work inside one op's
+kernel is not seen here; where the vendor refuses it under capture (CUDA's copy of a host tensor), the refusal is
+raised as a CaptureError naming the op. Under emulation it also records the flagos calls so that ``_emulation.py``
+can replay them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +28,9 @@ from ..routing import routes as _routes
 _ALLOCATIONS = frozenset({"empty.memory_format", "empty_strided", "empty_like", "new_empty", "new_empty_strided"})
 # Tags of ops whose result a host must read before the op can finish.
 _HOST_READ_TAGS = (torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape)
+# How a vendor words a refusal of work under capture: CUDA's copy check ("... during CUDA graph capture ..."), its
+# stream errors ("operation not permitted when stream is capturing", cudaErrorStreamCapture*), HIP's alike.
+_CAPTURE_REFUSAL = re.compile(r"graph capture|stream is capturing|StreamCapture", re.IGNORECASE)
 
 
 @dataclass
@@ -134,7 +140,7 @@ class CaptureMode(TorchDispatchMode):
         self._check_host_writes(func, written)
         if self.recording is not None:
             self._save_before_write(written)
-        out = func(*args, **kwargs)
+        out = self._run(func, args, kwargs)
         outputs = _tensors(out)
         out_devices = {t.device.type for t in outputs}
         if "cpu" in out_devices:
@@ -144,6 +150,22 @@ class CaptureMode(TorchDispatchMode):
         if self.recording is not None and (on_flagos or any(t.device.type == "flagos" for t in outputs)):
             self._record(func, args, kwargs, out, inputs)
         return out
+
+    def _run(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run the op; a vendor's refusal of its inner work under capture becomes a CaptureError naming the op. A
+        kernel's own host work (a composite that reads data on the host, a copy of a host tensor) is invisible to
+        this mode, which sees the op only, so the vendor's capture check is the one that finds it."""
+        try:
+            return func(*args, **kwargs)
+        except CaptureError:
+            raise
+        except RuntimeError as exc:
+            if not _CAPTURE_REFUSAL.search(str(exc)):
+                raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise self.refuse(
+                func, f"its kernel did work a graph cannot hold ({first})", "keep it out of the captured region"
+            ) from exc
 
     def _check_device_op(self, func: Any, on_host: list[torch.Tensor]) -> None:
         if any(tag in func.tags for tag in _HOST_READ_TAGS):

@@ -85,14 +85,15 @@ def intercepted() -> frozenset[str]:
 def intercept(ops: Collection[str]) -> None:
     """Have the router take ``ops`` by name, and the ops torch would keep from it otherwise: those implemented
     for every backend through their out= variant, the ``_foreach_*`` family, the convolution hooks (csrc/dispatch/
-    router.cpp says why), the out= variants whose generic body refuses devices it does not name, and the composites
-    that the vendors run as one kernel."""
+    router.cpp says why), the out= variants whose generic body refuses devices it does not name, the composites
+    that the vendors run as one kernel, and the generic bodies that the vendors replace with a kernel of their own."""
     fused = _vendor_fused_composites()
     ops = {
         *ops,
         *_structured_functional_ops(),
         *_multi_tensor_ops(),
         *_composite_out_ops(),
+        *_vendor_replaced_composites(),
         *_OVERRIDEABLE_HOOKS,
         *_DEVICE_CHECKED_OUT_OPS,
         *fused,
@@ -168,6 +169,20 @@ def _vendor_fused_composites() -> frozenset[str]:
         op
         for op in known_ops()
         if has_kernel(op, "CompositeImplicitAutograd") and (has_kernel(op, "CPU") or has_kernel(op, "CUDA"))
+    )
+
+
+@cache
+def _vendor_replaced_composites() -> frozenset[str]:
+    """Ops torch implements for every device with one generic body (CompositeExplicitAutograd) that a vendor
+    replaces with a kernel of its own. Without a name in the router, flagos runs the generic body where plain CUDA
+    runs the vendor's kernel: ``_grouped_mm``'s body loops over the groups after reading their offsets on the host,
+    which no graph can hold, where CUDA's kernel (bfloat16 on sm90 and sm100) reads them on the device. Routed by
+    name, the native route reaches the vendor's kernel, as for plain CUDA."""
+    return frozenset(
+        op
+        for op in known_ops()
+        if has_kernel(op, "CompositeExplicitAutograd") and (has_kernel(op, "CPU") or has_kernel(op, "CUDA"))
     )
 
 

@@ -107,8 +107,14 @@ def _graphs(runners: list) -> dict:
         "runners": len(runners),
         "replaying": len(recorded),
         "recordings": sum(len(r.recordings) for r in recorded),
-        "skipped": sorted({r.skipped for r in runners if r.skipped}),
+        "skipped": sorted({why for why in map(_why_no_graph, runners) if why}),
     }
+
+
+def _why_no_graph(runner) -> str | None:
+    """The runner's reason for replaying nothing: a skip, or keys that never came twice (older wheels: skips only)."""
+    reason = getattr(runner, "reason", None)
+    return reason() if callable(reason) else runner.skipped
 
 
 def _rewind(cache) -> None:
@@ -120,6 +126,10 @@ def _rewind(cache) -> None:
         length = getattr(layer, "cumulative_length", None)
         if isinstance(length, torch.Tensor):
             length.fill_(PROMPT)
+        # A sliding-window layer also counts on the host: left alone, every step after the first would decode with
+        # a full window (another code path) and hand compiled graphs an int input never seen before on every call
+        if isinstance(getattr(layer, "cumulative_length_int", None), int):
+            layer.cumulative_length_int = PROMPT
 
 
 def run(arm: str, mode: str, device: str, tiny: bool, serve_cpu: int | None) -> None:

@@ -179,6 +179,16 @@ def rerecord_limit() -> int:
     return int(getattr(config.triton, "cudagraph_unexpected_rerecord_limit", 128))
 
 
+def warn_many_keys(keys: dict[Any, Any], new_key: Any) -> bool:
+    """torch's warning about recording one graph per distinct key, logged past its
+    ``cudagraph_dynamic_shape_warn_limit`` as the trees log it; whether it was logged (a torch line without the
+    function logs nothing)."""
+    from torch._inductor import cudagraph_utils
+
+    warn = getattr(cudagraph_utils, "maybe_warning_due_to_dynamic_shape", None)
+    return bool(warn(keys, new_key)) if callable(warn) else False
+
+
 def announce(reason: str) -> None:
     """Say a skip reason the way Inductor says a cuda graph's (its log; an error under cudagraph_or_error)."""
     from torch._inductor import config, cudagraph_utils
