@@ -78,3 +78,19 @@ def fresh_dynamo():
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
+
+
+@pytest.fixture
+def runners(monkeypatch):
+    """The graph runners made for compiled flagos graphs in this test."""
+    from torch_fl.compile import graph_runner
+
+    made: list[graph_runner.GraphRunner] = []
+    original = graph_runner.make_runner
+
+    def spy(*args, **kwargs):
+        made.append(original(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(graph_runner, "make_runner", spy)
+    return made

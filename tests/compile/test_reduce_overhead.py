@@ -179,20 +179,6 @@ def test_reduce_overhead_is_refused_on_the_emulation_saying_where_it_runs():
 # ---- on a GPU vendor: compiled functions through flagos graphs ---------------------------------------------------
 
 
-@pytest.fixture
-def runners(monkeypatch):
-    """The graph runners made for compiled flagos graphs in this test."""
-    made: list[graph_runner.GraphRunner] = []
-    original = graph_runner.make_runner
-
-    def spy(*args, **kwargs):
-        made.append(original(*args, **kwargs))
-        return made[-1]
-
-    monkeypatch.setattr(graph_runner, "make_runner", spy)
-    return made
-
-
 @gpu_only
 def test_a_compiled_function_replays_its_graph(runners):
     f = lambda x, w: (x @ w).relu() + 1  # noqa: E731

@@ -20,19 +20,6 @@ def _grouped_mm_on_device() -> bool:
     return ON_GPU and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] in (9, 10)
 
 
-@pytest.fixture
-def runners(monkeypatch):
-    made: list[graph_runner.GraphRunner] = []
-    original = graph_runner.make_runner
-
-    def spy(*args, **kwargs):
-        made.append(original(*args, **kwargs))
-        return made[-1]
-
-    monkeypatch.setattr(graph_runner, "make_runner", spy)
-    return made
-
-
 def _experts(x: torch.Tensor, weights: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     # transformers' grouped_mm experts: tokens sorted by expert, group ends as int32 offsets on the device
     return torch._grouped_mm(x, weights, torch.cumsum(counts, 0, dtype=torch.int32))
