@@ -57,3 +57,15 @@ def test_each_route_serves_the_dtypes_its_operator_passed() -> None:
     }
     exp_reason = text[: text.index("\nexp = ")].rsplit("\n\n", 1)[1]
     assert "in float32 only" in exp_reason and "float16: wrong values" in exp_reason and "Reproduce: R" in exp_reason
+
+
+def test_a_correct_kernel_over_the_slow_bar_stays_native_unless_its_control_is_noisy() -> None:
+    def timed(ratio: float, aa: float) -> dict[str, Any]:
+        return {"verdict": "pass", "dtypes": {"float32": dtype("pass")}, "speed": {"ratio": ratio, "aa": aa}}
+
+    text = routes.render(report(add=timed(1.95, 1.01), mul=timed(1.4, 1.0), sub=timed(1.95, 1.3)))
+    lines = dict(line.split(" = ") for line in text.splitlines() if " = " in line and not line.startswith("#"))
+    assert lines["add"] == "native" and "1.95x native's time" in text
+    assert lines["mul"] == "demo[float32], native"  # under the bar
+    assert lines["sub"] == "demo[float32], native"  # over it, but native against native was off by 30%: not judged
+    assert conf.parse_conf_text(text, "q.conf").entries["add"].routes == ("native",)  # the conf reads back

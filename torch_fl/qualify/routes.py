@@ -14,6 +14,17 @@ NATIVE = "native"
 AA_BAND = 0.10
 
 
+# The qualified conf leaves native an operator whose provider kernel took more than this times native's time at
+# its largest real sample (with a trustworthy A/A): correct, but a route that slows every model down.
+SLOW = 1.5
+
+
+def too_slow(r: dict[str, Any]) -> bool:
+    """The operator's provider/native time is over SLOW with a trustworthy A/A beside it."""
+    speed = r.get("speed")
+    return bool(speed) and speed["ratio"] > SLOW and abs(speed["aa"] - 1.0) <= AA_BAND
+
+
 def faster(r: dict[str, Any]) -> bool:
     """The operator passed and its provider/native time is at most 1 with a trustworthy A/A beside it."""
     speed = r.get("speed")
@@ -50,10 +61,10 @@ def _left_out(r: dict[str, Any], served: tuple[str, ...]) -> str:
 
 
 def blocks(report: dict[str, Any], tuned: bool = False, pinned: frozenset[str] = frozenset()) -> list[Block]:
-    """The provider for every operator in the dtypes it passed (and, ``tuned``, only where it is no slower than
-    native at its real shapes), written as a dtype list, native for its other dtypes; every other claimed operator
-    stays native with its verdict and reproduction as the reason. ``pinned`` operators are left out (a
-    hand-written block of the vendor decides them)."""
+    """The provider for every operator in the dtypes it passed (never where it costs over SLOW times native at its
+    real shapes; ``tuned``, only where it is no slower than native), written as a dtype list, native for its other
+    dtypes; every other claimed operator stays native with its verdict and reproduction as the reason. ``pinned``
+    operators are left out (a hand-written block of the vendor decides them)."""
     provider = report["provider"]
     where = f"{provider} {report.get('provider_version') or ''} on {report['vendor']}, torch {report['torch_line']}"
     clean: dict[tuple[str, ...], list[str]] = {}  # dtype list -> operators that failed in no dtype
@@ -68,6 +79,13 @@ def blocks(report: dict[str, Any], tuned: bool = False, pinned: frozenset[str] =
             out.append(((op,), (NATIVE,), _failure_reason(r)))
         elif tuned and not faster(r):
             slower.append(op)
+        elif too_slow(r):
+            speed = r["speed"]
+            reason = (
+                f"Correct ({where}) but {speed['ratio']:.2f}x native's time at its real shapes (A/A "
+                f"{speed['aa']:.2f}), over the {SLOW:g}x a qualified route may cost."
+            )
+            out.append(((op,), (NATIVE,), reason))
         elif len(served) == len(r["dtypes"]):
             clean.setdefault(served, []).append(op)
         else:
