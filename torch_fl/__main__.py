@@ -218,6 +218,12 @@ def _qualify_parser(sub: Any) -> None:
     )
     p.add_argument("--budget", type=float, default=None, help="seconds for this run; what is left stays pending")
     p.add_argument("--no-speed", action="store_true", help="verdicts only, no provider/native timing")
+    p.add_argument(
+        "--slow-bar",
+        type=float,
+        default=1.5,
+        help="qualified.conf keeps native a correct kernel over this times native's time (default 1.5; 0: no bar)",
+    )
     p.add_argument("--sample", type=int, default=None, help="run only this sample of --ops (a reproduction)")
     p.add_argument("--list", action="store_true", help="print the operators the provider claims and stop")
 
@@ -268,7 +274,7 @@ def _qualify(args: Any) -> int:
     rep = report.build(meta, runner.read_events(out / "events.jsonl"))
     json_path, md_path = report.write(rep, out)
     for tuned, name in ((False, "qualified.conf"), (True, "qualified-tuned.conf")):
-        (out / name).write_text(routes.render(rep, tuned))
+        (out / name).write_text(routes.render(rep, tuned, slow_bar=args.slow_bar))
     print(", ".join(f"{v}: {n}" for v, n in rep["counts"].items()))
     if args.sample is not None:
         r = rep["ops"][ops[0]]

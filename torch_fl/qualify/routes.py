@@ -19,10 +19,10 @@ AA_BAND = 0.10
 SLOW = 1.5
 
 
-def too_slow(r: dict[str, Any]) -> bool:
-    """The operator's provider/native time is over SLOW with a trustworthy A/A beside it."""
+def too_slow(r: dict[str, Any], bar: float = SLOW) -> bool:
+    """The operator's provider/native time is over ``bar`` (0: no bar) with a trustworthy A/A beside it."""
     speed = r.get("speed")
-    return bool(speed) and speed["ratio"] > SLOW and abs(speed["aa"] - 1.0) <= AA_BAND
+    return bool(bar) and bool(speed) and speed["ratio"] > bar and abs(speed["aa"] - 1.0) <= AA_BAND
 
 
 def faster(r: dict[str, Any]) -> bool:
@@ -60,11 +60,13 @@ def _left_out(r: dict[str, Any], served: tuple[str, ...]) -> str:
     return f"other dtypes native ({listed}); first failure: {_failure_reason(r)}"
 
 
-def blocks(report: dict[str, Any], tuned: bool = False, pinned: frozenset[str] = frozenset()) -> list[Block]:
-    """The provider for every operator in the dtypes it passed (never where it costs over SLOW times native at its
-    real shapes; ``tuned``, only where it is no slower than native), written as a dtype list, native for its other
-    dtypes; every other claimed operator stays native with its verdict and reproduction as the reason. ``pinned``
-    operators are left out (a hand-written block of the vendor decides them)."""
+def blocks(
+    report: dict[str, Any], tuned: bool = False, pinned: frozenset[str] = frozenset(), slow_bar: float = SLOW
+) -> list[Block]:
+    """The provider for every operator in the dtypes it passed (never where it costs over ``slow_bar`` times
+    native at its real shapes; ``tuned``, only where it is no slower than native), written as a dtype list, native
+    for its other dtypes; every other claimed operator stays native with its verdict and reproduction as the
+    reason. ``pinned`` operators are left out (a hand-written block of the vendor decides them)."""
     provider = report["provider"]
     where = f"{provider} {report.get('provider_version') or ''} on {report['vendor']}, torch {report['torch_line']}"
     clean: dict[tuple[str, ...], list[str]] = {}  # dtype list -> operators that failed in no dtype
@@ -79,11 +81,11 @@ def blocks(report: dict[str, Any], tuned: bool = False, pinned: frozenset[str] =
             out.append(((op,), (NATIVE,), _failure_reason(r)))
         elif tuned and not faster(r):
             slower.append(op)
-        elif too_slow(r):
+        elif too_slow(r, slow_bar):
             speed = r["speed"]
             reason = (
                 f"Correct ({where}) but {speed['ratio']:.2f}x native's time at its real shapes (A/A "
-                f"{speed['aa']:.2f}), over the {SLOW:g}x a qualified route may cost."
+                f"{speed['aa']:.2f}), over the {slow_bar:g}x a qualified route may cost."
             )
             out.append(((op,), (NATIVE,), reason))
         elif len(served) == len(r["dtypes"]):
@@ -114,14 +116,14 @@ def blocks(report: dict[str, Any], tuned: bool = False, pinned: frozenset[str] =
     return head + partial + out
 
 
-def render(report: dict[str, Any], tuned: bool = False) -> str:
+def render(report: dict[str, Any], tuned: bool = False, slow_bar: float = SLOW) -> str:
     """A whole conf: ``default = native`` and the blocks, with the provider version it was qualified for."""
     lines = [
         f"# written by python -m torch_fl qualify ({report['key']}){', tuned' if tuned else ''}",
         f"qualified {report['provider']} {report.get('provider_version') or 'unversioned'}",
         "default = native",
     ]
-    for ops, chain, reason in blocks(report, tuned):
+    for ops, chain, reason in blocks(report, tuned, slow_bar=slow_bar):
         lines.append("")
         lines += [f"# {line}" for line in reason.splitlines()]
         lines += [f"{op} = {', '.join(chain)}" for op in ops]
