@@ -354,7 +354,11 @@ def flaggems(node: Node, ex: Executor) -> int:
     log.say(f"qualify: exit {rc} after {round(time.time() - node.started)} s")
     for name in ("report.json", "report.md", "events.jsonl"):  # events.jsonl: a cold machine's rerun resumes from it
         ex.copy(q / name, node.out / f"qualify-{name}")
+    if k.CHECK_SECONDS == "0":  # a qualification spread over several calls checks its confs once, at the end
+        return 0
+    workloads = ("--workloads", k.FLAGGEMS_WORKLOADS) if k.FLAGGEMS_WORKLOADS else ()
     first = (
+        *workloads,
         "--conf",
         q / "qualified.conf",
         "--tuned",

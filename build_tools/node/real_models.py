@@ -1,7 +1,8 @@
 """Training workloads at real sizes for the node checks: a decoder-only LLM of 124M parameters (HF Llama, GQA,
-bf16 autocast), torchvision's ResNet-50 (bf16 autocast), both the model zoo's (harness/zoo_models.py), and the
-bench's TransformerEncoder step. Each is built on the CPU from one seed and returns a ``step()`` that trains once
-on ``device`` and returns the loss. ``tiny`` shrinks every model for a CPU-emulation dry run of the scripts that
+bf16 autocast), torchvision's ResNet-50 (bf16 autocast), three more of the model zoo's decoders (a 152k tied
+vocabulary; a sliding window in fp16 with GradScaler; a mixture of experts), all defined in harness/zoo_models.py,
+and the bench's TransformerEncoder step. Each is built on the CPU from one seed and returns a ``step()`` that trains
+once on ``device`` and returns the loss. ``tiny`` shrinks every model for a CPU-emulation dry run of the scripts that
 use them."""
 
 from __future__ import annotations
@@ -61,6 +62,30 @@ def resnet50(device: str, tiny: bool = False, seed: int = 0) -> tuple[Step, torc
     return _bf16_step(model, batch, loss_of, opt, device), model
 
 
+def zoo_decoder(name: str) -> Callable[..., tuple[Step, torch.nn.Module]]:
+    """The zoo's decoder ``name`` trained as the zoo trains it (harness/zoo_arm.py): its table row's autocast dtype,
+    GradScaler where the row asks for one, fused AdamW."""
+    arch = zoo_models.ARCHS[name]
+
+    def build(device: str, tiny: bool = False, seed: int = 0) -> tuple[Step, torch.nn.Module]:
+        model, batch, loss_of = _zoo(name, device, tiny, seed)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+        scaler = torch.amp.GradScaler(torch.device(device).type, enabled=arch.scaler)
+
+        def step() -> torch.Tensor:
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(torch.device(device).type, dtype=getattr(torch, arch.dtype)):
+                loss = loss_of(model, batch)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            return loss.detach()
+
+        return step, model
+
+    return build
+
+
 def encoder(d_model: int) -> Callable[[str, bool], tuple[Step, torch.nn.Module]]:
     """The bench's training step (the model of workloads.build_step), returning its loss."""
 
@@ -87,6 +112,9 @@ def encoder(d_model: int) -> Callable[[str, bool], tuple[Step, torch.nn.Module]]
 WORKLOADS: dict[str, Callable[..., tuple[Step, Any]]] = {
     "llama-124m-bf16": llama,
     "resnet50-bf16": resnet50,
+    "qwen2-tied152k": zoo_decoder("qwen2-tied152k"),
+    "mistral-sliding-fp16": zoo_decoder("mistral-sliding"),
+    "mixtral-moe": zoo_decoder("mixtral-moe"),
     "encoder-d256": encoder(256),
     "encoder-d1024": encoder(1024),
 }

@@ -60,7 +60,7 @@ EXPECTED = {
     "stepops": ["step_ops.py --d-model 256,1024 > OUT/step_ops.txt"],
     "flaggems": ["record_workloads.py --samples REPO/build/qualify-flaggems/samples --provider flaggems "
                  "--skip-if-recorded", "-m torch_fl qualify --provider flaggems --out REPO/build/qualify-flaggems "
-                 "--workers 12 --chunk 10 --dtypes float32,bfloat16 --timeout 120 --budget",
+                 "--workers 12 --chunk 10 --dtypes float32,bfloat16,float16,int64,bool --timeout 120 --budget",
                  "flaggems_first.py --conf REPO/build/qualify-flaggems/qualified.conf",
                  "FLAGOS_BACKEND_CONFIG=REPO/build/qualify-flaggems/qualified.conf"],
     "interop": ["dlpack_check.py > OUT/interop.txt", "correctness/test_dlpack.py correctness/test_multiprocessing.py"],
