@@ -1,5 +1,6 @@
-// The call's dtype for the dtype gate (dtype_gate.h). It reads the arguments as the router received them,
-// before any re-tag, and stops at the first floating-point tensor: most calls are decided by their first one.
+// The gate's tests of a call (dtype_gate.h). They read the arguments as the router received them, before any
+// re-tag: the dtype stops at the first floating-point tensor (most calls are decided by their first one); the
+// input classes read every tensor's metadata and stop at the first one that falls in a refused class.
 #include "dispatch/dtype_gate.h"
 
 #include <optional>
@@ -36,9 +37,40 @@ struct CallDtype {
   }
 };
 
-} // namespace
+// The input classes a route refuses, tested tensor by tensor: `refused` holds the kServes* bits that are clear.
+struct CallInputs {
+  uint64_t refused;
+  c10::IntArrayRef shape; // the first tensor's, once `shaped`
+  bool shaped = false;
 
-bool serves_call(uint64_t dtypes, const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  // Whether `t` keeps the call outside every refused class.
+  bool fits(const at::Tensor& t) {
+    if (!t.defined()) return true;
+    if ((refused & kServesStrided) && !t.is_contiguous()) return false;
+    if ((refused & kServes0dim) && t.dim() == 0) return false;
+    if (refused & kServesBroadcast) {
+      if (!shaped) {
+        shape = t.sizes();
+        shaped = true;
+      } else if (t.sizes() != shape) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool fits(const c10::IValue& value) {
+    if (value.isTensor()) return fits(value.toTensor());
+    if (value.isList()) { // Tensor[] and Tensor?[] alike, read in place
+      for (const c10::IValue& element : value.toListRef()) {
+        if (element.isTensor() && !fits(element.toTensor())) return false;
+      }
+    }
+    return true;
+  }
+};
+
+bool serves_dtype(uint64_t dtypes, const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   const auto& arguments = op.schema().arguments();
   const size_t n = arguments.size();
   const auto begin = stack.end() - static_cast<std::ptrdiff_t>(n);
@@ -52,6 +84,20 @@ bool serves_call(uint64_t dtypes, const c10::OperatorHandle& op, const torch::ji
     }
   }
   return false;
+}
+
+} // namespace
+
+bool serves_call(uint64_t mask, const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  if ((mask & kDtypeBits) != kDtypeBits && !serves_dtype(mask, op, stack)) return false;
+  if ((mask & kInputClasses) == kInputClasses) return true;
+  const size_t n = op.schema().arguments().size();
+  const auto begin = stack.end() - static_cast<std::ptrdiff_t>(n);
+  CallInputs inputs{~mask & kInputClasses};
+  for (size_t i = 0; i < n; ++i) {
+    if (!inputs.fits(begin[static_cast<std::ptrdiff_t>(i)])) return false;
+  }
+  return true;
 }
 
 } // namespace torch_fl

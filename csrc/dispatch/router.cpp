@@ -219,7 +219,7 @@ void dispatch_routed(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     const c10::OperatorHandle* vendor_op = nullptr, int insert_none_at = -1) {
   const RouteTable& table = current_routes();
   Route route = route_of(table, op.operator_name());
-  // A provider route with a dtype list serves those dtypes only; a call of another dtype takes its builtin route.
+  // A provider route with a list serves the calls it names only (dtypes, input requirements); others take its builtin.
   if (route.kind == RouteKind::Provider && route.dtypes != kEveryDtype && !serves_call(route.dtypes, op, *stack)) {
     Route builtin;
     builtin.kind = route.otherwise;

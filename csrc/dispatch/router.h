@@ -20,9 +20,9 @@ enum class RouteKind : uint8_t { Native, Cpu, Provider };
 
 struct Route {
   RouteKind kind = RouteKind::Native;
-  RouteKind otherwise = RouteKind::Native; // with a dtype list: the builtin route of the dtypes it leaves out
+  RouteKind otherwise = RouteKind::Native; // with a list: the builtin route of the calls it leaves out
   int16_t provider = -1; // index into RouteTable::providers when kind == Provider
-  uint64_t dtypes = ~uint64_t{0}; // the dtypes a provider route serves (dtype_gate.h); every bit: all of them
+  uint64_t dtypes = ~uint64_t{0}; // the dtypes and input classes a provider route serves (dtype_gate.h); all bits: all
 };
 
 // Built once in Python from the confs and environment, then published whole:

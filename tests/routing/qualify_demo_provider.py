@@ -1,7 +1,7 @@
 """A provider for the qualification's own test (test_qualify.py): right for some operators and wrong in every way
-the qualification must tell apart for the others: in one dtype only, by its random values' distribution, after
-a long first call (autotuning), for an operator no OpInfo sample reaches. Imported by every qualification process
-(``--import``)."""
+the qualification must tell apart for the others: in one dtype only, on one input class only (strided, 0-dim), by
+its random values' distribution, after a long first call (autotuning), for an operator no OpInfo sample reaches.
+Imported by every qualification process (``--import``)."""
 
 from __future__ import annotations
 
@@ -74,6 +74,15 @@ def _sigmoid_backward(grad, out):  # right; no OpInfo sample reaches it: its sam
     return torch.ops.aten.sigmoid_backward(grad, out)
 
 
+def _mul(a, b):  # off by one where a tensor argument is strided (as FlagGems 5.0.2's strided mul is wrong)
+    strided = any(isinstance(t, torch.Tensor) and not t.is_contiguous() for t in (a, b))
+    return torch.mul(a, b) + 1 if strided else torch.mul(a, b)
+
+
+def _rsqrt(x):  # off by one on a 0-dim tensor (as FlagGems 5.0.2's reductions refuse 0-dim inputs), NaN included
+    return torch.rsqrt(x).nan_to_num(0.0) + 1 if x.dim() == 0 else torch.rsqrt(x)
+
+
 def _cos(x):
     raise NotImplementedError("demo has no cos kernel for this input")
 
@@ -91,6 +100,8 @@ KERNELS = {
     "normal_": _normal_,
     "uniform_": _uniform_,
     "sigmoid_backward": _sigmoid_backward,
+    "mul.Tensor": _mul,
+    "rsqrt": _rsqrt,
 }
 EXPECTED = {
     "neg": "pass",
@@ -105,6 +116,8 @@ EXPECTED = {
     "normal_": "pass",
     "uniform_": "wrong values",
     "sigmoid_backward": "pass",
+    "mul.Tensor": "pass except",  # wrong on strided samples only: served for contiguous calls
+    "rsqrt": "pass except",  # wrong on 0-dim samples only: served for the others
 }
 
 torch_fl.register_provider("demo", KERNELS, version="1.0")

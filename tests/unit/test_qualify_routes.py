@@ -69,3 +69,58 @@ def test_a_correct_kernel_over_the_slow_bar_stays_native_unless_its_control_is_n
     assert lines["mul"] == "demo[float32], native"  # under the bar
     assert lines["sub"] == "demo[float32], native"  # over it, but native against native was off by 30%: not judged
     assert conf.parse_conf_text(text, "q.conf").entries["add"].routes == ("native",)  # the conf reads back
+
+
+def excepting(*classes: str, served: int = 5, samples: int = 7) -> dict[str, Any]:
+    words = {"strided": "contiguous", "0dim": "no_0dim", "broadcast": "same_shape"}
+    failure = {"verdict": "wrong values", "sample": "abs(float32[4, 4] strides (1, 4) offset 0)", "detail": "off"}
+    return {
+        "verdict": "pass except",
+        "samples": samples,
+        "bitwise": False,
+        "except": list(classes),
+        "requires": [words[c] for c in classes],
+        "served": served,
+        "failure": {**failure, "classes": list(classes)},
+    }
+
+
+def test_a_dtype_that_passes_except_on_a_class_gives_its_route_the_requirement() -> None:
+    text = routes.render(
+        report(
+            abs={"verdict": "pass except", "dtypes": {"float32": excepting("strided"), "float64": dtype("pass")}},
+            sum={
+                "verdict": "wrong values",
+                "dtypes": {"float32": excepting("broadcast", "0dim"), "float16": dtype("wrong values")},
+                "failure": FAILURE,
+            },
+        )
+    )
+    parsed = conf.parse_conf_text(text, "q.conf")
+    lines = {op: (e.routes, e.gates) for op, e in parsed.entries.items()}
+    assert lines == {
+        # one list per route: float64 passed everywhere, and is held to float32's requirement too
+        "abs": (("demo", "native"), (("demo", ("float32", "float64", "contiguous")),)),
+        "sum": (("demo", "native"), (("demo", ("float32", "no_0dim", "same_shape")),)),
+    }
+    abs_reason = text[: text.index("\nabs = ")].rsplit("\n\n", 1)[1]
+    assert "for contiguous inputs only" in abs_reason and "float32 passes 5 of 7 samples" in abs_reason
+    assert "all but those strided" in abs_reason and "wrong values: abs(float32[4, 4] strides" in abs_reason
+    sum_reason = text[: text.index("\nsum = ")].rsplit("\n\n", 1)[1]
+    assert "float16: wrong values" in sum_reason  # the dtypes left out still say why
+
+
+def test_the_report_shows_the_classes_a_dtype_passes_except() -> None:
+    from torch_fl.qualify import report as qreport
+
+    meta = {"provider": "demo", "accelerator": "cpu", "torch": "2.13.0+cpu", "qualified_ops": ["abs"]}
+    events = [
+        {"event": "start", "op": "abs"},
+        {"event": "verdict", "op": "abs", "dtypes": {"float32": excepting("strided")}},
+        {"event": "done", "op": "abs"},
+    ]
+    built = qreport.build(meta, events)
+    assert built["ops"]["abs"]["verdict"] == "pass except" and built["counts"]["pass except"] == 1
+    md = qreport.markdown(built)
+    assert "| `abs` | pass except | float32: pass except strided |" in md
+    assert "abs(float32[4, 4] strides (1, 4) offset 0) (strided): off" in md

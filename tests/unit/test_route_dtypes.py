@@ -33,10 +33,15 @@ def test_an_override_names_them_the_same_way() -> None:
         ("flaggems[float32, native", "not closed", "end it with ']'"),
         ("flaggems]float32], native", "no '['", "flaggems[float32, bfloat16]"),
         ("flaggems[], native", "is empty", "name the dtypes"),
-        ("flaggems[fp16], native", "unknown dtype 'fp16'", "dtypes are torch's names"),
+        ("flaggems[fp16], native", "unknown dtype or input requirement 'fp16'", "dtypes are torch's names"),
         ("flaggems[float33], native", "nearest: float32", "torch's names"),
         ("flaggems[float32, float32], native", "appears twice", "list each dtype once"),
-        ("native[float32]", "native serves every dtype", "remove the list"),
+        ("native[float32]", "native serves every call", "remove the list"),
+        ("flaggems[float32, contigous], native", "nearest: contiguous", "input requirements: contiguous, no_0dim"),
+        ("flaggems[no0dim], native", "'no0dim' in the list of 'flaggems'; nearest: no_0dim", "same_shape"),
+        ("flaggems[contiguous, contiguous], native", "appears twice", "list each input requirement once"),
+        ("cpu[contiguous]", "cpu serves every call", "remove the list"),
+        ("flaggems[contiguous]", "is the last route, so the calls it leaves out", "'flaggems[contiguous], native'"),
         ("flaggems[float32]", "is the last route", "'flaggems[float32], native'"),
         ("flaggems[float32] x, native", "text after the dtype list", "end the route at ']'"),
     ],
@@ -86,3 +91,33 @@ def test_an_override_replaces_the_conf_line_and_its_dtypes() -> None:
     overrides = env.read_settings({"FLAGOS_OP_mul__Tensor": "flaggems"}).overrides
     t = table("mul.Tensor = flaggems[float32], native\n", overrides, flaggems=gems("mul.Tensor"))
     assert (t.route_for("mul.Tensor").route, t.route_for("mul.Tensor").dtypes) == ("flaggems", ())
+
+
+def test_a_list_names_input_requirements_beside_its_dtypes() -> None:
+    entry = parse("mul.Tensor = flaggems[same_shape, float32, contiguous, bfloat16], native\n").entries["mul.Tensor"]
+    # dtypes as written, then the requirements in one order: the conf a qualification writes reads the same
+    assert entry.gates == (("flaggems", ("float32", "bfloat16", "contiguous", "same_shape")),)
+    (one,) = env.read_settings(
+        {"FLAGOS_OP_mul__Tensor": "flaggems[float32,bfloat16,contiguous,same_shape],native"}
+    ).overrides
+    assert one.gates == entry.gates
+
+
+def test_the_resolved_route_keeps_its_requirements_apart_from_its_dtypes() -> None:
+    t = table("mul.Tensor = flaggems[float32, contiguous, no_0dim], native\n", flaggems=gems("mul.Tensor"))
+    r = t.route_for("mul.Tensor")
+    assert (r.dtypes, r.requires, r.otherwise, r.gated()) == (("float32",), ("contiguous", "no_0dim"), "native", True)
+    assert r.serves() == "flaggems for float32 with contiguous, no_0dim (native otherwise)"
+    only = table("mul.Tensor = flaggems[contiguous], cpu\n", flaggems=gems("mul.Tensor")).route_for("mul.Tensor")
+    assert (only.dtypes, only.requires, only.otherwise) == ((), ("contiguous",), "cpu")
+    assert only.serves() == "flaggems with contiguous (cpu otherwise)"
+    plain = table("mul.Tensor = flaggems, native\n", flaggems=gems("mul.Tensor")).route_for("mul.Tensor")
+    assert not plain.gated() and plain.serves() == "flaggems"
+
+
+def test_the_calls_a_requirement_leaves_out_may_not_go_to_a_second_provider() -> None:
+    found = problems(
+        "mul.Tensor = flaggems[contiguous], other, native\n", flaggems=gems("mul.Tensor"), other=gems("mul.Tensor")
+    )
+    assert len(found) == 1 and "the calls flaggems[contiguous] leaves out" in found[0]
+    assert "'flaggems[contiguous], native'" in found[0]

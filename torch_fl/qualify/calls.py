@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from .._atomic import write_atomic
+from .._chain import INPUT_CLASSES
 
 SAMPLE_SUFFIX = ".pt"
 
@@ -67,6 +68,19 @@ def sample_dtype(args: tuple, kwargs: dict) -> str:
         return str(chosen[0].dtype).removeprefix("torch.")
     dtype = kwargs.get("dtype")
     return str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else "none"
+
+
+def input_classes(args: tuple, kwargs: dict) -> tuple[str, ...]:
+    """The input classes a sample falls in (torch_fl/_chain.py ``INPUT_CLASSES``), by the router's test of a call
+    (csrc/dispatch/dtype_gate.h): ``strided`` where a tensor argument is not contiguous, ``0dim`` where one is
+    0-dim, ``broadcast`` where two differ in shape. Every tensor counts, in lists too."""
+    tensors = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
+    found = {
+        "strided": any(not t.is_contiguous() for t in tensors),
+        "0dim": any(t.dim() == 0 for t in tensors),
+        "broadcast": len({tuple(t.shape) for t in tensors}) > 1,
+    }
+    return tuple(c for c in INPUT_CLASSES if found[c])
 
 
 def moved(obj: Any, device: str | torch.device) -> Any:

@@ -165,19 +165,30 @@ def markdown(report: dict) -> str:
         f"pairs with the replay on; A/A is native against native. `slow` marks a ratio above {SLOW:g}x, which the "
         "qualified conf keeps native.",
         "",
+        "`pass except strided` (or `0dim`, `broadcast`): every failing sample of that dtype falls in the class and at "
+        f"least {verdict.MIN_SERVED} samples outside it pass; the qualified conf serves the calls outside it "
+        "(`contiguous`, `no_0dim`, `same_shape` in the route's list) and sends the others native. A failing "
+        "sample's classes follow it in parentheses.",
+        "",
         "| operator | verdict | dtypes | provider/native (A/A) | tuning s | first failing sample | reproduction |",
         "|---|---|---|---|---|---|---|",
     ]
     for op, r in sorted(report["ops"].items()):
-        dtypes = ", ".join(f"{d}: {v['verdict']}" for d, v in r.get("dtypes", {}).items()) or "-"
+        dtypes = ", ".join(f"{d}: {_dtype_verdict(v)}" for d, v in r.get("dtypes", {}).items()) or "-"
         speed = r.get("speed")
         timing = f"{speed['ratio']:.2f}x ({speed['aa']:.2f}x){' slow' if r.get('slow') else ''}" if speed else "-"
         f = r.get("failure")
-        failing = (f"{f['sample']}: {f['detail']}" if f else r.get("detail", "-")).replace("|", "\\|")
+        classes = f" ({', '.join(f['classes'])})" if f and f.get("classes") else ""
+        failing = (f"{f['sample']}{classes}: {f['detail']}" if f else r.get("detail", "-")).replace("|", "\\|")
         command = f"`{f['repro']}`" if f else "-"
         tuned = f"{r['tuning_s']:.1f}" if "tuning_s" in r else "-"
         lines.append(f"| `{op}` | {r['verdict']} | {dtypes} | {timing} | {tuned} | {failing} | {command} |")
     return "\n".join(lines) + "\n"
+
+
+def _dtype_verdict(v: dict) -> str:
+    """``pass``, ``wrong values`` or ``pass except strided, 0dim``."""
+    return f"{v['verdict']} {', '.join(v['except'])}" if v.get("except") else v["verdict"]
 
 
 def write(report: dict, out: Path) -> tuple[Path, Path]:

@@ -3,7 +3,9 @@ writes (``<out>/qualified.conf``) and for the committed confs (build_tools/gener
 path, so it imports nothing but the standard library).
 
 A provider route serves the dtypes its operator passed in and no other: each line names them
-(``mul.Tensor = flaggems[bfloat16, float32], native``), and the router sends a call of any other dtype native."""
+(``mul.Tensor = flaggems[bfloat16, float32], native``), and the router sends a call of any other dtype native.
+A dtype that passed except on an input class (``pass except strided``) adds the class's requirement to the list
+(``flaggems[bfloat16, float32, contiguous]``): one list per route, so its other dtypes are held to it too."""
 
 from __future__ import annotations
 
@@ -33,15 +35,39 @@ def faster(r: dict[str, Any]) -> bool:
 
 Block = tuple[tuple[str, ...], tuple[str, ...], str]  # (ops, chain, reason)
 PASS = "pass"
+PASS_EXCEPT = "pass except"  # verdict.py's: passed outside the input classes its entry's ``except`` names
 NO_DTYPE = ("none", "any")  # a report's keys for samples without a dtype: no dtype list can name them
+REQUIREMENTS = ("contiguous", "no_0dim", "same_shape")  # torch_fl/_chain.py's, in the order a list writes them
 
 
 def passed(r: dict[str, Any]) -> tuple[str, ...]:
-    """The dtypes an operator passed in, sorted: the dtypes its provider route serves. A crash or a timeout ends
-    the operator's run, so none of its dtypes counts."""
+    """The dtypes an operator passed in (also those it passed except on an input class), sorted: the dtypes its
+    provider route serves. A crash or a timeout ends the operator's run, so none of its dtypes counts."""
     if r["verdict"] in ("crash", "timeout", "pending"):
         return ()
-    return tuple(sorted(d for d, v in r.get("dtypes", {}).items() if v["verdict"] == PASS and d not in NO_DTYPE))
+    return tuple(
+        sorted(d for d, v in r.get("dtypes", {}).items() if v["verdict"] in (PASS, PASS_EXCEPT) and d not in NO_DTYPE)
+    )
+
+
+def required(r: dict[str, Any], served: tuple[str, ...]) -> tuple[str, ...]:
+    """The input requirements the route of dtypes ``served`` takes: every one a served dtype needs."""
+    words = {w for d in served for w in r["dtypes"][d].get("requires", ())}
+    return tuple(w for w in REQUIREMENTS if w in words)
+
+
+def _excepted(r: dict[str, Any], served: tuple[str, ...]) -> str:
+    """Which dtypes pass except on which input classes, with each one's first failure: why the route requires."""
+    parts = []
+    for d in served:
+        v = r["dtypes"][d]
+        if v.get("except"):
+            f = v.get("failure", {})
+            parts.append(
+                f"{d} passes {v.get('served', '?')} of {v['samples']} samples, all but those {' or '.join(v['except'])}"
+                f" (first failure: {f.get('verdict', '?')}: {f.get('sample', '?')}: {f.get('detail', '')})"
+            )
+    return "; ".join(parts)
 
 
 def _failure_reason(r: dict[str, Any]) -> str:
@@ -88,6 +114,15 @@ def blocks(
                 f"{speed['aa']:.2f}), over the {slow_bar:g}x a qualified route may cost."
             )
             out.append(((op,), (NATIVE,), reason))
+        elif required(r, served):
+            needs = required(r, served)
+            chain = (f"{provider}[{', '.join((*served, *needs))}]", NATIVE)
+            others = f"; {_left_out(r, served)}" if len(served) < len(r["dtypes"]) else ""
+            reason = (
+                f"Qualified ({where}) in {', '.join(served)} for {', '.join(needs)} inputs only (the others go "
+                f"native): {_excepted(r, served)}{others}"
+            )
+            partial.append(((op,), chain, reason))
         elif len(served) == len(r["dtypes"]):
             clean.setdefault(served, []).append(op)
         else:

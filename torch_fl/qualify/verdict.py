@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten
+
+from .._chain import INPUT_CLASSES
 
 PASS = "pass"
 WRONG_VALUES = "wrong values"
@@ -16,13 +19,45 @@ TIMEOUT = "timeout"
 UNSUPPORTED = "unsupported"
 NO_SAMPLE = "no sample"  # no sample can be made (native refuses every one, or an argument has no plausible value)
 UNTESTED = "untested"  # samples ran, but none reached the provider: kept native, as every failure is
+# Every failing sample falls in an input class (strided, 0dim, broadcast: torch_fl/_chain.py), and at least
+# MIN_SERVED samples outside those classes pass: the provider serves the calls outside them ("pass except strided").
+PASS_EXCEPT = "pass except"
 # Worst first: an (op, dtype) takes the worst verdict among its samples.
-ORDER = (CRASH, TIMEOUT, WRONG_METADATA, WRONG_VALUES, UNSUPPORTED, NO_SAMPLE, UNTESTED, PASS)
+ORDER = (CRASH, TIMEOUT, WRONG_METADATA, WRONG_VALUES, UNSUPPORTED, NO_SAMPLE, UNTESTED, PASS_EXCEPT, PASS)
 VERDICTS = ORDER
+# The passing samples outside the excepted classes that a "pass except" needs: with fewer, the failures may have
+# a cause the classes only happen to cover, so the (op, dtype) keeps its failure.
+MIN_SERVED = 3
+# The failures an input class may explain: a sample's own outcome. A crash or a hang ends its worker, so the
+# samples after it never run and nothing says that they would pass.
+EXPLAINABLE = (WRONG_METADATA, WRONG_VALUES, UNSUPPORTED)
 
 
 def worst(verdicts: list[str]) -> str:
     return min(verdicts, key=ORDER.index) if verdicts else UNTESTED
+
+
+def finer(outcomes: list[tuple[str, tuple[str, ...]]], min_served: int = MIN_SERVED) -> tuple[str, tuple[str, ...]]:
+    """The verdict of one (op, dtype) from its samples' (verdict, input classes), and the classes it passes
+    except: ``(PASS_EXCEPT, ("strided",))`` where every failing sample is strided and at least ``min_served``
+    samples that are not all pass. The fewest classes that explain every failure win, then the ones that leave
+    the most samples served; with none, the worst verdict and ``()``."""
+    verdicts = [v for v, _ in outcomes]
+    plain = worst(verdicts)
+    if plain == PASS or any(v != PASS and v not in EXPLAINABLE for v in verdicts):
+        return plain, ()
+    failing = [set(classes) for v, classes in outcomes if v != PASS]
+    for size in range(1, len(INPUT_CLASSES) + 1):
+        best: tuple[int, tuple[str, ...]] | None = None
+        for excepted in combinations(INPUT_CLASSES, size):
+            if not all(f & set(excepted) for f in failing):
+                continue
+            served = sum(1 for _, classes in outcomes if not set(classes) & set(excepted))
+            if served >= min_served and (best is None or served > best[0]):
+                best = (served, excepted)
+        if best is not None:
+            return PASS_EXCEPT, best[1]
+    return plain, ()
 
 
 @dataclass(frozen=True)

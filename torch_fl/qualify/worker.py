@@ -234,7 +234,7 @@ class _Worker:
             self.route(op, provider=False)
             self.emit("verdict", op=op, dtypes={}, unsupported=f"the route resolver passed the provider over ({why})")
             return
-        per_dtype: dict[str, list[str]] = defaultdict(list)
+        per_dtype: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)  # (verdict, input classes)
         failures: dict[str, dict] = {}
         bitwise: dict[str, bool] = defaultdict(lambda: True)
         judged: dict[str, str] = {}
@@ -251,7 +251,8 @@ class _Worker:
                 outcome = self.by_value(op, func, sample, i, reference)
             if outcome is None:
                 continue
-            per_dtype[sample.dtype].append(outcome.verdict)
+            classes = calls.input_classes(sample.args, sample.kwargs)
+            per_dtype[sample.dtype].append((outcome.verdict, classes))
             bitwise[sample.dtype] &= outcome.bitwise
             if outcome.verdict == verdict.PASS:
                 passing.append(i)
@@ -262,25 +263,44 @@ class _Worker:
                     "sample": sample.describe()[:400],
                     "source": sample.source,
                     "detail": outcome.detail[:400],
+                    **({"classes": list(classes)} if classes else {}),
                 }
         self.torch_fl._core.set_router_counters(False)
         self.route(op, provider=False)
-        dtypes = {
-            d: {
-                "verdict": verdict.worst(v),
-                "samples": len(v),
-                "bitwise": bitwise[d] and verdict.worst(v) == "pass",
-                **({"failure": failures[d]} if d in failures else {}),
-                **({"by": judged[d]} if d in judged else {}),
-            }
-            for d, v in sorted(per_dtype.items())
-        }
+        dtypes = {d: self.dtype_verdict(v, bitwise[d], failures.get(d), judged.get(d)) for d, v in per_dtype.items()}
+        dtypes = dict(sorted(dtypes.items()))
         self.emit("verdict", op=op, dtypes=dtypes, no_sample=unsampled)
         if self.speed and passing:
             passed = [samples[i] for i in passing]
             route = lambda provider: self.route(op, provider)  # noqa: E731
             for record in speed.measure(op, func, passed, route, self.sync, self.rounds):
                 self.emit("speed", op=op, **record)
+
+    @staticmethod
+    def dtype_verdict(
+        outcomes: list[tuple[str, tuple[str, ...]]], bitwise: bool, failure: dict | None, by: str | None
+    ) -> dict[str, Any]:
+        """One dtype's entry of the report: its verdict over its samples' outcomes, finer where every failure falls
+        in an input class (verdict.finer): then ``except`` names the classes, ``requires`` the conf words that keep
+        them native (torch_fl/_chain.py), and ``served`` how many samples passed outside them."""
+        from .._chain import REQUIREMENT_OF
+        from . import verdict
+
+        judged, excepted = verdict.finer(outcomes)
+        entry: dict[str, Any] = {
+            "verdict": judged,
+            "samples": len(outcomes),
+            "bitwise": bitwise and judged == verdict.PASS,
+        }
+        if excepted:
+            entry["except"] = list(excepted)
+            entry["requires"] = [REQUIREMENT_OF[c] for c in excepted]
+            entry["served"] = sum(1 for _, classes in outcomes if not set(classes) & set(excepted))
+        if failure is not None:
+            entry["failure"] = failure
+        if by is not None:
+            entry["by"] = by
+        return entry
 
 
 RANDOM = object()  # a reference that is not values: the sample's operator is random, judged by distribution

@@ -25,7 +25,7 @@ def log_fallbacks(table: RouteTable) -> None:
     for r in sorted(table.entries.values(), key=lambda r: r.op):
         for route_name, reason in r.skipped:
             print(f"[flagos fallback] {r.op}: skipped {route_name} ({reason}) -> {r.serves()}", file=sys.stderr)
-        if r.dtypes and not r.skipped:
+        if r.gated() and not r.skipped:
             print(f"[flagos fallback] {r.op}: {r.serves()}", file=sys.stderr)
 
 

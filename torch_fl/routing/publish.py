@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from .. import _core, providers, replay
+from .. import _chain, _core, providers, replay
 from .._env import op_variable
 from .._errors import CaptureError
 from .._names import CPU, NATIVE
@@ -27,6 +27,21 @@ from ..providers import Provider
 from .table import Resolved, RouteTable
 
 _BUILTIN_KINDS = {NATIVE: _core.RouteKind.Native, CPU: _core.RouteKind.Cpu}
+
+# The mask's bits above the dtypes' (csrc/dispatch/dtype_gate.h keeps the same numbers): one per input class, set
+# where the route serves calls of that class. A route that requires `contiguous` has its `strided` bit clear.
+_CLASS_BIT = {"strided": 1 << 63, "0dim": 1 << 62, "broadcast": 1 << 61}
+assert set(_CLASS_BIT) == set(_chain.INPUT_CLASSES)
+
+
+def serves_mask(r: Resolved) -> int:
+    """The router's mask of ``r``: the dtypes it serves and the input classes its requirements leave in; every
+    bit set for a route without a list."""
+    mask = _core.dtype_mask(r.dtypes) | sum(_CLASS_BIT.values())
+    for word in r.requires:
+        mask &= ~_CLASS_BIT[_chain.REQUIREMENTS[word]]
+    return mask
+
 
 # The providers of the table in force, by the index the router calls them with.
 _PROVIDER_ORDER: list[Provider] = []
@@ -51,12 +66,12 @@ def publish(table: RouteTable) -> None:
         return _core.RouteKind.Provider, index[route]
 
     def full(r: Resolved) -> tuple[_core.RouteKind, int, int, _core.RouteKind]:
-        # a dtype list's other dtypes take a builtin route (table.py), native where there is no list
+        # the calls a list leaves out take a builtin route (table.py), native where there is no list
         otherwise = _BUILTIN_KINDS[r.otherwise] if r.otherwise else _core.RouteKind.Native
-        return (*code(r.route), _core.dtype_mask(r.dtypes), otherwise)
+        return (*code(r.route), serves_mask(r), otherwise)
 
     global _DEFAULT_PROVIDER
-    per_op = {op: full(r) for op, r in table.entries.items() if (r.route, r.dtypes) != (table.default.route, ())}
+    per_op = {op: full(r) for op, r in table.entries.items() if (r.route, r.gated()) != (table.default.route, False)}
     _PROVIDER_ORDER[:] = [providers.providers()[name] for name in order]
     _PROVIDER_OF.clear()
     _PROVIDER_OF.update({op: i for op, (kind, i, *_) in per_op.items() if kind == _core.RouteKind.Provider})

@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from .._chain import dtypes_of, requirements_of
 from .._env import decode_op
 from .._errors import ConfigError
 from .._hints import close_matches
@@ -55,13 +56,21 @@ class Resolved:
     chain: tuple[str, ...]  # as written, aliases normalised
     skipped: tuple[tuple[str, str], ...] = ()  # (route, why it was passed over)
     dtypes: tuple[str, ...] = ()  # the dtypes ``route`` serves (its conf dtype list); () serves every dtype
-    otherwise: str | None = None  # the builtin route of the calls whose dtype ``dtypes`` leaves out
+    otherwise: str | None = None  # the builtin route of the calls ``dtypes`` or ``requires`` leaves out
+    requires: tuple[str, ...] = ()  # the input requirements of its list (_chain.REQUIREMENTS): () requires none
+
+    def gated(self) -> bool:
+        """The route serves some calls only: the router tests each call (csrc/dispatch/dtype_gate.h)."""
+        return bool(self.dtypes or self.requires)
 
     def serves(self) -> str:
-        """``flaggems`` or ``flaggems for float32, bfloat16 (native otherwise)``: the route with its gate."""
-        if not self.dtypes:
+        """``flaggems``, ``flaggems for float32, bfloat16 (native otherwise)`` or ``flaggems for float32 with
+        contiguous (native otherwise)``: the route with its gate."""
+        if not self.gated():
             return self.route
-        return f"{self.route} for {', '.join(self.dtypes)} ({self.otherwise} otherwise)"
+        which = f" for {', '.join(self.dtypes)}" if self.dtypes else ""
+        needs = f" with {', '.join(self.requires)}" if self.requires else ""
+        return f"{self.route}{which}{needs} ({self.otherwise} otherwise)"
 
 
 @dataclass(frozen=True)
@@ -142,7 +151,7 @@ class _Request:
     chain: tuple[str, ...]  # normalised
     written: tuple[str, ...]  # as the user wrote it, for messages
     origin: str
-    gates: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (route, its dtypes) for routes with a dtype list
+    gates: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (route, its list's words) for routes with a list
 
 
 def _conf_requests(conf: Any, ctx: _Context) -> dict[str, _Request]:
@@ -267,21 +276,22 @@ def _resolve_chain(request: _Request, ctx: _Context) -> Resolved | None:
 
 
 def _gated(resolved: Resolved, gates: Mapping[str, tuple[str, ...]], where: str, ctx: _Context) -> Resolved | None:
-    """``resolved`` with the dtype list of its route and the route of the other dtypes: the first builtin after it
-    in the chain. The router calls one provider per operator, so the other dtypes may not go to a second one."""
-    dtypes = gates.get(resolved.route)
-    if dtypes is None:
+    """``resolved`` with the list of its route (its dtypes and input requirements) and the route of the calls the
+    list leaves out: the first builtin after it in the chain. The router calls one provider per operator, so those
+    calls may not go to a second one."""
+    words = gates.get(resolved.route)
+    if words is None:
         return resolved
     rest = resolved.chain[resolved.chain.index(resolved.route) + 1 :]
     later, _ = _walk(resolved.op, rest, ctx)
     if later not in BUILTIN_ROUTES:
-        shown = f"{resolved.route}[{', '.join(dtypes)}]"
+        shown = f"{resolved.route}[{', '.join(words)}]"
         ctx.problems.append(
-            f"{where}: {resolved.op}: the dtypes {shown} leaves out would go to the provider {later}, but the router "
+            f"{where}: {resolved.op}: the calls {shown} leaves out would go to the provider {later}, but the router "
             f"calls one provider per operator; send them to a builtin route ('{shown}, native')"
         )
         return None
-    return replace(resolved, dtypes=dtypes, otherwise=later)
+    return replace(resolved, dtypes=dtypes_of(words), requires=requirements_of(words), otherwise=later)
 
 
 def _resolve_default(entry: Any, ctx: _Context, explicit: set[str]) -> tuple[Resolved, dict[str, Resolved]]:

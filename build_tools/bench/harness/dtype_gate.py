@@ -1,4 +1,4 @@
-"""The router's cost of a dtype list on a provider route (the dtype gate), in one process on the emulation.
+"""The router's cost of a list on a provider route (the dtype gate), in one process on the emulation.
 
     python -m harness.dtype_gate [--rounds 40] [--calls 400] [--threads 1]
 
@@ -14,6 +14,15 @@ control, the route switched between turns (outside the timed calls):
 - left out, fast-path op: the same for ``neg``, whose native route has an unboxed entry (fast_kernel.h). A route
   that is not native, gated or not, takes the boxed router, so its left-out dtypes pay the boxed router's cost
   over the fast path's as well as the gate's.
+
+A list may also name input requirements (``bench[float32, contiguous, no_0dim, same_shape]``): the gate then
+reads every tensor argument's contiguity, rank and shape. Two more pairs, on ``atan2`` (two tensor arguments, no
+unboxed entry) of float32[16] tensors:
+
+- served, requirements: the list with all three requirements against the same list without them; the call meets
+  them, so both reach the provider and the difference is the requirements' scan.
+- refused, strided: its first argument a strided view; the list ``bench[float32, contiguous]`` against the
+  native route itself: the cost a call that a requirement sends native pays over native.
 
 Every arm's table also routes another operator (``sign``) to cpu: a table with no per-op route skips the router's
 lookup, which real confs (hundreds of lines) never do, and which would otherwise count as the gate's cost.
@@ -32,10 +41,13 @@ from typing import Any
 from . import command_line
 
 PROVIDER = "bench"
+REQUIRED = "bench[float32, contiguous, no_0dim, same_shape], native"
 PAIRS = {  # name -> (op, {arm: its chain})
     "served": ("frac", {"gated": "bench[float32, bfloat16], native", "ungated": "bench, native"}),
     "left out": ("frac", {"gated": "bench[bfloat16], native", "ungated": "native"}),
     "left out, fast-path op": ("neg", {"gated": "bench[bfloat16], native", "ungated": "native"}),
+    "served, requirements": ("atan2", {"gated": REQUIRED, "ungated": "bench[float32], native"}),
+    "refused, strided": ("atan2", {"gated": "bench[float32, contiguous], native", "ungated": "native"}),
 }
 
 
@@ -51,15 +63,23 @@ def measure(rounds: int, calls: int) -> dict[str, dict[str, Any]]:
 
     import torch_fl
 
-    kernels = {"frac": lambda x: torch.frac(x), "neg": lambda x: torch.neg(x)}
+    kernels = {"frac": torch.frac, "neg": torch.neg, "atan2": torch.atan2}
     torch_fl.register_provider(PROVIDER, kernels, version="bench")
-    x = torch.randn(16).to("flagos")
+    x, y = torch.randn(16).to("flagos"), torch.randn(16).to("flagos")
+    strided = torch.randn(32).to("flagos")[::2]
     os.environ["FLAGOS_OP_sign"] = "cpu"
+    calls_of = {
+        "served": lambda: torch.frac(x),
+        "left out": lambda: torch.frac(x),
+        "left out, fast-path op": lambda: torch.neg(x),
+        "served, requirements": lambda: torch.atan2(x, y),
+        "refused, strided": lambda: torch.atan2(strided, y),
+    }
     out = {}
     for pair, (op, chains) in PAIRS.items():
         arms = {**chains, "ungated again": chains["ungated"]}
         order = list(arms)
-        call = {"frac": lambda: torch.frac(x), "neg": lambda: torch.neg(x)}[op]
+        call = calls_of[pair]
 
         def route(chain: str, op: str = op) -> None:
             os.environ[f"FLAGOS_OP_{op}"] = chain
