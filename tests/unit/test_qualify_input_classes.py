@@ -37,13 +37,19 @@ def test_the_fewest_classes_that_explain_every_failure_win_then_the_most_served(
     assert verdict.finer(two) == (EXCEPT, ("strided", "0dim"))
 
 
+def test_a_crash_skipped_by_a_rerun_is_explained_by_its_class() -> None:
+    """A crash reaches the outcomes only as a sample an earlier worker crashed on and the rerun skipped, after every
+    other sample of the operator ran (qualify/runner.py): its class explains it as it does wrong values."""
+    assert verdict.finer([(PASS, ())] * 3 + [(verdict.CRASH, ("broadcast",))]) == (EXCEPT, ("broadcast",))
+    assert verdict.finer([(PASS, ())] * 3 + [(verdict.CRASH, ())]) == (verdict.CRASH, ())
+
+
 @pytest.mark.parametrize(
     "outcomes",
     [
         [(PASS, ())] * 3 + [(WRONG, ())],  # a failure outside every class
         [(PASS, ())] * 2 + [(WRONG, ("strided",))],  # too few served samples pass to trust the class
-        [(PASS, ())] * 3 + [(verdict.CRASH, ("strided",))],  # a crash ended the run: later samples never ran
-        [(PASS, ())] * 3 + [(verdict.TIMEOUT, ("broadcast",))],
+        [(PASS, ())] * 3 + [(verdict.TIMEOUT, ("broadcast",))],  # a hang ends the run: later samples never ran
     ],
 )
 def test_unexplained_failures_keep_their_verdict(outcomes: list) -> None:

@@ -67,6 +67,7 @@ def build(meta: dict, events: list[dict]) -> dict:
                             "index": e.get("index"),
                             "sample": s.get("sample", "?"),
                             "detail": e.get("detail", ""),
+                            **({"classes": s["classes"]} if s.get("classes") else {}),
                         },
                     }
                 }

@@ -2,9 +2,12 @@
 
 The parent never touches the device. Workers (worker.py) take the operators a few at a time; one that dies
 (a device fault, a signal) or stops making progress (a hang) is replaced, the operator it was on gets a crash or
-timeout verdict with the sample it was running, and the run goes on with the next operator. Everything workers
-report lands in ``<out>/events.jsonl``, so a run cut short (``--budget``, a node's time limit, ^C) keeps what it
-measured, and running the same command again resumes where it stopped.
+timeout verdict with the sample it was running, and the run goes on with the next operator. An operator whose
+sample of some input class crashed runs again in a fresh worker (up to CRASH_RERUNS times) that counts that
+sample as a crash and calls no other sample of its dtype in all of its classes, so the rest still get verdicts
+and a crash that an input class explains (a broadcast, say) becomes "pass except" that class, as wrong values do.
+Everything workers report lands in ``<out>/events.jsonl``, so a run cut short (``--budget``, a node's time limit,
+^C) keeps what it measured, and running the same command again resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from .._env import OP_PREFIX
 from .worker import EXIT_CRASH, EXIT_NATIVE_FAULT
 
 BUDGET_GRACE = 30.0  # seconds past the budget that running workers get to finish their operator
+CRASH_RERUNS = 3  # fresh workers an operator gets after crashes; past them its verdict is the crash
 NATIVE_CONF = "# written by torch_fl.qualify: every operator native but the one under test\ndefault = native\n"
 
 
@@ -166,6 +170,7 @@ class _Pool:
         self.plan, self.events, self.started = plan, events, started
         self.env = _env(plan)
         self.running: list[tuple[subprocess.Popen, list[str], Path, Path]] = []
+        self.crashed: dict[str, list[dict]] = {}  # op -> the samples that crashed its workers in this run
 
     def _over_budget(self, grace: float = 0.0) -> bool:
         return self.plan.budget is not None and time.monotonic() - self.started > self.plan.budget + grace
@@ -193,6 +198,7 @@ class _Pool:
             "speed": self.plan.speed and self.plan.index is None,
             "index": self.plan.index,
             "dtypes": list(self.plan.dtypes),
+            "crashed": {op: self.crashed[op] for op in ops if op in self.crashed},
         }
         Path(spec_path).write_text(json.dumps(spec))
         log = open(Path(spec_path).with_suffix(".log"), "w")  # noqa: SIM115  (closed when the worker ends)
@@ -233,7 +239,8 @@ class _Pool:
         try:
             while queue or self.running:
                 while queue and len(self.running) < self.plan.workers and not self._over_budget():
-                    take, queue = queue[: self.plan.chunk], queue[self.plan.chunk :]
+                    n = 1 if queue[0] in self.crashed else self.plan.chunk  # a rerun past a crash runs alone
+                    take, queue = queue[:n], queue[n:]
                     self._start(take)
                 if not self.running:
                     break  # the budget is spent: what is left stays pending for the next run
@@ -307,6 +314,25 @@ class _Pool:
         queue[:0] = [op for op in ops if op not in done]
         if current is not None:
             self.plan.echo(f"qualify: {current}: {how}")
+        if how == "crash" and rc != EXIT_NATIVE_FAULT and current is not None:
+            self._rerun_past_crash(current, events + extra, sample, queue)
+
+    def _rerun_past_crash(self, op: str, events: list[dict], sample: dict | None, queue: list[str]) -> None:
+        """Queue ``op`` first again, alone, for a worker that skips the sample it crashed on (its crash event is
+        in the log; the rerun's verdict replaces it). Only where the crash came before the operator's verdict (not
+        in its timing), an input class could explain it (the sample falls in one), and its reruns are not spent."""
+        if any(e["event"] == "verdict" and e.get("op") == op for e in events):
+            return
+        crashes = [e for e in events if e["event"] == "crash" and e.get("op") == op and e.get("index") is not None]
+        crash = crashes[-1] if crashes else None
+        if crash is None or sample is None or sample.get("index") != crash["index"] or not sample.get("classes"):
+            return
+        seen = self.crashed.setdefault(op, [])
+        if len(seen) >= CRASH_RERUNS or any(c["index"] == crash["index"] for c in seen):
+            return
+        seen.append({**{k: crash.get(k) for k in ("index", "dtype", "detail")}, "classes": sample["classes"]})
+        queue.insert(0, op)
+        self.plan.echo(f"qualify: {op}: again without sample {crash['index']} (rerun {len(seen)} of {CRASH_RERUNS})")
 
 
 class _Clock:

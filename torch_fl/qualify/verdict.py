@@ -28,9 +28,10 @@ VERDICTS = ORDER
 # The passing samples outside the excepted classes that a "pass except" needs: with fewer, the failures may have
 # a cause the classes only happen to cover, so the (op, dtype) keeps its failure.
 MIN_SERVED = 3
-# The failures an input class may explain: a sample's own outcome. A crash or a hang ends its worker, so the
-# samples after it never run and nothing says that they would pass.
-EXPLAINABLE = (WRONG_METADATA, WRONG_VALUES, UNSUPPORTED)
+# The failures an input class may explain: a sample's own outcome. A crash reaches a verdict only as a sample
+# that crashed an earlier worker and was skipped by this one (runner.py reruns an operator past its crashes), so
+# every other sample of it ran. A hang never does: its worker ends and its operator is not run again.
+EXPLAINABLE = (CRASH, WRONG_METADATA, WRONG_VALUES, UNSUPPORTED)
 
 
 def worst(verdicts: list[str]) -> str:

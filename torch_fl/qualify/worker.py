@@ -65,6 +65,8 @@ class _Worker:
         self.only = spec.get("index")  # one sample (a reproduction), or None for all
         self.dtypes = spec.get("dtypes", [])  # the run's dtypes: samples are made for those no stored one reached
         self.refusal = ""  # native's last refusal of a sample
+        # op -> {index: crash}: samples that crashed an earlier worker; counted as crashes, never called again
+        self.crashed = {op: {c["index"]: c for c in cs} for op, cs in spec.get("crashed", {}).items()}
 
     # -- routes --------------------------------------------------------------------------------------------
     def route(self, op: str, provider: bool) -> None:
@@ -239,19 +241,24 @@ class _Worker:
         bitwise: dict[str, bool] = defaultdict(lambda: True)
         judged: dict[str, str] = {}
         passing: list[int] = []
+        crashed = self.crashed.get(op, {})
         self.torch_fl._core.set_router_counters(True)
         for i, reference in sorted(references.items()):
             sample = samples[i]
-            self.emit("sample", op=op, index=i, dtype=sample.dtype, sample=sample.describe()[:400])
+            classes = calls.input_classes(sample.args, sample.kwargs)
+            if i not in crashed and self.like_a_crash(crashed, sample.dtype, classes):
+                continue
+            self.emit("sample", op=op, index=i, dtype=sample.dtype, sample=sample.describe()[:400], classes=classes)
             self.torch_fl._core.reset_router_counters()
-            if reference is RANDOM:
+            if i in crashed:
+                outcome = verdict.Outcome(verdict.CRASH, crashed[i].get("detail") or "it crashed a worker")
+            elif reference is RANDOM:
                 outcome = self.by_distribution(op, func, sample, i)
                 judged[sample.dtype] = "distribution"
             else:
                 outcome = self.by_value(op, func, sample, i, reference)
             if outcome is None:
                 continue
-            classes = calls.input_classes(sample.args, sample.kwargs)
             per_dtype[sample.dtype].append((outcome.verdict, classes))
             bitwise[sample.dtype] &= outcome.bitwise
             if outcome.verdict == verdict.PASS:
@@ -275,6 +282,13 @@ class _Worker:
             route = lambda provider: self.route(op, provider)  # noqa: E731
             for record in speed.measure(op, func, passed, route, self.sync, self.rounds):
                 self.emit("speed", op=op, **record)
+
+    @staticmethod
+    def like_a_crash(crashed: dict[int, dict], dtype: str, classes: tuple[str, ...]) -> bool:
+        """Whether a sample falls in every input class of a sample of its dtype that crashed an earlier worker: it
+        is not called. Whatever classes explain that crash cover this sample too, so the conf never serves it, and
+        calling it could crash this worker as well."""
+        return any(c.get("dtype") == dtype and set(c.get("classes", ())) <= set(classes) for c in crashed.values())
 
     @staticmethod
     def dtype_verdict(
