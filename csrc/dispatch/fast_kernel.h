@@ -164,8 +164,10 @@ struct Kernel<Op, Ret(Args...)> {
     }();
     return index;
   }
-  template <class T>
-  static at::Tensor* caller_reference(T&& arg) {
+  // `T` is the argument's type in the signature; `arg` the lvalue the kernel holds it as (an int64_t or a
+  // double argument beside the written tensor is one too).
+  template <class T, class Held>
+  static at::Tensor* caller_reference(Held& arg) {
     if constexpr (std::is_same_v<T, at::Tensor&>) {
       return &arg;
     } else {
