@@ -43,7 +43,10 @@ def _cases(torch: Any) -> dict[str, Callable[[str], Callable[[], Any]]]:
     logits = t(1, 1, VOCAB)
 
     def on(dev: str, *tensors: Any) -> list[Any]:
-        return [a.to(dev) for a in tensors]
+        # A copy on every device, the host's too: .to("cpu") of a host tensor is the tensor itself, shared with the
+        # other arms and cases. A tensor some C++ object also holds (a view's base) pays no Python reference on a
+        # view's first C++ reference to it; one held by Python alone pays a GIL round trip, on every device alike.
+        return [a.to(dev, copy=True) for a in tensors]
 
     def case(build: Callable[..., Callable[[], Any]], *tensors: Any) -> Callable[[str], Callable[[], Any]]:
         return lambda dev: build(dev, *on(dev, *tensors))
