@@ -98,6 +98,20 @@ struct Vendor<at::TensorList> { // the lists of the _foreach_ ops and fused opti
   static at::TensorList unwrap(const type& held) { return held; }
 };
 
+template <>
+struct Vendor<const at::ITensorListRef&> { // cat's list: boxed or not, its tensors live as long as the call
+  using type = std::vector<at::Tensor>;
+  static type convert(Retagger& r, const at::ITensorListRef& list, bool written, int argument) {
+    type out;
+    out.reserve(list.size());
+    r.prepare_list(list.size());
+    int k = 0;
+    for (const at::Tensor& t : list) out.push_back(r.list_element_to_vendor(t, written, argument, k++));
+    return out;
+  }
+  static at::ITensorListRef unwrap(const type& held) { return at::ITensorListRef(held); }
+};
+
 // Results as the caller sees them: a fresh flagos tensor for a new result, the
 // caller's own tensor for an in-place or out= result.
 template <class R>
