@@ -1,5 +1,6 @@
 // See data_movement.h.
 #include "dispatch/data_movement.h"
+#include "dispatch/alias_pool.h"
 #include "dispatch/counters.h"
 #include "dispatch/retag.h"
 #include "dispatch/router.h"
@@ -52,15 +53,60 @@ std::vector<std::string> transfer_ops() {
   return {kTransfers.begin(), kTransfers.end()};
 }
 
+namespace {
+
+// A copy's vendor views of its two sides: a flagos side's alias, a host side itself. Every .to(), .float() and
+// .contiguous() of a flagos tensor is such a copy (a decode step of a small LLM makes a dozen per token), so the
+// aliases come from this thread's pool, as a routed call's do (alias_pool.h), and go back when the copy is done,
+// instead of being built anew (a TensorImpl and a StorageImpl each) and freed every time.
+class CopyAliases {
+ public:
+  CopyAliases(const at::Tensor& dst, const at::Tensor& src)
+      : pool_(alias_reuse() ? &AliasPool::of_this_thread() : nullptr) {
+    dst_ = alias_of(dst, nullptr, dst_pooled_);
+    // Two views of one flagos storage are viewed over one vendor storage, so the vendor's copy sees that they
+    // share memory: it refuses a partial overlap (a silent smear otherwise) and skips a copy of a tensor onto
+    // itself.
+    src_ = alias_of(src,
+        shares_storage(dst, src) ? dst_.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl() : nullptr,
+        src_pooled_);
+  }
+  ~CopyAliases() {
+    // Last first, as a Retagger gives its aliases back. A host side is the caller's tensor: never pooled.
+    if (pool_ == nullptr) return;
+    if (src_pooled_) pool_->give_back(std::move(src_));
+    if (dst_pooled_) pool_->give_back(std::move(dst_));
+  }
+  CopyAliases(const CopyAliases&) = delete;
+  CopyAliases& operator=(const CopyAliases&) = delete;
+
+  const at::Tensor& dst() const { return dst_; }
+  const at::Tensor& src() const { return src_; }
+
+ private:
+  at::Tensor alias_of(const at::Tensor& t, c10::StorageImpl* shared, bool& pooled) {
+    if (!is_flagos(t)) return t;
+    if (pool_ == nullptr) return shared != nullptr ? new_vendor_alias(t, shared) : vendor_alias(t);
+    pooled = true;
+    return pool_->tensor(t, t.storage().unsafeGetStorageImpl(), shared);
+  }
+
+  AliasPool* const pool_; // this thread's pool, or null without reuse
+  at::Tensor dst_;
+  at::Tensor src_;
+  bool dst_pooled_ = false;
+  bool src_pooled_ = false;
+};
+
+} // namespace
+
 void copy_between(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   static const c10::OperatorName kCopy("aten::_copy_from", "");
   counters::Timer timer(kCopy, "copy");
-  at::Tensor dst_vendor = vendor_alias(dst);
-  // Two views of one flagos storage are viewed over one vendor storage, so the vendor's copy sees that they share
-  // memory: it refuses a partial overlap (a silent smear otherwise) and skips a copy of a tensor onto itself.
-  at::Tensor src_vendor = shares_storage(dst, src)
-      ? new_vendor_alias(src, dst_vendor.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl())
-      : vendor_alias(src);
+  // Declared before the views below, so destroyed after them: the pool takes back only an alias nothing else holds.
+  const CopyAliases aliases(dst, src);
+  at::Tensor dst_vendor = aliases.dst();
+  at::Tensor src_vendor = aliases.src();
   c10::OptionalDeviceGuard guard;
   if (dst.device().is_privateuseone()) guard.reset_device(dst.device());
   else if (src.device().is_privateuseone()) guard.reset_device(src.device());

@@ -98,6 +98,20 @@ struct Vendor<at::TensorList> { // the lists of the _foreach_ ops and fused opti
   static at::TensorList unwrap(const type& held) { return held; }
 };
 
+template <>
+struct Vendor<const at::ITensorListRef&> { // cat's list: boxed or not, its tensors live as long as the call
+  using type = std::vector<at::Tensor>;
+  static type convert(Retagger& r, const at::ITensorListRef& list, bool written, int argument) {
+    type out;
+    out.reserve(list.size());
+    r.prepare_list(list.size());
+    int k = 0;
+    for (const at::Tensor& t : list) out.push_back(r.list_element_to_vendor(t, written, argument, k++));
+    return out;
+  }
+  static at::ITensorListRef unwrap(const type& held) { return at::ITensorListRef(held); }
+};
+
 // Results as the caller sees them: a fresh flagos tensor for a new result, the
 // caller's own tensor for an in-place or out= result.
 template <class R>
@@ -164,8 +178,10 @@ struct Kernel<Op, Ret(Args...)> {
     }();
     return index;
   }
-  template <class T>
-  static at::Tensor* caller_reference(T&& arg) {
+  // `T` is the argument's type in the signature; `arg` the lvalue the kernel holds it as (an int64_t or a
+  // double argument beside the written tensor is one too).
+  template <class T, class Held>
+  static at::Tensor* caller_reference(Held& arg) {
     if constexpr (std::is_same_v<T, at::Tensor&>) {
       return &arg;
     } else {

@@ -6,11 +6,16 @@
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/argmax_ops.h>
 #include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/cat_ops.h>
 #include <ATen/ops/clone_ops.h>
+#include <ATen/ops/cos_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/index_copy_ops.h>
+#include <ATen/ops/index_select_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/mse_loss_ops.h>
@@ -22,6 +27,7 @@
 #include <ATen/ops/rsqrt_ops.h>
 #include <ATen/ops/sigmoid_ops.h>
 #include <ATen/ops/silu_ops.h>
+#include <ATen/ops/sin_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/tanh_ops.h>
@@ -45,6 +51,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // aliases); as one routed call it is the vendor's clone on one alias. Autograd clones every gradient that
   // does not keep its parameter's layout.
   fast::register_fast<ops::clone>(m);
+  // A decoder's decode step at batch 1 is thousands of tiny calls, each paying the boxed router's stack over the
+  // typed entry's cost: the embedding's index_select, the static cache's index_copy_, greedy argmax, and the
+  // rotary embedding's cos, sin and cat (rotate_half).
+  fast::register_fast<ops::index_select, ops::index_copy_, ops::argmax, ops::cos, ops::sin, ops::cat>(m);
 }
 
 } // namespace torch_fl

@@ -97,9 +97,9 @@ void Retagger::add_storage(c10::StorageImpl* original, c10::StorageImpl* alias, 
   access_.open(data); // the vendor kernel may touch these bytes (FLAGOS_EMU_TRAP)
 }
 
-void Retagger::prepare_list(at::TensorList list) {
-  storages_.reserve(storages_.size() + list.size());
-  tensors_.reserve(tensors_.size() + list.size());
+void Retagger::prepare_list(size_t size) {
+  storages_.reserve(storages_.size() + size);
+  tensors_.reserve(tensors_.size() + size);
   // The storages found so far were searched linearly: index them too, so a tensor of the list sharing
   // storage with one of them still gets its alias.
   if (reuse_ && call_ == 0) {

@@ -46,7 +46,8 @@ class Retagger {
   // the list the vendor kernel gets holds. `prepare_list` sizes the bookkeeping
   // for a list up front and has the call's storages found through an index.
   at::Tensor list_element_to_vendor(const at::Tensor& t, bool written, int argument, int element);
-  void prepare_list(at::TensorList list);
+  void prepare_list(at::TensorList list) { prepare_list(list.size()); }
+  void prepare_list(size_t size);
   // Apply the device rules to what borrow_to_vendor saw (arguments_to_vendor
   // does this itself).
   void check_arguments() const;

@@ -32,3 +32,24 @@ def test_the_step_splits_forward_and_backward():
     assert set(step) == {"forward", "backward", "step"}
     assert step["step"]["us"]["flagos"] > step["forward"]["us"]["flagos"] > 0
     assert "backward" in router_cost.step_table(step)
+
+
+def test_the_decode_op_mix_and_token_are_timed_with_their_a_a():
+    from harness import decode_ops
+
+    ops = ["view", "neg", "index_copy_", "_to_copy"]
+    assert set(ops) <= set(decode_ops.DECODE_OPS)
+    results = {r["op"]: r for r in router_cost.measure(ops, 2, 5)}
+    for r in results.values():
+        assert r["ratio_q"][0] <= r["ratio"] <= r["ratio_q"][2] and r["aa_q"][0] <= r["aa"] <= r["aa_q"][2]
+    assert results["neg"]["router"][0]["path"] == "fast"
+    token = router_cost.measure_decode(2, 1, layers=1)
+    assert min(token["us"].values()) > 0 and token["router_calls"] > 0
+    assert "A/A" in router_cost.decode_table(token)
+
+
+def test_every_decode_op_has_a_case():
+    import torch
+    from harness import decode_ops
+
+    assert set(decode_ops.cases(torch)) == set(decode_ops.DECODE_OPS)

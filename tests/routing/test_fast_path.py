@@ -39,6 +39,11 @@ CALLS = {
     "_softmax": lambda x, *_: x.softmax(1), "_log_softmax": lambda x, *_: x.log_softmax(0),
     "native_layer_norm": lambda x, y, w, vec, *_: F.layer_norm(x, (6,), vec, vec),
     "clone": lambda x, y, w, vec, t: (x.t().clone(), t.transpose(0, 2).clone(memory_format=torch.contiguous_format)),
+    "index_select": lambda x, *_: x.index_select(1, torch.tensor([4, 0, 4], device=x.device)),
+    "index_copy_": lambda x, y, *_: x.clone().index_copy_(0, torch.tensor([3, 1], device=x.device), y[:2]),
+    "argmax": lambda x, *_: (x.argmax(1), x.argmax(), x.argmax(0, keepdim=True)),
+    "cos": lambda x, *_: x.cos(), "sin": lambda x, *_: x.sin(),
+    "cat": lambda x, y, *_: (torch.cat((x, y[:2], x[1:]), dim=0), torch.cat((-x[:, 3:], x[:, :3]), dim=-1)),
 }
 aten = torch.ops.aten
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import arms as arms_
-from . import command_line
+from . import command_line, decode_ops
 
 OPS = (
     "convolution_overrideable",
@@ -98,6 +98,14 @@ def _cases(torch: Any) -> dict[str, Callable[[str], Callable[[], Any]]]:
     return dict(zip(OPS, (conv_fwd, conv_bwd, relu, thr_bwd, bn, bn_bwd, empty, foreach), strict=True))
 
 
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    """(first quartile, median, third quartile); a single value is all three."""
+    if len(values) < 2:
+        return (values[0],) * 3
+    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q2, q3
+
+
 def _per_call_us(call: Callable[[], Any], n: int) -> float:
     started = time.perf_counter_ns()
     for _ in range(n):
@@ -111,7 +119,7 @@ def measure(ops: list[str], rounds: int, calls: int) -> list[dict[str, Any]]:
     import torch_fl
 
     vendor = arms_.devices()[1]
-    cases = _cases(torch)
+    cases = {**_cases(torch), **decode_ops.cases(torch)}
     out = []
     for name in ops:
         arms = {"flagos": cases[name]("flagos"), "plain": cases[name](vendor), "plain-again": cases[name](vendor)}
@@ -136,7 +144,9 @@ def measure(ops: list[str], rounds: int, calls: int) -> list[dict[str, Any]]:
                 "us": med,
                 "overhead_us": statistics.median(r["flagos"] - r["plain"] for r in per_round),
                 "ratio": statistics.median(r["flagos"] / r["plain"] for r in per_round),
+                "ratio_q": _quartiles([r["flagos"] / r["plain"] for r in per_round]),
                 "aa": statistics.median(r["plain-again"] / r["plain"] for r in per_round),
+                "aa_q": _quartiles([r["plain-again"] / r["plain"] for r in per_round]),
                 "router": [
                     {"op": op, "path": path, "us": [v / calls_ / 1e3 for v in ns]} for op, path, calls_, ns in rows
                 ],
@@ -193,27 +203,98 @@ def step_table(step: dict[str, Any]) -> str:
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    head = f"{'op':36s} {'plain µs':>9s} {'flagos µs':>9s} {'+µs':>7s} {'ratio':>6s} {'A/A':>6s}  router phases µs"
+    head = (
+        f"{'op':36s} {'plain µs':>9s} {'flagos µs':>9s} {'+µs':>7s} {'ratio':>6s} {'ratio q1-q3':>11s} "
+        f"{'A/A':>6s} {'A/A q1-q3':>11s}  router phases µs"
+    )
     lines = [head + " (op path: arguments kernel results release)"]
     for r in results:
         phases = "; ".join(f"{x['op']} {x['path']}: " + " ".join(f"{v:.1f}" for v in x["us"]) for x in r["router"])
+        rq, aq = r["ratio_q"], r["aa_q"]
         lines.append(
-            f"{r['op']:36s} {r['us']['plain']:9.1f} {r['us']['flagos']:9.1f} {r['overhead_us']:7.1f} "
-            f"{r['ratio']:6.2f} {r['aa']:6.3f}  {phases}"
+            f"{r['op']:36s} {r['us']['plain']:9.2f} {r['us']['flagos']:9.2f} {r['overhead_us']:7.2f} "
+            f"{r['ratio']:6.2f} {rq[0]:5.2f}-{rq[2]:5.2f} {r['aa']:6.3f} {aq[0]:5.2f}-{aq[2]:5.2f}  {phases}"
         )
     return "\n".join(lines)
 
 
+def measure_decode(rounds: int, steps: int, layers: int = 2) -> dict[str, Any]:
+    """One token of the tiny decoder (decode_ops.py) per call, in the three arms: µs per token, the ratio and the
+    A/A with their quartiles over the rounds, and how many router calls a token makes on flagos (counted)."""
+    import torch
+
+    import torch_fl
+
+    vendor = arms_.devices()[1]
+    arms = {
+        a: decode_ops.decoder(torch, d, layers)
+        for a, d in (("flagos", "flagos"), ("plain", vendor), ("plain-again", vendor))
+    }
+    tokens = {a: int(m.step().item()) for a, m in arms.items()}
+    assert len(set(tokens.values())) == 1, f"the arms decode different tokens: {tokens}"
+    calls = {a: m.step for a, m in arms.items()}
+    for call in calls.values():
+        _per_call_us(call, 5)
+    per_round = []
+    order = list(calls)
+    with torch.no_grad():
+        for r in range(rounds):
+            k = r % len(order)
+            per_round.append({a: _per_call_us(calls[a], steps) for a in order[k:] + order[:k]})
+    torch_fl._core.reset_router_counters()
+    torch_fl._core.set_router_counters(True)
+    try:
+        with torch.no_grad():
+            calls["flagos"]()
+    finally:
+        torch_fl._core.set_router_counters(False)
+    counted = torch_fl._core.router_counters()
+    return {
+        "layers": layers,
+        "us": {a: statistics.median(r[a] for r in per_round) for a in calls},
+        "overhead_us": statistics.median(r["flagos"] - r["plain"] for r in per_round),
+        "ratio": statistics.median(r["flagos"] / r["plain"] for r in per_round),
+        "ratio_q": _quartiles([r["flagos"] / r["plain"] for r in per_round]),
+        "aa": statistics.median(r["plain-again"] / r["plain"] for r in per_round),
+        "aa_q": _quartiles([r["plain-again"] / r["plain"] for r in per_round]),
+        "router_calls": sum(c for _, _, c, _ in counted),
+        "router_paths": {path: sum(c for _, p, c, _ in counted if p == path) for path in {p for _, p, _, _ in counted}},
+    }
+
+
+def decode_table(d: dict[str, Any]) -> str:
+    us, rq, aq = d["us"], d["ratio_q"], d["aa_q"]
+    paths = ", ".join(f"{p} {n}" for p, n in sorted(d["router_paths"].items()))
+    return "\n".join(
+        [
+            f"{'tiny decode token':36s} {'plain µs':>9s} {'flagos µs':>9s} {'+µs':>7s} {'ratio':>6s} "
+            f"{'ratio q1-q3':>11s} {'A/A':>6s} {'A/A q1-q3':>11s}  routed calls per token",
+            f"{str(d['layers']) + ' layers':36s} {us['plain']:9.1f} {us['flagos']:9.1f} {d['overhead_us']:7.1f} "
+            f"{d['ratio']:6.3f} {rq[0]:5.2f}-{rq[2]:5.2f} {d['aa']:6.3f} {aq[0]:5.2f}-{aq[2]:5.2f}  "
+            f"{d['router_calls']} ({paths})",
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = command_line.in_process_pairs("router_cost", __doc__, rounds=30, calls=200)
-    p.add_argument("--ops", default="all", help=f"all, none or some of {', '.join(OPS)}")
+    p.add_argument(
+        "--ops",
+        default="all",
+        help=f"all, none, decode (a decode step's op mix: {', '.join(decode_ops.DECODE_OPS)}) or some of "
+        f"{', '.join(OPS)} and those",
+    )
     p.add_argument("--steps", type=int, default=20, help="small training steps per turn (0: no step)")
+    p.add_argument("--decode", type=int, default=0, help="tiny decoder tokens per turn (0: no decode step)")
+    p.add_argument("--layers", type=int, default=2, help="the tiny decoder's layers (default 2)")
     args = p.parse_args(argv)
     threads = command_line.apply_threads(args)
-    ops = {"all": list(OPS), "none": []}.get(args.ops, args.ops.split(","))
-    print(f"router cost: {args.rounds} rounds, {threads} intra-op threads")
+    ops = {"all": list(OPS), "none": [], "decode": list(decode_ops.DECODE_OPS)}.get(args.ops, args.ops.split(","))
+    print(f"router cost: {args.rounds} rounds of {args.calls} calls per arm, {threads} intra-op threads")
     if ops:
         print(table(measure(ops, args.rounds, args.calls)))
+    if args.decode:
+        print(decode_table(measure_decode(args.rounds, args.decode, args.layers)))
     if args.steps:
         print(step_table(measure_step(args.rounds, args.steps)))
     return 0
