@@ -131,9 +131,8 @@ def test_a_kernel_wrong_on_one_input_class_passes_except_that_class(run):
 
 
 def test_a_crash_one_input_class_explains_passes_except_that_class(run):
-    """sub.Tensor's kernel kills its worker on a broadcast sample: the operator runs again without that sample
-    (once per dtype here), its other samples pass, so the crash is a failure of the broadcast class only. sqrt
-    crashes on a sample of no input class: nothing could explain it, and it is not run again."""
+    """sub.Tensor's kernel kills its worker on broadcasts: it runs again past the crash (once per dtype), the rest
+    pass, and the crash is the broadcast class's. sqrt's crash in no class stays its verdict."""
     out, res, report = run
     dtypes = report["ops"]["sub.Tensor"]["dtypes"]
     for dtype, excepted in (("float32", ["0dim", "broadcast"]), ("float64", ["broadcast"])):
@@ -142,8 +141,7 @@ def test_a_crash_one_input_class_explains_passes_except_that_class(run):
         assert v["failure"]["verdict"] == "crash" and v["failure"]["classes"] == ["broadcast"]
         assert v["served"] >= 3
     assert res.stderr.count("qualify: sub.Tensor: again without sample") == 2  # once per dtype
-    # every sqrt sample crashes: it runs again past the crashes an input class could explain, up to the limit,
-    # and the crash of a sample in no class ends it
+    # every sqrt sample crashes: reruns past those in a class, up to the limit; one in no class ends it
     assert report["ops"]["sqrt"]["verdict"] == "crash" and not report["ops"]["sqrt"]["failure"].get("classes")
     assert "qualify: sqrt: again without sample" in res.stderr
 
