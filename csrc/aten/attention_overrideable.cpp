@@ -59,10 +59,13 @@ const c10::OperatorHandle& flash_backward(bool cpu) {
 Route route_for(const c10::OperatorHandle& op) {
   const RouteTable& table = current_routes();
   const Route route = route_of_op(op.operator_name());
-  const std::string name = short_op_name(op.operator_name());
-  TORCH_CHECK(route.kind != RouteKind::Provider, name, " is routed to ", route_name(table, route),
-      ", which has no kernel for torch's overrideable attention hook. Route it native or cpu (",
-      override_variable(name), "=native), or route _fused_sdp_choice off native so attention takes the math path.");
+  if (C10_UNLIKELY(route.kind == RouteKind::Provider)) { // the names are made only for the message
+    const std::string name = short_op_name(op.operator_name());
+    TORCH_CHECK(false, name, " is routed to ", route_name(table, route),
+        ", which has no kernel for torch's overrideable attention hook. Route it native or cpu (",
+        override_variable(name), "=native), or route _fused_sdp_choice off native so attention takes the math "
+        "path.");
+  }
   if (log_dispatch()) log_route(op, route_name(table, route));
   return route;
 }
