@@ -13,6 +13,9 @@
 #include "dispatch/router.h"
 #include "runtime/runtime.h"
 
+#include <ATen/Context.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -153,6 +156,21 @@ void conform_to(torch::jit::Stack* stack, size_t first, size_t index, at::IntArr
   if (v.isTensor()) v = with_strides(v.toTensor(), strides);
 }
 
+// The 0-dim long tensors a CPU flash call returns where the GPU kernel returns its random state (the meta
+// kernel's layout): nothing reads them, so they come straight from flagos' allocator on the query's device
+// rather than from two calls of flagos' empty through the dispatcher. Under deterministic algorithms they are
+// filled as every flagos empty is (kernels.cpp).
+at::Tensor random_state_placeholder(const at::Tensor& query) {
+  const c10::DeviceGuard guard(query.device());
+  at::Tensor t = at::detail::empty_generic({}, c10::GetAllocator(c10::DeviceType::PrivateUse1),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), at::kLong, std::nullopt);
+  const at::Context& ctx = at::globalContext();
+  if (C10_UNLIKELY(ctx.deterministicAlgorithms() && ctx.deterministicFillUninitializedMemory())) {
+    at::native::fill_empty_deterministic_(t);
+  }
+  return t;
+}
+
 using ForwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt,
     at::Tensor, at::Tensor, at::Tensor>;
 
@@ -181,9 +199,9 @@ ForwardResult forward(const at::Tensor& query, const at::Tensor& key, const at::
   }
   run_routed(flash_forward(cpu), route, &stack, conform);
   if (cpu) { // (output, logsumexp)
-    const at::Tensor seed = at::empty({}, query.options().dtype(at::kLong));
+    at::Tensor seed = random_state_placeholder(query);
     return {stack[0].toTensor(), stack[1].toTensor(), at::Tensor(), at::Tensor(), query.sym_size(-2),
-        key.sym_size(-2), seed, at::empty({}, query.options().dtype(at::kLong)), at::Tensor()};
+        key.sym_size(-2), std::move(seed), random_state_placeholder(query), at::Tensor()};
   }
   // (output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, rng_state, unused, debug_attn_mask)
   auto tensor = [&](size_t i) { return stack[i].isTensor() ? stack[i].toTensor() : at::Tensor(); };
