@@ -16,6 +16,7 @@
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/TensorFactories.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_ops.h>
 #include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -171,6 +172,29 @@ at::Tensor random_state_placeholder(const at::Tensor& query) {
   return t;
 }
 
+// The native route on a host vendor (the emulation): the host's flash kernel called typed on borrowed vendor
+// aliases, as the fast path calls its kernels (fast_kernel.h), with no stack of IValues to build and re-tag.
+// The results take the meta layout on the vendor before they become flagos tensors, each then the only
+// reference to its TensorImpl, so it is relabelled in place.
+std::pair<at::Tensor, at::Tensor> host_flash_native(const at::Tensor& query, const at::Tensor& key,
+    const at::Tensor& value, const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
+    std::optional<double> scale, at::IntArrayRef out_strides, at::IntArrayRef lse_strides) {
+  Retagger retag(flash_forward(/*cpu=*/true));
+  // positions in the kernel's schema: (query, key, value, dropout_p, is_causal, attn_mask, scale)
+  const auto q = retag.borrow_to_vendor(query, false, 0);
+  const auto k = retag.borrow_to_vendor(key, false, 1);
+  const auto v = retag.borrow_to_vendor(value, false, 2);
+  std::optional<at::Tensor> mask;
+  if (attn_bias.has_value() && attn_bias->defined()) mask = *retag.borrow_to_vendor(*attn_bias, false, 5);
+  retag.check_arguments();
+  auto results = at::_ops::_scaled_dot_product_flash_attention_for_cpu::redispatch(
+      c10::DispatchKeySet(runtime().vendor_key()), *q, *k, *v, dropout_p, is_causal, mask, scale);
+  at::Tensor out = std::move(std::get<0>(results)), lse = std::move(std::get<1>(results));
+  out = with_strides(out, out_strides);
+  lse = with_strides(lse, lse_strides);
+  return {retag.from_vendor(out), retag.from_vendor(lse)};
+}
+
 using ForwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt,
     at::Tensor, at::Tensor, at::Tensor>;
 
@@ -186,6 +210,13 @@ ForwardResult forward(const at::Tensor& query, const at::Tensor& key, const at::
   const std::vector<int64_t> out_strides =
       meta_output_like_query() ? strides_ordered_like(query, out_sizes) : contiguous_strides(out_sizes);
   const std::vector<int64_t> lse_strides = {query.size(1) * query.size(2), query.size(2), 1};
+  if (cpu && route.kind == RouteKind::Native) { // the emulation: the host's kernel, typed
+    auto [out, lse] = host_flash_native(query, key, value, attn_bias, dropout_p, is_causal, scale, out_strides,
+        lse_strides);
+    at::Tensor seed = random_state_placeholder(query);
+    return {std::move(out), std::move(lse), at::Tensor(), at::Tensor(), query.sym_size(-2), key.sym_size(-2),
+        std::move(seed), random_state_placeholder(query), at::Tensor()};
+  }
   auto conform = [&](torch::jit::Stack* s) {
     const size_t first = s->size() - flash_forward(cpu).schema().returns().size();
     conform_to(s, first, 0, out_strides);
