@@ -5,11 +5,14 @@
 // own choice, asked of the vendor's choice function on metadata-only vendor tensors: the same sizes, strides,
 // dtype and autograd state, on the vendor device, over a storage that has the right size and no memory. That
 // function reads nothing else, so the answer is the one a vendor tensor of the same shape gets, and it is the
-// same in eager mode and under tracing (torch.compile's fake tensors carry the same metadata). Where the
-// vendor takes flash attention, flagos answers `overrideable`: torch then calls
+// same in eager mode and under tracing (torch.compile's fake tensors carry the same metadata). An eager call
+// asks it of pooled vendor aliases instead (retag.h): the same metadata over the tensors' own bytes, which it
+// never reads, taken from the thread's pool rather than made and freed for each of the four tensors (a decode
+// step asks once per layer). Where the vendor takes flash attention, flagos answers `overrideable`: torch then calls
 // _scaled_dot_product_fused_attention_overrideable, which attention_overrideable.cpp forwards to the vendor's
 // flash kernel. The cuDNN and memory-efficient kernels torch calls by name for every device, so those
 // choices stand and the kernels take their routes as ordinary ops.
+#include "dispatch/retag.h"
 #include "dispatch/routed_kernel.h"
 #include "dispatch/router.h"
 #include "runtime/runtime.h"
@@ -46,6 +49,40 @@ at::Tensor vendor_metadata(const at::Tensor& t) {
   return at::Tensor(std::move(impl));
 }
 
+// Whether the pool's vendor aliases give the choice function what metadata-only tensors give it: every tensor a
+// flagos tensor of one device, none traced (a fake tensor has no bytes to alias) and none requiring grad (an
+// alias carries no autograd state, and the choice reads it).
+bool pooled_aliases_serve(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, const at::Tensor* mask) {
+  const c10::DeviceIndex device = query.device().index();
+  auto plain = [&](const at::Tensor& t) {
+    return is_flagos(t) && t.device().index() == device && !t.requires_grad() &&
+        !t.unsafeGetTensorImpl()->is_python_dispatch();
+  };
+  return plain(query) && plain(key) && plain(value) && (mask == nullptr || plain(*mask));
+}
+
+int64_t choice_on_aliases(const c10::OperatorHandle& op, const at::Tensor& query, const at::Tensor& key,
+    const at::Tensor& value, const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+    std::optional<double> scale, bool enable_gqa) {
+  Retagger retag(op);
+  const auto q = retag.borrow_to_vendor(query), k = retag.borrow_to_vendor(key), v = retag.borrow_to_vendor(value);
+  std::optional<at::Tensor> mask;
+  if (attn_mask.has_value() && attn_mask->defined()) mask = *retag.borrow_to_vendor(*attn_mask);
+  return at::_ops::_fused_sdp_choice::redispatch(
+      c10::DispatchKeySet(runtime().vendor_key()), *q, *k, *v, mask, dropout_p, is_causal, scale, enable_gqa);
+}
+
+int64_t choice_on_metadata(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal, std::optional<double> scale,
+    bool enable_gqa) {
+  std::optional<at::Tensor> mask;
+  if (attn_mask.has_value() && attn_mask->defined()) mask = vendor_metadata(*attn_mask);
+  return at::_ops::_fused_sdp_choice::redispatch(c10::DispatchKeySet(runtime().vendor_key()),
+      vendor_metadata(query), vendor_metadata(key), vendor_metadata(value), mask, dropout_p, is_causal, scale,
+      enable_gqa);
+}
+
 int64_t flagos_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
     const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal, std::optional<double> scale,
     bool enable_gqa) {
@@ -57,11 +94,10 @@ int64_t flagos_sdp_choice(const at::Tensor& query, const at::Tensor& key, const 
   // A conf that sends the choice elsewhere than native asks for the plain math path.
   if (route.kind != RouteKind::Native) return math;
   const bool host_vendor = runtime().vendor_type() == c10::DeviceType::CPU;
-  std::optional<at::Tensor> mask;
-  if (attn_mask.has_value() && attn_mask->defined()) mask = vendor_metadata(*attn_mask);
-  const int64_t choice = at::_ops::_fused_sdp_choice::redispatch(c10::DispatchKeySet(runtime().vendor_key()),
-      vendor_metadata(query), vendor_metadata(key), vendor_metadata(value), mask, dropout_p, is_causal, scale,
-      enable_gqa);
+  const bool has_mask = attn_mask.has_value() && attn_mask->defined();
+  const int64_t choice = pooled_aliases_serve(query, key, value, has_mask ? &*attn_mask : nullptr)
+      ? choice_on_aliases(op, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+      : choice_on_metadata(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
   if (choice != static_cast<int64_t>(at::SDPBackend::flash_attention)) return choice;
   // torch pads a GPU flash kernel's head size to a multiple of 8 around the call; the overrideable op has
   // no such step, so those head sizes keep the math path.

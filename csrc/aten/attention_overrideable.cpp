@@ -13,6 +13,10 @@
 #include "dispatch/router.h"
 #include "runtime/runtime.h"
 
+#include <ATen/Context.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/TensorFactories.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_ops.h>
 #include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -59,10 +63,13 @@ const c10::OperatorHandle& flash_backward(bool cpu) {
 Route route_for(const c10::OperatorHandle& op) {
   const RouteTable& table = current_routes();
   const Route route = route_of_op(op.operator_name());
-  const std::string name = short_op_name(op.operator_name());
-  TORCH_CHECK(route.kind != RouteKind::Provider, name, " is routed to ", route_name(table, route),
-      ", which has no kernel for torch's overrideable attention hook. Route it native or cpu (",
-      override_variable(name), "=native), or route _fused_sdp_choice off native so attention takes the math path.");
+  if (C10_UNLIKELY(route.kind == RouteKind::Provider)) { // the names are made only for the message
+    const std::string name = short_op_name(op.operator_name());
+    TORCH_CHECK(false, name, " is routed to ", route_name(table, route),
+        ", which has no kernel for torch's overrideable attention hook. Route it native or cpu (",
+        override_variable(name), "=native), or route _fused_sdp_choice off native so attention takes the math "
+        "path.");
+  }
   if (log_dispatch()) log_route(op, route_name(table, route));
   return route;
 }
@@ -150,6 +157,44 @@ void conform_to(torch::jit::Stack* stack, size_t first, size_t index, at::IntArr
   if (v.isTensor()) v = with_strides(v.toTensor(), strides);
 }
 
+// The 0-dim long tensors a CPU flash call returns where the GPU kernel returns its random state (the meta
+// kernel's layout): nothing reads them, so they come straight from flagos' allocator on the query's device
+// rather than from two calls of flagos' empty through the dispatcher. Under deterministic algorithms they are
+// filled as every flagos empty is (kernels.cpp).
+at::Tensor random_state_placeholder(const at::Tensor& query) {
+  const c10::DeviceGuard guard(query.device());
+  at::Tensor t = at::detail::empty_generic({}, c10::GetAllocator(c10::DeviceType::PrivateUse1),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), at::kLong, std::nullopt);
+  const at::Context& ctx = at::globalContext();
+  if (C10_UNLIKELY(ctx.deterministicAlgorithms() && ctx.deterministicFillUninitializedMemory())) {
+    at::native::fill_empty_deterministic_(t);
+  }
+  return t;
+}
+
+// The native route on a host vendor (the emulation): the host's flash kernel called typed on borrowed vendor
+// aliases, as the fast path calls its kernels (fast_kernel.h), with no stack of IValues to build and re-tag.
+// The results take the meta layout on the vendor before they become flagos tensors, each then the only
+// reference to its TensorImpl, so it is relabelled in place.
+std::pair<at::Tensor, at::Tensor> host_flash_native(const at::Tensor& query, const at::Tensor& key,
+    const at::Tensor& value, const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
+    std::optional<double> scale, at::IntArrayRef out_strides, at::IntArrayRef lse_strides) {
+  Retagger retag(flash_forward(/*cpu=*/true));
+  // positions in the kernel's schema: (query, key, value, dropout_p, is_causal, attn_mask, scale)
+  const auto q = retag.borrow_to_vendor(query, false, 0);
+  const auto k = retag.borrow_to_vendor(key, false, 1);
+  const auto v = retag.borrow_to_vendor(value, false, 2);
+  std::optional<at::Tensor> mask;
+  if (attn_bias.has_value() && attn_bias->defined()) mask = *retag.borrow_to_vendor(*attn_bias, false, 5);
+  retag.check_arguments();
+  auto results = at::_ops::_scaled_dot_product_flash_attention_for_cpu::redispatch(
+      c10::DispatchKeySet(runtime().vendor_key()), *q, *k, *v, dropout_p, is_causal, mask, scale);
+  at::Tensor out = std::move(std::get<0>(results)), lse = std::move(std::get<1>(results));
+  out = with_strides(out, out_strides);
+  lse = with_strides(lse, lse_strides);
+  return {retag.from_vendor(out), retag.from_vendor(lse)};
+}
+
 using ForwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt,
     at::Tensor, at::Tensor, at::Tensor>;
 
@@ -165,6 +210,13 @@ ForwardResult forward(const at::Tensor& query, const at::Tensor& key, const at::
   const std::vector<int64_t> out_strides =
       meta_output_like_query() ? strides_ordered_like(query, out_sizes) : contiguous_strides(out_sizes);
   const std::vector<int64_t> lse_strides = {query.size(1) * query.size(2), query.size(2), 1};
+  if (cpu && route.kind == RouteKind::Native) { // the emulation: the host's kernel, typed
+    auto [out, lse] = host_flash_native(query, key, value, attn_bias, dropout_p, is_causal, scale, out_strides,
+        lse_strides);
+    at::Tensor seed = random_state_placeholder(query);
+    return {std::move(out), std::move(lse), at::Tensor(), at::Tensor(), query.sym_size(-2), key.sym_size(-2),
+        std::move(seed), random_state_placeholder(query), at::Tensor()};
+  }
   auto conform = [&](torch::jit::Stack* s) {
     const size_t first = s->size() - flash_forward(cpu).schema().returns().size();
     conform_to(s, first, 0, out_strides);
@@ -178,9 +230,9 @@ ForwardResult forward(const at::Tensor& query, const at::Tensor& key, const at::
   }
   run_routed(flash_forward(cpu), route, &stack, conform);
   if (cpu) { // (output, logsumexp)
-    const at::Tensor seed = at::empty({}, query.options().dtype(at::kLong));
+    at::Tensor seed = random_state_placeholder(query);
     return {stack[0].toTensor(), stack[1].toTensor(), at::Tensor(), at::Tensor(), query.sym_size(-2),
-        key.sym_size(-2), seed, at::empty({}, query.options().dtype(at::kLong)), at::Tensor()};
+        key.sym_size(-2), std::move(seed), random_state_placeholder(query), at::Tensor()};
   }
   // (output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, rng_state, unused, debug_attn_mask)
   auto tensor = [&](size_t i) { return stack[i].isTensor() ? stack[i].toTensor() : at::Tensor(); };

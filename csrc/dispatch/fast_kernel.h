@@ -29,9 +29,9 @@
 
 namespace torch_fl::fast {
 
-// Argument types passed to the vendor kernel unchanged. Devices, generators
-// and lists of optional tensors need the boxed router's bookkeeping: an op
-// taking one fails to compile here rather than misbehave at run time.
+// Argument types passed to the vendor kernel unchanged. Devices and generators
+// need the boxed router's bookkeeping: an op taking one fails to compile here
+// rather than misbehave at run time.
 template <class T>
 struct PassedThrough
     : std::bool_constant<std::is_same_v<T, const at::Scalar&> || std::is_same_v<T, bool> ||
@@ -110,6 +110,31 @@ struct Vendor<const at::ITensorListRef&> { // cat's list: boxed or not, its tens
     return out;
   }
   static at::ITensorListRef unwrap(const type& held) { return at::ITensorListRef(held); }
+};
+
+// Tensor?[] (index_put's indices): the boxed router's rule (retag.cpp, value_to_vendor). A flagos index is
+// re-tagged; a host one passes as it is, as CUDA moves its indices to the indexed tensor's device
+// (TensorAdvancedIndexing.cpp, make_info). A list with no flagos index goes to the vendor as it came.
+template <>
+struct Vendor<const c10::List<std::optional<at::Tensor>>&> {
+  using type = c10::List<std::optional<at::Tensor>>;
+  static type convert(Retagger& r, const type& list, bool written, int) {
+    bool any = false;
+    for (size_t k = 0; k < list.size() && !any; ++k) {
+      const std::optional<at::Tensor> t = list[k];
+      any = t.has_value() && is_flagos(*t);
+    }
+    if (!any) return list;
+    type out;
+    out.reserve(list.size());
+    for (size_t k = 0; k < list.size(); ++k) {
+      std::optional<at::Tensor> t = list[k];
+      if (t.has_value() && is_flagos(*t)) t = r.owned_to_vendor(std::move(*t), written);
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+  static const type& unwrap(const type& held) { return held; }
 };
 
 // Results as the caller sees them: a fresh flagos tensor for a new result, the

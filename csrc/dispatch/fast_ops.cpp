@@ -2,6 +2,7 @@
 // training forwards (fast_kernel.h says what the entry does).
 #include "dispatch/fast_kernel.h"
 
+#include <ATen/ops/_index_put_impl_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/add_ops.h>
@@ -55,6 +56,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // typed entry's cost: the embedding's index_select, the static cache's index_copy_, greedy argmax, and the
   // rotary embedding's cos, sin and cat (rotate_half).
   fast::register_fast<ops::index_select, ops::index_copy_, ops::argmax, ops::cos, ops::sin, ops::cat>(m);
+  // The static cache's write cache[:, :, position] = key when it takes index_put_ (torch's index_put_ is this op
+  // above the device).
+  fast::register_fast<ops::_index_put_impl_>(m);
 }
 
 } // namespace torch_fl

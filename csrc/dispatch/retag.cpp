@@ -312,7 +312,14 @@ at::Tensor Retagger::relabel_fresh(const at::Tensor& t) {
   c10::DataPtr vendor = storage->set_data_ptr(c10::DataPtr(nullptr, storage->device()));
   storage->set_data_ptr_noswap(runtime().adopt(std::move(vendor), nbytes, index));
   storage->set_allocator(c10::GetAllocator(c10::DeviceType::PrivateUse1)); // later resizes get flagos memory
-  impl->set_storage_keep_dtype(impl->storage()); // the device comes from the storage
+  // The device comes from the storage. The tensor's own storage is moved out and back in: a copy would cost an
+  // atomic increment and decrement on every fresh result. A tensor refusing metadata changes gets a copy, so the
+  // refusal leaves it whole.
+  if (impl->allow_tensor_metadata_change()) {
+    impl->set_storage_keep_dtype(std::move(const_cast<c10::Storage&>(impl->storage())));
+  } else {
+    impl->set_storage_keep_dtype(impl->storage());
+  }
   impl->_change_backend_component_keys(flagos_device(index));
   return t;
 }

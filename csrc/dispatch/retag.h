@@ -46,6 +46,11 @@ class Retagger {
   // the list the vendor kernel gets holds. `prepare_list` sizes the bookkeeping
   // for a list up front and has the call's storages found through an index.
   at::Tensor list_element_to_vendor(const at::Tensor& t, bool written, int argument, int element);
+  // A flagos tensor the caller's list holds only inside IValues (Tensor?[]): the Retagger keeps its own
+  // reference, as the boxed path does.
+  at::Tensor owned_to_vendor(at::Tensor t, bool written) {
+    return to_vendor(c10::MaybeOwned<at::Tensor>::owned(std::move(t)), written);
+  }
   void prepare_list(at::TensorList list) { prepare_list(list.size()); }
   void prepare_list(size_t size);
   // Apply the device rules to what borrow_to_vendor saw (arguments_to_vendor

@@ -54,7 +54,6 @@ void fail_two_devices(c10::DeviceIndex flagos, const std::string& other, const c
 namespace {
 
 std::atomic<const RouteTable*> g_table{nullptr};
-std::atomic<bool> g_log_dispatch{false};
 std::atomic<ProviderHook> g_provider_hook{nullptr};
 
 const RouteTable& empty_table() {
@@ -139,8 +138,7 @@ std::string route_name(const RouteTable& table, Route route) {
   return "?";
 }
 
-void set_log_dispatch(bool on) { g_log_dispatch.store(on, std::memory_order_relaxed); }
-bool log_dispatch() { return g_log_dispatch.load(std::memory_order_relaxed); }
+void set_log_dispatch(bool on) { detail::g_log_dispatch.store(on, std::memory_order_relaxed); }
 void set_provider_hook(ProviderHook hook) { g_provider_hook.store(hook); }
 
 namespace {
@@ -205,7 +203,7 @@ void run_on_vendor(const c10::OperatorHandle& op, torch::jit::Stack* stack, cons
       } else {
         ProviderCall::run(&call, stack, nullptr);
       }
-      if (g_log_dispatch.load(std::memory_order_relaxed)) log_route(op, route_name(table, *provider) + path);
+      if (log_dispatch()) log_route(op, route_name(table, *provider) + path);
     }
   }
   timer.mark(counters::kKernel);
@@ -227,7 +225,7 @@ void dispatch_routed(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   }
   // A provider call is logged once it ran: the line says whether it was replayed.
   if (route.kind == RouteKind::Provider) return run_on_vendor(op, stack, &route);
-  if (g_log_dispatch.load(std::memory_order_relaxed)) log_route(op, route_name(table, route));
+  if (log_dispatch()) log_route(op, route_name(table, route));
   if (vendor_op != nullptr && insert_none_at >= 0) {
     const size_t first = stack->size() - op.schema().arguments().size();
     stack->insert(stack->begin() + static_cast<std::ptrdiff_t>(first + insert_none_at), c10::IValue());

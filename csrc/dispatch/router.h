@@ -40,7 +40,12 @@ Route route_of_op(const c10::OperatorName& name); // in the current table
 std::string route_name(const RouteTable& table, Route route);
 
 void set_log_dispatch(bool on);
-bool log_dispatch();
+// FLAGOS_LOG=dispatch: read on every routed call, so the check is one relaxed load inlined at each caller, not
+// a call into this library.
+namespace detail {
+inline std::atomic<bool> g_log_dispatch{false};
+}
+inline bool log_dispatch() { return detail::g_log_dispatch.load(std::memory_order_relaxed); }
 
 namespace replay {
 struct Recording;

@@ -113,6 +113,38 @@ def test_choice_needing_a_mask_gradient_is_math():
     assert choice != SDPBackend.OVERRIDEABLE.value
 
 
+def _strided(t: torch.Tensor, layout: str) -> torch.Tensor:
+    if layout == "seq_major":
+        return t.transpose(1, 2).contiguous().transpose(1, 2)
+    if layout == "last_dim_strided":  # no flash kernel takes it
+        return torch.stack((t, t), dim=-1)[..., 0]
+    return t
+
+
+@pytest.mark.skipif(not EMULATION, reason="compares with the host's own choice")
+@pytest.mark.parametrize("mask_on", ["none", "flagos", "host"])
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+@pytest.mark.parametrize("layout", ["contiguous", "seq_major", "last_dim_strided"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+def test_choice_maps_the_hosts_on_every_path(dtype, layout, grad, mask_on):
+    # An eager call of flagos tensors that need no grad asks the host's choice of pooled vendor aliases, any other
+    # of metadata-only tensors (attention_choice.cpp): both answer what the host answers, flash becoming
+    # overrideable.
+    q, k, v, mask, _ = _inputs("mask", dtype)
+    q, k, v = (_strided(t, layout) for t in (q, k, v))
+    if grad:
+        q.requires_grad_(True)
+    mask = None if mask_on == "none" else mask
+    host = torch._fused_sdp_choice(q, k, v, mask, 0.0, False)
+    fq, fk, fv = (t.detach().to("flagos").requires_grad_(t.requires_grad) for t in (q, k, v))
+    fq, fk, fv = (_strided(t, layout) if layout == "last_dim_strided" else t for t in (fq, fk, fv))
+    fmask = None if mask is None else (mask if mask_on == "host" else mask.to("flagos"))
+    assert [t.stride() for t in (fq, fk, fv)] == [t.stride() for t in (q, k, v)]
+    got = torch._fused_sdp_choice(fq, fk, fv, fmask, 0.0, False)
+    want = SDPBackend.OVERRIDEABLE.value if host == SDPBackend.FLASH_ATTENTION.value else host
+    assert got == want, (host, got)
+
+
 def _forward_backward(q, k, v, mask, kwargs):
     q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **kwargs)

@@ -42,6 +42,11 @@ CALLS = {
     "index_select": lambda x, *_: x.index_select(1, torch.tensor([4, 0, 4], device=x.device)),
     "index_copy_": lambda x, y, *_: x.clone().index_copy_(0, torch.tensor([3, 1], device=x.device), y[:2]),
     "argmax": lambda x, *_: (x.argmax(1), x.argmax(), x.argmax(0, keepdim=True)),
+    # a flagos index, and a host index beside a skipped dimension (CUDA's rule: indices may stay on the host)
+    "_index_put_impl_": lambda x, y, *_: (
+        x.clone().index_put_((torch.tensor([3, 1], device=x.device),), y[:2]),
+        torch.ops.aten.index_put_(x.clone(), [None, torch.tensor([5, 0, 5])], y[:, :3], True),
+    ),
     "cos": lambda x, *_: x.cos(), "sin": lambda x, *_: x.sin(),
     "cat": lambda x, y, *_: (torch.cat((x, y[:2], x[1:]), dim=0), torch.cat((-x[:, 3:], x[:, :3]), dim=-1)),
 }
