@@ -113,6 +113,16 @@ def _per_call_us(call: Callable[[], Any], n: int) -> float:
     return (time.perf_counter_ns() - started) / n / 1e3
 
 
+def _rotated(arms: dict[str, Callable[[], Any]], rounds: int, calls: int) -> list[dict[str, float]]:
+    """µs per call of each arm, per round: turns of ``calls`` calls, the arms' order rotated every round."""
+    per_round = []
+    order = list(arms)
+    for r in range(rounds):
+        k = r % len(order)
+        per_round.append({a: _per_call_us(arms[a], calls) for a in order[k:] + order[:k]})
+    return per_round
+
+
 def measure(ops: list[str], rounds: int, calls: int) -> list[dict[str, Any]]:
     import torch
 
@@ -125,11 +135,7 @@ def measure(ops: list[str], rounds: int, calls: int) -> list[dict[str, Any]]:
         arms = {"flagos": cases[name]("flagos"), "plain": cases[name](vendor), "plain-again": cases[name](vendor)}
         for call in arms.values():  # warm: first-call caches (schemas, kernels, the alias pool) filled
             _per_call_us(call, 20)
-        per_round = []
-        order = list(arms)
-        for r in range(rounds):
-            k = r % len(order)
-            per_round.append({a: _per_call_us(arms[a], calls) for a in order[k:] + order[:k]})
+        per_round = _rotated(arms, rounds, calls)
         torch_fl._core.reset_router_counters()
         torch_fl._core.set_router_counters(True)
         try:
@@ -235,12 +241,8 @@ def measure_decode(rounds: int, steps: int, layers: int = 2) -> dict[str, Any]:
     calls = {a: m.step for a, m in arms.items()}
     for call in calls.values():
         _per_call_us(call, 5)
-    per_round = []
-    order = list(calls)
     with torch.no_grad():
-        for r in range(rounds):
-            k = r % len(order)
-            per_round.append({a: _per_call_us(calls[a], steps) for a in order[k:] + order[:k]})
+        per_round = _rotated(calls, rounds, steps)
     torch_fl._core.reset_router_counters()
     torch_fl._core.set_router_counters(True)
     try:
