@@ -1,5 +1,5 @@
-"""torch_fl/qualify/distribution.py and generate.py without a device: the Kolmogorov–Smirnov statistic and its
-p-value, the fixed points of random operators, and samples made from a schema."""
+"""torch_fl/qualify/distribution.py without a device: the Kolmogorov–Smirnov statistic and its p-value, and the
+fixed points of random operators."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch_fl.qualify import distribution, generate, verdict  # noqa: E402
+from torch_fl.qualify import distribution, verdict  # noqa: E402
 from torch_fl.qualify.calls import Sample  # noqa: E402
 
 
@@ -53,23 +53,3 @@ def test_dropout_keeps_its_input_times_mask_times_the_scale() -> None:
     wrong = (distribution.meta([x * mask, mask]), [x * mask, mask])
     assert distribution.judge(sample, func, [right], [right]).verdict == "pass"
     assert "times its mask" in distribution.judge(sample, func, [right], [wrong]).detail
-
-
-def test_a_schema_gives_samples_of_the_dtype_with_indices_in_range() -> None:
-    func = torch.ops.aten.index_select.default
-    made = list(generate.candidates(func, "index_select", "bfloat16"))
-    assert [s.args[0].shape for s in made] == [torch.Size(shape) for shape in generate.SHAPES]
-    first = made[0]
-    assert first.dtype == "bfloat16" and first.args[1] == 0 and first.args[2].dtype == torch.int64
-    assert int(first.args[2].max()) < first.args[0].shape[0]
-    again = next(generate.candidates(func, "index_select", "bfloat16"))
-    assert torch.equal(again.args[0], first.args[0])  # seeded by op and dtype: an index reproduces its sample
-    factory = next(generate.candidates(torch.ops.aten.full.default, "full", "int32"))
-    assert factory.kwargs["dtype"] == torch.int32 and factory.dtype == "int32"
-
-
-def test_an_argument_no_value_can_be_made_for_is_the_reason() -> None:
-    func = torch.ops.aten.div.Tensor_mode  # rounding_mode is an optional str: None is plausible
-    assert next(generate.candidates(func, "div.Tensor_mode", "float32")).kwargs == {"rounding_mode": None}
-    with pytest.raises(generate.NoSample, match="'reduce' is a str"):
-        next(generate.candidates(torch.ops.aten.scatter.reduce, "scatter.reduce", "float32"))

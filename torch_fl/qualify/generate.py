@@ -7,12 +7,19 @@ which a factory needs to make its result in the dtype on the device. The worker 
 native accepts; when native refuses them all, or an argument has a type no value can be made for, the reason is
 what the report says instead of a verdict. Values come from a generator seeded by the operator and dtype, so a
 generated sample's index reproduces it (``--sample N``).
+
+Where those plain candidates all fail, laid-out ones follow: a square matrix, and for an operator with a spatial
+rank (``2d`` in its name, or a fixed-length window or size list) a batch of channels at that rank, with lists of
+the schema's fixed length (output sizes the spatial shape, unit windows, no padding except a pad operator's), a
+depthwise convolution's weight, broadcastable ``values``, and a tensor for an optional ``min``. An ``out=``
+or in-place overload first borrows its functional twin's stored samples (``borrowed``).
 """
 
 from __future__ import annotations
 
+import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -20,7 +27,10 @@ import torch
 from .calls import Sample, sample_dtype
 
 SHAPES: tuple[tuple[int, ...], ...] = ((4, 8), (8,), ())
+SQUARE = (8, 8)
 SOURCE = "generated"
+_OPTIONAL_TENSOR = torch._C.OptionalType(torch._C.TensorType.get())
+STRINGS = {"reduce": "add"}  # a required str argument's plausible value, by name
 INDEX_NAMES = ("index", "indices")
 SIZE_NAMES = ("size", "shape", "output_size", "input_sizes", "sizes")
 WINDOW_NAMES = ("kernel_size", "stride", "dilation", "padding", "output_padding")
@@ -31,12 +41,19 @@ class NoSample(Exception):
 
 
 class _Maker:
-    def __init__(self, op: str, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
-        self.dtype, self.shape = dtype, shape
+    def __init__(self, op: str, dtype: torch.dtype, shape: tuple[int, ...], laid_out: bool = False) -> None:
+        self.op, self.dtype, self.shape, self.laid_out = op, dtype, shape, laid_out
         self.gen = torch.Generator().manual_seed(zlib.crc32(f"{op}/{dtype}".encode()))
 
     def tensor(self, name: str) -> torch.Tensor:
         shape = self.shape
+        if self.laid_out:
+            if name == "weight" and len(shape) > 2:  # a depthwise convolution's: one unit filter per channel
+                shape = (shape[1], 1, *[1] * (len(shape) - 2))
+            elif name == "values":  # indexed by a list of index tensors on the first dim: broadcastable
+                shape = shape[1:]
+            elif name == "total_weight":
+                shape = ()
         if name in INDEX_NAMES:
             high = max(1, min(shape, default=1))
             return torch.randint(0, high, shape, generator=self.gen)
@@ -73,6 +90,8 @@ class _Maker:
             return [self.tensor(name), self.tensor(name)]
         if kind == "List[Optional[Tensor]]":
             return self.index_list()
+        if arg.type == _OPTIONAL_TENSOR and self.laid_out and name == "min":
+            return self.tensor(name)
         if kind.startswith("Optional["):
             return None
         if kind == "number":
@@ -80,6 +99,8 @@ class _Maker:
         if kind == "int":
             return {"dim": 0, "diagonal": 0, "step": 1, "size": 2}.get(name, 1)
         if kind in ("List[int]", "SymInt[]", "List[SymInt]"):
+            if self.laid_out and arg.N:
+                return self.fixed(name, arg.N)
             if name in SIZE_NAMES:
                 return list(self.shape)
             if name in WINDOW_NAMES:
@@ -89,16 +110,42 @@ class _Maker:
             return 0.5
         if kind == "bool":
             return False
+        if kind == "List[bool]":
+            return [True] * (arg.N or 1)  # every output of a backward's output_mask
+        if kind == "str" and name in STRINGS:
+            return STRINGS[name]
         raise NoSample(f"its argument {name!r} is a {kind}, for which no sample can be made")
 
+    def fixed(self, name: str, n: int) -> list[int]:
+        """A list argument of the schema's fixed length ``n``, on the laid-out shape."""
+        spatial = list(self.shape[2:])
+        if name in ("input_size", "input_sizes", "size") and n == len(self.shape):
+            return list(self.shape)
+        if name in SIZE_NAMES and n == len(spatial):
+            return spatial
+        if name == "padding" and "pad" in self.op.split(".")[0]:
+            return [1] * n  # a pad operator's padding, smaller than every spatial size
+        return [0 if name in ("padding", "output_padding") else 1] * n
 
-def _build(func: Any, op: str, dtype: torch.dtype, shape: tuple[int, ...]) -> tuple[tuple, dict]:
-    maker = _Maker(op, dtype, shape)
+
+def spatial_rank(func: Any, op: str) -> int:
+    """The spatial rank an operator's inputs have: ``Nd`` in its name, else its window or size lists' length."""
+    if found := re.search(r"(\d)d(?:_|$)", op.split(".")[0]):
+        return int(found.group(1))
+    lengths = [a.N for a in func._schema.arguments if a.N and a.name in WINDOW_NAMES + ("output_size",)]
+    return max(lengths, default=0)
+
+
+def _build(
+    func: Any, op: str, dtype: torch.dtype, shape: tuple[int, ...], laid_out: bool = False
+) -> tuple[tuple, dict]:
+    maker = _Maker(op, dtype, shape, laid_out)
     args: list[Any] = []
     defaults: list[Any] = []  # defaulted positionals, passed only where a required one follows them
     kwargs: dict[str, Any] = {}
     for arg in func._schema.arguments:
-        wanted = arg.name in ("dtype", "device")
+        # a factory needs its dtype and device; clamp's Tensor overloads refuse a call with neither bound
+        wanted = arg.name in ("dtype", "device") or (laid_out and arg.name == "min" and arg.type == _OPTIONAL_TENSOR)
         if arg.has_default_value() and not wanted:
             if not arg.kwarg_only:
                 defaults.append(arg.default_value)
@@ -113,9 +160,49 @@ def _build(func: Any, op: str, dtype: torch.dtype, shape: tuple[int, ...]) -> tu
 
 
 def candidates(func: Any, op: str, dtype: str) -> Iterator[Sample]:
-    """Samples of ``op`` in ``dtype``, one per shape of ``SHAPES``; raises NoSample for an argument that cannot
-    be made."""
-    for shape in SHAPES:
-        args, kwargs = _build(func, op, getattr(torch, dtype), shape)
+    """Samples of ``op`` in ``dtype``: one per shape of ``SHAPES``, then the laid-out ones; raises NoSample for an
+    argument that cannot be made."""
+    rank = spatial_rank(func, op)
+    layouts = [(shape, False) for shape in SHAPES] + [(SQUARE, True)]
+    if rank:
+        layouts.append(((2, 3, *[8] * rank), True))
+    for shape, laid_out in layouts:
+        args, kwargs = _build(func, op, getattr(torch, dtype), shape, laid_out)
         # counted under the dtype the router's gate reads, which an index or mask argument may make another one
         yield Sample(op=op, args=args, kwargs=kwargs, source=SOURCE, dtype=sample_dtype(args, kwargs))
+
+
+def twin(op: str) -> str | None:
+    """The functional operator whose samples fit ``op``: ``addmm`` for ``addmm.out``, ``clamp.Tensor`` for
+    ``clamp_.Tensor``; None for a functional operator."""
+    name, _, overload = op.partition(".")
+    if overload == "out":
+        return name
+    if name.endswith("_") and not name.startswith("_"):
+        return name[:-1] + (f".{overload}" if overload else "")
+    return None
+
+
+def borrowed(
+    func: Any, op: str, dtype: str, samples: Callable[[str], list[Sample]], run: Callable[[Any, Sample], Any]
+) -> Iterator[Sample]:
+    """``op``'s twin's stored samples of ``dtype`` made into calls of ``op``: an in-place overload takes them as
+    they are; an ``out=`` one gets its out tensors at the shapes and dtypes of the twin's results on native
+    (``run`` gives them, or None where native refuses the twin's sample)."""
+    from .calls import resolve_op
+
+    twin_op = twin(op)
+    if twin_op is None:
+        return
+    outs = [a.name for a in func._schema.arguments if a.kwarg_only and a.alias_info and a.alias_info.is_write]
+    twin_func = resolve_op(twin_op) if outs else None
+    for sample in samples(twin_op):
+        if sample.dtype != dtype:
+            continue
+        kwargs = dict(sample.kwargs)
+        if outs:
+            results = run(twin_func, sample)
+            if results is None or len(results) != len(outs):
+                continue
+            kwargs.update({name: torch.empty(r.shape, dtype=r.dtype) for name, r in zip(outs, results, strict=True)})
+        yield Sample(op=op, args=sample.args, kwargs=kwargs, source=f"{SOURCE} from {twin_op}", dtype=dtype)

@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,7 @@ class _Worker:
         sample, why none can be made."""
         import torch
 
-        from . import distribution, generate
+        from . import distribution
 
         refs: dict[int, Any] = {}
         random = distribution.tagged(func)
@@ -135,25 +136,38 @@ class _Worker:
         reached = {samples[i].dtype for i in refs}
         unsampled: dict[str, str] = {}
         for dtype in self.dtypes:
-            if dtype in reached:
-                continue
-            why = "native refuses every sample made from its schema"
-            try:
-                for candidate in generate.candidates(func, op, dtype):
-                    samples.append(candidate)
-                    if candidate.dtype != dtype:
-                        why = f"a sample made from its schema counts as {candidate.dtype} (its first tensor's dtype)"
-                    elif add(len(samples) - 1, candidate):
-                        break
-                    else:
-                        why = f"native refuses every sample made from its schema ({self.refusal[:200]})"
-                else:
-                    unsampled[dtype] = why
-            except generate.NoSample as exc:
-                unsampled[dtype] = str(exc)
+            if dtype not in reached and (why := self.sample_for(op, func, dtype, samples, add)):
+                unsampled[dtype] = why
         if self.only is not None:  # a reproduction: every sample was made as in the full run, one of them runs
             refs = {i: r for i, r in refs.items() if i == self.only}
         return refs, unsampled
+
+    def sample_for(self, op: str, func: Any, dtype: str, samples: list[Any], add: Callable[[int, Any], bool]) -> str:
+        """Adds a sample of ``dtype`` that native accepts to ``samples``: one borrowed from the operator's
+        functional twin, else one made from its schema. Returns why none could be made ("" when one was)."""
+        from . import generate
+
+        def twin_results(twin: Any, sample: Any) -> list[Any] | None:  # the shapes of an out= overload's outs
+            return self.native(op, twin, sample, len(samples))
+
+        for candidate in generate.borrowed(func, op, dtype, self.store.load, twin_results):
+            samples.append(candidate)
+            if add(len(samples) - 1, candidate):
+                return ""
+        why = "native refuses every sample made from its schema"
+        try:
+            for candidate in generate.candidates(func, op, dtype):
+                samples.append(candidate)
+                if candidate.dtype != dtype:
+                    why = f"a sample made from its schema counts as {candidate.dtype} (its first tensor's dtype)"
+                elif add(len(samples) - 1, candidate):
+                    return ""
+                elif not why.endswith(")") or "not implemented for" in self.refusal:
+                    # the first refusal, unless a later one says native has no kernel for the dtype at all
+                    why = f"native refuses every sample made from its schema ({self.refusal[:200]})"
+        except generate.NoSample as exc:
+            return str(exc)
+        return why
 
     # -- the provider ----------------------------------------------------------------------------------------
     def first_call(self, op: str, index: int, call: Any) -> Any:
