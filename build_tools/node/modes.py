@@ -341,7 +341,16 @@ def flaggems(node: Node, ex: Executor) -> int:
     ex.write(q / ".node", "the qualify run directory of build_tools/node's flaggems mode\n")  # makes it
     deadline = node.started + int(k.FLAGGEMS_SECONDS)
     log.run(
-        node.program("record_workloads.py", "--samples", q / "samples", "--provider", "flaggems", "--skip-if-recorded")
+        node.program(
+            "record_workloads.py",
+            "--samples",
+            q / "samples",
+            "--provider",
+            "flaggems",
+            "--resume",
+            q,
+            "--skip-if-recorded",
+        )
     )
     budget = int(deadline - time.time() - int(k.CHECK_SECONDS))
     log.say(f"qualify: budget {budget} s")

@@ -1,11 +1,13 @@
 """Record the ATen calls of real workloads as qualification samples (torch_fl.qualify.recording).
 
-    python record_workloads.py --samples DIR [--ops-from-provider flaggems] [--tiny]
+    python record_workloads.py --samples DIR [--provider flaggems] [--resume RUN_DIR] [--tiny]
 
 Every model of the model suite (tests/models: one training step, its evaluation and, for language models, a
 greedy generate) and the real-size workloads of real_models.py (one step each, after one untimed step so the
 optimizer's state exists) run on flagos with every operator native, under the recorder. Calls with the same
 signature are kept once per workload. ``python -m torch_fl qualify --samples DIR`` then runs them beside OpInfo's.
+With ``--resume``, a new machine that carries a run's events records only the operators they leave pending: the
+workloads still run whole, but saving the other operators' calls is most of the recording's time.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ def main() -> int:
     p.add_argument("--provider", default=None, help="record only the operators this provider claims")
     p.add_argument("--tiny", action="store_true", help="small sizes (a CPU-emulation dry run)")
     p.add_argument("--skip-if-recorded", action="store_true", help="do nothing when DIR already holds a recording")
+    p.add_argument("--resume", type=Path, default=None, help="a qualify run directory: only its pending operators")
     args = p.parse_args()
     stamp = args.samples / ".workloads-recorded"
     if args.skip_if_recorded and stamp.is_file():
@@ -47,6 +50,11 @@ def main() -> int:
     ops = None
     if args.provider:
         ops = set(torch_fl.providers.providers()[args.provider].ops())
+    if args.resume and ops is not None:
+        from torch_fl.qualify.runner import finished, read_events
+
+        ops -= finished(read_events(args.resume / "events.jsonl"))
+        print(f"record: {len(ops)} operators still pending in {args.resume}", flush=True)
     device = "flagos"
     for name in model_zoo.MODELS:
         start = time.monotonic()

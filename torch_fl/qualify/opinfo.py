@@ -7,6 +7,7 @@ import os
 import warnings
 from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -19,13 +20,28 @@ DEFAULT_DTYPES = ("float32", "bfloat16", "float16", "float64", "int64", "int32",
 ALL_DTYPES = (*DEFAULT_DTYPES, "int16", "int8", "uint8", "complex64", "complex128")
 
 
+def named_after(info: Any, ops: Collection[str]) -> bool:
+    """Whether ``info`` bears the name of one of ``ops``: ``mul.Tensor`` and ``mul_`` have OpInfo ``mul``,
+    ``mse_loss`` has ``nn.functional.mse_loss``, ``max_pool2d_with_indices`` has ``nn.functional.max_pool2d``."""
+    names = {info.name.rsplit(".", 1)[-1], getattr(info, "aten_name", None) or ""} - {""}
+    bases = {op.split(".")[0].strip("_") for op in ops}
+    return any(base.startswith(name) for base in bases for name in names if len(name) > 1)
+
+
 def record_opinfo(
-    samples: Path, device: str, vendor: str, ops: Collection[str], dtypes: Collection[str], per_opinfo: int = 4
+    samples: Path,
+    device: str,
+    vendor: str,
+    ops: Collection[str],
+    dtypes: Collection[str],
+    per_opinfo: int = 4,
+    named_only: bool = False,
 ) -> dict[str, int]:
     """Record the calls to ``ops`` that OpInfo samples make on ``device`` into ``samples``; returns counts.
 
     ``vendor`` is the device type whose dtype support OpInfo is asked for ("cuda" on GPUs, "cpu" on the
-    emulation)."""
+    emulation). ``named_only`` runs only the OpInfos named after one of ``ops`` (a resumed run's few pending
+    operators), not the whole database, whose other entries reach them only now and then."""
     os.environ.setdefault("PYTORCH_TEST_WITH_SLOW", "1")
     from torch.testing._internal.common_methods_invocations import op_db
 
@@ -33,6 +49,8 @@ def record_opinfo(
     wanted = set(ops)
     counts = {"opinfos": 0, "samples": 0, "errors": 0}
     for info in op_db:
+        if named_only and not named_after(info, wanted):
+            continue
         supported = {str(d).removeprefix("torch.") for d in info.supported_dtypes(vendor)}
         for dtype_name in dtypes:
             if dtype_name not in supported:
