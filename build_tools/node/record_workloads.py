@@ -7,7 +7,8 @@ greedy generate) and the real-size workloads of real_models.py (one step each, a
 optimizer's state exists) run on flagos with every operator native, under the recorder. Calls with the same
 signature are kept once per workload. ``python -m torch_fl qualify --samples DIR`` then runs them beside OpInfo's.
 With ``--resume``, a new machine that carries a run's events records only the operators they leave pending: the
-workloads still run whole, but saving the other operators' calls is most of the recording's time.
+workloads still run whole, but saving the other operators' calls is most of the recording's time. The functional
+twins of the recorded ``out=`` and in-place operators are recorded too: those borrow their samples.
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ def main() -> int:
         from torch_fl.qualify.runner import finished, read_events
 
         ops -= finished(read_events(args.resume / "events.jsonl"))
+    if ops is not None:
+        from torch_fl.qualify.generate import twin
+
+        ops |= {t for op in ops if (t := twin(op))}  # an out= or in-place operator borrows its twin's samples
         print(f"record: {len(ops)} operators still pending in {args.resume}", flush=True)
     device = "flagos"
     for name in model_zoo.MODELS:

@@ -61,3 +61,12 @@ def test_a_resumed_run_records_only_the_opinfos_of_its_pending_operators(
     (plan.samples / ".opinfo-recorded").write_text('{"opinfos": 9, "samples": 9, "errors": 0}\n')
     runner._record_opinfo(plan, claimed, ["bmm"], resumed=True)  # an older stamp stands for every claimed operator
     assert len(specs) == 2
+    (plan.samples / ".opinfo-recorded").unlink()
+    runner._record_opinfo(plan, [*claimed, "addmv.out"], ["addmv.out"], resumed=True)
+    assert specs[2]["ops"] == ["addmv.out", "addmv"]  # the out= operator borrows its functional twin's samples
+
+
+@pytest.mark.parametrize(("queued", "chunk"), [(283, 10), (38, 3), (14, 1), (1, 1)])
+def test_a_short_queue_is_spread_over_every_worker(queued: int, chunk: int, tmp_path: Path) -> None:
+    plan = runner.Plan(provider="demo", out=tmp_path, samples=tmp_path, workers=14, chunk=10)
+    assert runner._Pool(plan, tmp_path / "events.jsonl", 0.0)._chunk(queued) == chunk

@@ -159,12 +159,18 @@ def _record_opinfo(plan: Plan, claimed: list[str], pending: list[str], resumed: 
     """OpInfo's samples of the operators still to run, unless the samples directory holds them. A fresh run
     records the whole database for every claimed operator; a resumed one (a new machine with the run's events)
     only the OpInfos named after its pending operators, which takes seconds instead of minutes."""
+    from .generate import twin
+
     stamp = plan.samples / ".opinfo-recorded"
     recorded = set(json.loads(stamp.read_text()).get("ops", claimed)) if stamp.is_file() else set()
-    missing = [op for op in pending if op not in recorded]
+
+    def with_twins(ops: list[str]) -> list[str]:  # an out= or in-place operator borrows its twin's samples
+        return list(dict.fromkeys([*ops, *filter(None, map(twin, ops))]))
+
+    missing = [op for op in with_twins(pending) if op not in recorded]
     if not missing:
         return
-    ops = missing if resumed else claimed
+    ops = missing if resumed else with_twins(claimed)
     how = "the OpInfos named after them" if resumed else "the whole database"
     plan.echo(f"qualify: recording OpInfo samples of {len(ops)} operators into {plan.samples} ({how})")
     spec = {
@@ -254,7 +260,7 @@ class _Pool:
         try:
             while queue or self.running:
                 while queue and len(self.running) < self.plan.workers and not self._over_budget():
-                    n = 1 if queue[0] in self.crashed else self.plan.chunk  # a rerun past a crash runs alone
+                    n = 1 if queue[0] in self.crashed else self._chunk(len(queue))  # a crash's rerun runs alone
                     take, queue = queue[:n], queue[n:]
                     self._start(take)
                 if not self.running:
@@ -283,6 +289,11 @@ class _Pool:
         finally:
             for proc, *_ in self.running:
                 proc.kill()
+
+    def _chunk(self, queued: int) -> int:
+        """Operators per worker: the plan's chunk, or fewer where the queue would leave workers idle (a resumed
+        run's few operators, autotuned ones among them, spread over every worker)."""
+        return max(1, min(self.plan.chunk, -(-queued // self.plan.workers)))
 
     def _finish(self, entry: tuple) -> None:
         proc, ops, own, spec = entry

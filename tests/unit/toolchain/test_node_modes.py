@@ -59,7 +59,8 @@ EXPECTED = {
                "cp -r /tmp/verify-verify.txt OUT/verify.txt"],
     "stepops": ["step_ops.py --d-model 256,1024 > OUT/step_ops.txt"],
     "flaggems": ["record_workloads.py --samples REPO/build/qualify-flaggems/samples --provider flaggems "
-                 "--resume REPO/build/qualify-flaggems --skip-if-recorded", "-m torch_fl qualify --provider flaggems --out REPO/build/qualify-flaggems "
+                 "--resume REPO/build/qualify-flaggems --skip-if-recorded",
+                 "-m torch_fl qualify --provider flaggems --out REPO/build/qualify-flaggems "
                  "--workers 12 --chunk 10 --dtypes float32,bfloat16,float16,int64,bool --timeout 120 --budget",
                  "flaggems_first.py --conf REPO/build/qualify-flaggems/qualified.conf",
                  "FLAGOS_BACKEND_CONFIG=REPO/build/qualify-flaggems/qualified.conf"],
