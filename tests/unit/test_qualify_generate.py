@@ -48,9 +48,9 @@ def test_an_argument_no_value_can_be_made_for_is_the_reason() -> None:
 
 def test_plain_candidates_come_first_and_stay_as_they_were() -> None:
     made = list(generate.candidates(torch.ops.aten.index_select.default, "index_select", "float32"))
-    assert [tuple(s.args[0].shape) for s in made] == [*generate.SHAPES, generate.SQUARE]
-    pad = list(generate.candidates(torch.ops.aten.reflection_pad2d.default, "reflection_pad2d", "float32"))
-    assert [tuple(s.args[0].shape) for s in pad] == [*generate.SHAPES, generate.SQUARE, (2, 3, 8, 8)]
+    assert [tuple(s.args[0].shape) for s in made] == [*generate.SHAPES, generate.SQUARE, (2, 3, 8, 8)]
+    pad = list(generate.candidates(torch.ops.aten.replication_pad3d.default, "replication_pad3d", "float32"))
+    assert [tuple(s.args[0].shape) for s in pad] == [*generate.SHAPES, generate.SQUARE, (2, 3, 8, 8, 8)]
 
 
 @pytest.mark.parametrize(
@@ -65,6 +65,8 @@ def test_plain_candidates_come_first_and_stay_as_they_were() -> None:
         ("addmm.out", lambda s: tuple(s.args[1].shape) == generate.SQUARE),
         ("clamp_.Tensor", lambda s: isinstance(s.kwargs.get("min"), torch.Tensor)),
         ("scatter_.reduce", lambda s: s.kwargs["reduce"] == "add"),
+        ("nll_loss2d_backward", lambda s: s.args[0].dim() == 0 and s.args[2].shape == (2, 8, 8)),
+        ("native_group_norm_backward", lambda s: s.args[2].shape == (2, 1) and s.args[5:8] == (2, 3, 64)),
     ],
 )
 def test_a_laid_out_candidate_reaches_operators_the_plain_ones_miss(op: str, check: Any) -> None:

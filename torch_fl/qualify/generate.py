@@ -8,15 +8,17 @@ native accepts; when native refuses them all, or an argument has a type no value
 what the report says instead of a verdict. Values come from a generator seeded by the operator and dtype, so a
 generated sample's index reproduces it (``--sample N``).
 
-Where those plain candidates all fail, laid-out ones follow: a square matrix, and for an operator with a spatial
-rank (``2d`` in its name, or a fixed-length window or size list) a batch of channels at that rank, with lists of
+Where those plain candidates all fail, laid-out ones follow: a square matrix, then a batch of channels at the
+operator's spatial rank (``2d`` in its name, or a fixed-length window or size list; else 2), with lists of
 the schema's fixed length (output sizes the spatial shape, unit windows, no padding except a pad operator's), a
-depthwise convolution's weight, broadcastable ``values``, and a tensor for an optional ``min``. An ``out=``
-or in-place overload first borrows its functional twin's stored samples (``borrowed``).
+depthwise convolution's weight, broadcastable ``values``, a tensor for an optional ``min``, class indices for an
+NLL loss's ``target`` (a 0-dim ``grad_output`` where ``reduction`` is mean) and group norm's statistics and weight.
+An ``out=`` or in-place overload first borrows its functional twin's stored samples (``borrowed``).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import zlib
 from collections.abc import Callable, Iterator
@@ -44,6 +46,7 @@ class _Maker:
     def __init__(self, op: str, dtype: torch.dtype, shape: tuple[int, ...], laid_out: bool = False) -> None:
         self.op, self.dtype, self.shape, self.laid_out = op, dtype, shape, laid_out
         self.gen = torch.Generator().manual_seed(zlib.crc32(f"{op}/{dtype}".encode()))
+        self.mean_loss = False  # a loss backward with reduction "mean": its grad_output is 0-dim
 
     def tensor(self, name: str) -> torch.Tensor:
         shape = self.shape
@@ -52,8 +55,15 @@ class _Maker:
                 shape = (shape[1], 1, *[1] * (len(shape) - 2))
             elif name == "values":  # indexed by a list of index tensors on the first dim: broadcastable
                 shape = shape[1:]
-            elif name == "total_weight":
+            elif name == "total_weight" or (name == "grad_output" and self.mean_loss):
                 shape = ()
+            elif name == "target" and "nll_loss" in self.op:  # class indices, one per sample and position
+                classes = shape[1] if len(shape) > 1 else 1
+                return torch.randint(0, classes, (shape[0], *shape[2:]), generator=self.gen)
+            elif name in ("mean", "rstd") and "group_norm" in self.op:  # per sample and group (one group)
+                shape = (shape[0], 1)
+            elif name == "per_channel":
+                shape = shape[1:2]
         if name in INDEX_NAMES:
             high = max(1, min(shape, default=1))
             return torch.randint(0, high, shape, generator=self.gen)
@@ -92,11 +102,15 @@ class _Maker:
             return self.index_list()
         if arg.type == _OPTIONAL_TENSOR and self.laid_out and name == "min":
             return self.tensor(name)
+        if arg.type == _OPTIONAL_TENSOR and self.laid_out and name == "weight" and "group_norm" in self.op:
+            return self.tensor("per_channel")  # its backward needs the affine weight for every output of its mask
         if kind.startswith("Optional["):
             return None
         if kind == "number":
             return self.scalar()
         if kind == "int":
+            if self.laid_out and name in ("N", "C", "HxW") and len(self.shape) > 2:  # group norm's sizes
+                return {"N": self.shape[0], "C": self.shape[1], "HxW": math.prod(self.shape[2:])}[name]
             return {"dim": 0, "diagonal": 0, "step": 1, "size": 2}.get(name, 1)
         if kind in ("List[int]", "SymInt[]", "List[SymInt]"):
             if self.laid_out and arg.N:
@@ -140,6 +154,7 @@ def _build(
     func: Any, op: str, dtype: torch.dtype, shape: tuple[int, ...], laid_out: bool = False
 ) -> tuple[tuple, dict]:
     maker = _Maker(op, dtype, shape, laid_out)
+    maker.mean_loss = laid_out and any(a.name == "reduction" for a in func._schema.arguments)  # reduction 1: mean
     args: list[Any] = []
     defaults: list[Any] = []  # defaulted positionals, passed only where a required one follows them
     kwargs: dict[str, Any] = {}
@@ -162,10 +177,8 @@ def _build(
 def candidates(func: Any, op: str, dtype: str) -> Iterator[Sample]:
     """Samples of ``op`` in ``dtype``: one per shape of ``SHAPES``, then the laid-out ones; raises NoSample for an
     argument that cannot be made."""
-    rank = spatial_rank(func, op)
-    layouts = [(shape, False) for shape in SHAPES] + [(SQUARE, True)]
-    if rank:
-        layouts.append(((2, 3, *[8] * rank), True))
+    rank = spatial_rank(func, op) or 2  # without one: images, the commonest batch of channels
+    layouts = [*((shape, False) for shape in SHAPES), (SQUARE, True), ((2, 3, *[8] * rank), True)]
     for shape, laid_out in layouts:
         args, kwargs = _build(func, op, getattr(torch, dtype), shape, laid_out)
         # counted under the dtype the router's gate reads, which an index or mask argument may make another one
