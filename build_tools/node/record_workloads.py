@@ -59,7 +59,10 @@ def main() -> int:
         from torch_fl.qualify.generate import twin
 
         ops |= {t for op in ops if (t := twin(op))}  # an out= or in-place operator borrows its twin's samples
-        print(f"record: {len(ops)} operators still pending in {args.resume}", flush=True)
+    if args.resume and ops is not None:
+        print(f"record: {len(ops)} operators pending in {args.resume} or their twins", flush=True)
+        if not ops:  # a finished run checks its confs: no workload needs to run for a recording
+            return 0
     device = "flagos"
     for name in model_zoo.MODELS:
         start = time.monotonic()
