@@ -339,6 +339,9 @@ def flaggems(node: Node, ex: Executor) -> int:
     k, log = node.knobs, Logged(ex, "flaggems.txt")
     q = Path(k.QUALIFY_DIR or node.repo / "build" / "qualify-flaggems")
     ex.write(q / ".node", "the qualify run directory of build_tools/node's flaggems mode\n")  # makes it
+    # FlagGems' autotuning results live in the run directory, so a machine that resumes the run with it carried
+    # finds the shapes an earlier machine tuned (bmm's tens of shapes took about 10 s each on an H100)
+    node.env["FLAGGEMS_CACHE_DIR"] = str(q / "flaggems-cache")
     deadline = node.started + int(k.FLAGGEMS_SECONDS)
     log.run(
         node.program(
