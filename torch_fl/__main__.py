@@ -217,6 +217,12 @@ def _qualify_parser(sub: Any) -> None:
         help="seconds the first provider calls of an operator's samples may take in all (autotuning; reported)",
     )
     p.add_argument("--budget", type=float, default=None, help="seconds for this run; what is left stays pending")
+    p.add_argument(
+        "--extend",
+        default=None,
+        metavar="REPORT",
+        help="an earlier report.json of this key: carry the operators it finished, run only the rest",
+    )
     p.add_argument("--no-speed", action="store_true", help="verdicts only, no provider/native timing")
     p.add_argument(
         "--slow-bar",
@@ -260,6 +266,7 @@ def _qualify(args: Any) -> int:
         budget=args.budget,
         speed=not args.no_speed,
         index=args.sample,
+        extend=Path(args.extend).resolve() if args.extend else None,
     )
     try:
         if args.list:

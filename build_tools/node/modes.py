@@ -343,6 +343,8 @@ def flaggems(node: Node, ex: Executor) -> int:
     # finds the shapes an earlier machine tuned (bmm's tens of shapes took about 10 s each on an H100)
     node.env["FLAGGEMS_CACHE_DIR"] = str(q / "flaggems-cache")
     deadline = node.started + int(k.FLAGGEMS_SECONDS)
+    # an earlier report to extend: its finished operators are carried, neither recorded nor run again
+    extends = ("--extend", node.repo / k.QUALIFY_EXTEND, "--dtypes", k.QUALIFY_DTYPES) if k.QUALIFY_EXTEND else ()
     log.run(
         node.program(
             "record_workloads.py",
@@ -353,11 +355,13 @@ def flaggems(node: Node, ex: Executor) -> int:
             "--resume",
             q,
             "--skip-if-recorded",
+            *extends,
         )
     )
     budget = int(deadline - time.time() - int(k.CHECK_SECONDS))
     log.say(f"qualify: budget {budget} s")
-    args = ("--workers", k.QUALIFY_WORKERS, "--chunk", "10", "--dtypes", k.QUALIFY_DTYPES, "--timeout", "120")
+    args = ("--workers", k.QUALIFY_WORKERS, "--chunk", "10", "--dtypes", k.QUALIFY_DTYPES, "--timeout", "120",
+            *extends[:2])  # fmt: skip
     rc = log.run(
         node.python(
             "qualify", "-m", "torch_fl", "qualify", "--provider", "flaggems", "--out", q, *args, "--budget", str(budget)

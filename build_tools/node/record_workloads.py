@@ -1,6 +1,6 @@
 """Record the ATen calls of real workloads as qualification samples (torch_fl.qualify.recording).
 
-    python record_workloads.py --samples DIR [--provider flaggems] [--resume RUN_DIR] [--tiny]
+    python record_workloads.py --samples DIR [--provider flaggems] [--resume RUN_DIR] [--extend REPORT] [--tiny]
 
 Every model of the model suite (tests/models: one training step, its evaluation and, for language models, a
 greedy generate) and the real-size workloads of real_models.py (one step each, after one untimed step so the
@@ -8,7 +8,9 @@ optimizer's state exists) run on flagos with every operator native, under the re
 signature are kept once per workload. ``python -m torch_fl qualify --samples DIR`` then runs them beside OpInfo's.
 With ``--resume``, a new machine that carries a run's events records only the operators they leave pending: the
 workloads still run whole, but saving the other operators' calls is most of the recording's time. The functional
-twins of the recorded ``out=`` and in-place operators are recorded too: those borrow their samples.
+twins of the recorded ``out=`` and in-place operators are recorded too: those borrow their samples. With
+``--extend`` (and the run's ``--dtypes``), the operators an earlier report finished are left out as well, as
+``qualify --extend`` carries them (torch_fl/qualify/extend.py).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ def main() -> int:
     p.add_argument("--tiny", action="store_true", help="small sizes (a CPU-emulation dry run)")
     p.add_argument("--skip-if-recorded", action="store_true", help="do nothing when DIR already holds a recording")
     p.add_argument("--resume", type=Path, default=None, help="a qualify run directory: only its pending operators")
+    p.add_argument("--extend", type=Path, default=None, help="a report qualify --extend carries: not its finished ones")
+    p.add_argument("--dtypes", default="", help="the dtypes the qualify run asks for (with --extend)")
     args = p.parse_args()
     stamp = args.samples / ".workloads-recorded"
     if args.skip_if_recorded and stamp.is_file():
@@ -55,12 +59,19 @@ def main() -> int:
         from torch_fl.qualify.runner import finished, read_events
 
         ops -= finished(read_events(args.resume / "events.jsonl"))
+    if args.extend and ops is not None:
+        from torch_fl.qualify import extend, report
+
+        provider = torch_fl.providers.providers()[args.provider]
+        meta = {"provider": args.provider, "version": provider.version(), "accelerator": torch_fl.accelerator()}
+        base = extend.read(args.extend, report.key({**meta, "torch": torch.__version__}))
+        ops -= set(extend.carried(base, sorted(ops), [d for d in args.dtypes.split(",") if d]))
     if ops is not None:
         from torch_fl.qualify.generate import twin
 
         ops |= {t for op in ops if (t := twin(op))}  # an out= or in-place operator borrows its twin's samples
-    if args.resume and ops is not None:
-        print(f"record: {len(ops)} operators pending in {args.resume} or their twins", flush=True)
+    if (args.resume or args.extend) and ops is not None:
+        print(f"record: {len(ops)} operators pending in {args.resume or args.extend} or their twins", flush=True)
         if not ops:  # a finished run checks its confs: no workload needs to run for a recording
             return 0
     device = "flagos"

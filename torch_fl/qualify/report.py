@@ -40,10 +40,14 @@ def build(meta: dict, events: list[dict]) -> dict:
     ops: dict[str, dict[str, Any]] = {}
     speeds: dict[str, list[dict]] = {}
     tuning: dict[str, float] = {}
+    carried: dict[str, dict] = {}  # op -> the record an extended report gave it (extend.py)
     for e in events:
         op = e.get("op")
-        if e["event"] == "start":
+        if e["event"] == "carried":
+            carried[op] = {**e["record"], "carried_from": e["record"].get("carried_from") or e.get("from")}
+        elif e["event"] == "start":
             tuning.pop(op, None)  # a rerun of an operator (after a crash of its worker) measures it again
+            carried.pop(op, None)  # an operator this run measures is this run's
         elif e["event"] == "tuned":
             tuning[op] = tuning.get(op, 0.0) + e["seconds"]
         elif e["event"] == "sample":
@@ -82,7 +86,7 @@ def build(meta: dict, events: list[dict]) -> dict:
     for op in meta["qualified_ops"]:
         entry = ops.get(op)
         if entry is None:
-            out_ops[op] = {"verdict": "pending"}
+            out_ops[op] = carried.get(op) or {"verdict": "pending"}
             continue
         dtypes = entry["dtypes"]
         no_sample = entry.get("no_sample", {})
@@ -114,6 +118,7 @@ def build(meta: dict, events: list[dict]) -> dict:
             record["slow"] = record["speed"]["ratio"] > SLOW
         out_ops[op] = record
     counts = Counter(r["verdict"] for r in out_ops.values())
+    kept = [op for op in meta["qualified_ops"] if op in carried and op not in ops]
     return {
         "key": key(meta),
         "vendor": meta["accelerator"],
@@ -125,7 +130,8 @@ def build(meta: dict, events: list[dict]) -> dict:
         "dtypes": meta.get("dtypes", []),
         "counts": {v: counts.get(v, 0) for v in (*verdict.ORDER, "pending") if counts.get(v, 0) or v == verdict.PASS},
         "dtype_counts": dtype_counts(out_ops),
-        "tuning_s": round(sum(tuning.values()), 3),
+        "tuning_s": round(sum(tuning.values()) + sum(carried[op].get("tuning_s", 0.0) for op in kept), 3),
+        "carried": len(kept),
         "ops": out_ops,
     }
 
@@ -159,6 +165,11 @@ def markdown(report: dict) -> str:
             for d, c in report.get("dtype_counts", {}).items()
         ),
         "",
+        *(
+            [f"{report['carried']} operators' entries are carried from an earlier report of this key (`--extend`; "
+             "each names the torch_fl that measured it in `carried_from`).", ""]
+            if report.get("carried") else []
+        ),
         f"Tuning: {report.get('tuning_s', 0):.0f} s in all, the first provider call of each sample (autotuning "
         "counts against its own budget, not the hang timeout).",
         "",

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._env import OP_PREFIX
+from . import extend, report
 from .worker import EXIT_CRASH, EXIT_NATIVE_FAULT
 
 BUDGET_GRACE = 30.0  # seconds past the budget that running workers get to finish their operator
@@ -46,6 +47,7 @@ class Plan:
     speed: bool = True
     opinfo_per_op: int = 4
     index: int | None = None  # run this one sample of each operator (a reproduction)
+    extend: Path | None = None  # an earlier report of this key: its finished operators are carried (extend.py)
     echo: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr, flush=True))
 
 
@@ -122,7 +124,7 @@ def read_events(path: Path) -> list[dict]:
 
 def finished(events: list[dict]) -> set[str]:
     """Operators with a final outcome: done, or ended by a crash, a timeout or a native fault."""
-    return {e["op"] for e in events if e["event"] in ("done", "crash", "timeout", "native-fault")}
+    return {e["op"] for e in events if e["event"] in ("done", "crash", "timeout", "native-fault", "carried")}
 
 
 def run(plan: Plan) -> dict:
@@ -145,6 +147,11 @@ def run(plan: Plan) -> dict:
     meta_path.write_text(json.dumps(meta, indent=1) + "\n")
     events_path = plan.out / "events.jsonl"
     done = finished(read_events(events_path))
+    if plan.extend is not None:
+        base = extend.read(plan.extend, report.key(meta))
+        n = extend.seed(events_path, base, extend.carried(base, wanted, plan.dtypes), done)
+        plan.echo(f"qualify: {n} operators carried from {plan.extend}" if n else f"qualify: extends {plan.extend}")
+        done = finished(read_events(events_path))
     pending = [op for op in wanted if op not in done]
     _record_opinfo(plan, claimed, pending, resumed=bool(done))
     plan.echo(

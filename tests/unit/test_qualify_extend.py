@@ -1,0 +1,89 @@
+"""torch_fl/qualify/extend.py and the report: a run that extends an earlier report carries the operators it
+finished in every asked dtype, runs the rest, and its report says which entries came from where."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+
+from torch_fl.qualify import extend, report, runner  # noqa: E402
+
+DTYPES = ["float32", "float16", "bool"]
+META = {"provider": "demo", "version": "1.0", "accelerator": "cpu", "torch": "2.13.0+cpu"}
+
+
+def judged(verdict: str) -> dict[str, Any]:
+    return {"verdict": verdict, "samples": 2, "bitwise": verdict == "pass"}
+
+
+def base_report() -> dict[str, Any]:
+    return {
+        "key": report.key(META),
+        "torch_fl": "0.1.0+old",
+        "ops": {
+            "neg": {  # every dtype judged or unsampleable: final
+                "verdict": "pass",
+                "dtypes": {"float32": judged("pass"), "float16": judged("pass")},
+                "no_sample": {"bool": "native refuses bool"},
+                "tuning_s": 4.0,
+            },
+            "exp": {"verdict": "pass", "dtypes": {"float32": judged("pass")}},  # an older run's dtypes: runs again
+            "mm": {"verdict": "timeout", "dtypes": {"float32": judged("timeout")}},
+            "cat": {"verdict": "untested"},
+            "pad": {"verdict": "no sample", "dtypes": {}, "no_sample": {"float32": "x"}},
+            "sin": {"verdict": "pending"},
+            "cos": {"verdict": "unsupported", "dtypes": {}, "detail": "the route resolver passed the provider over"},
+            "abs": {  # a failure is final too, once it covers the dtypes
+                "verdict": "wrong values",
+                "dtypes": {"float32": judged("wrong values"), "float16": judged("pass"), "bool": judged("pass")},
+            },
+        },
+    }
+
+
+def test_only_final_entries_covering_every_asked_dtype_are_carried() -> None:
+    base = base_report()
+    got = extend.carried(base, sorted(base["ops"]), DTYPES)
+    assert sorted(got) == ["abs", "cos", "neg"]
+    # a run that asks for fewer dtypes carries the older entry as well
+    assert "exp" in extend.carried(base, ["exp"], ["float32"])
+
+
+def test_a_report_of_another_key_is_refused_with_the_way_out(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(base_report()))
+    assert extend.read(path, report.key(META))["torch_fl"] == "0.1.0+old"
+    with pytest.raises(ValueError, match=r"demo-1.0-cpu-torch2.13.*demo-2.0-cpu-torch2.13.*without --extend"):
+        extend.read(path, report.key({**META, "version": "2.0"}))
+    path.write_text("{}")
+    with pytest.raises(ValueError, match="not a qualification report"):
+        extend.read(path, report.key(META))
+
+
+def test_seeding_is_idempotent_and_the_report_marks_carried_entries(tmp_path: Path) -> None:
+    base, events = base_report(), tmp_path / "events.jsonl"
+    ops = sorted(base["ops"])
+    records = extend.carried(base, ops, DTYPES)
+    assert extend.seed(events, base, records, set()) == 3
+    done = runner.finished(runner.read_events(events))
+    assert done == {"abs", "cos", "neg"}
+    assert extend.seed(events, base, records, done) == 0  # a second start of the same run appends nothing
+    # this run measures abs again (say, after --extend and a fresh worker) and qualifies exp
+    with open(events, "a", encoding="utf-8") as fh:
+        for op in ("abs", "exp"):
+            fh.write(json.dumps({"event": "start", "op": op}) + "\n")
+            fh.write(json.dumps({"event": "tuned", "op": op, "index": 0, "seconds": 1.5}) + "\n")
+            fh.write(json.dumps({"event": "verdict", "op": op, "dtypes": {"float32": judged("pass")}}) + "\n")
+    rep = report.build({**META, "qualified_ops": ops, "dtypes": DTYPES}, runner.read_events(events))
+    assert rep["carried"] == 2  # neg and cos; abs is this run's now
+    assert rep["ops"]["neg"]["carried_from"] == "0.1.0+old"
+    assert rep["ops"]["neg"]["no_sample"] == {"bool": "native refuses bool"}
+    assert "carried_from" not in rep["ops"]["abs"] and rep["ops"]["abs"]["verdict"] == "pass"
+    assert rep["ops"]["mm"]["verdict"] == "pending"  # open in the base, not reached by this run
+    assert rep["tuning_s"] == pytest.approx(4.0 + 1.5 + 1.5)
+    assert "2 operators' entries are carried" in report.markdown(rep)

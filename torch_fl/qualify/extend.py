@@ -1,0 +1,70 @@
+"""Extending an earlier report: a run that names one (``--extend REPORT``) takes its finished verdicts as they
+stand and runs only what the report leaves open.
+
+A qualification of a large provider takes longer than one lent machine's call. Events (runner.py) resume a run on
+a machine that carries its run directory; a committed report is what outlives the machines. Extending it carries
+each operator it finished into this run's events as one ``carried`` event holding the report's record, so the
+resume logic, the workload recording and the report treat it as done, and the new report says which entries
+came from where. An entry is carried when it is final and covers every dtype this run asks for (a verdict or a
+reason no sample can exist); pending, untested, no-sample and timed-out operators run again, and so does one an
+older run qualified in fewer dtypes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import verdict
+
+# Verdicts that a newer run may change without the provider changing: the generator learns to make samples,
+# a warm tuning cache turns a timeout into a verdict, an interrupted run leaves operators pending.
+OPEN = ("pending", verdict.UNTESTED, verdict.NO_SAMPLE, verdict.TIMEOUT)
+
+
+def read(path: Path, key: str) -> dict:
+    """The report at ``path``, which must be of this run's key (vendor, torch line, provider and its version)."""
+    try:
+        base = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"--extend {path}: cannot read the report ({exc})") from exc
+    if not isinstance(base, dict) or not isinstance(base.get("ops"), dict):
+        raise ValueError(f"--extend {path}: not a qualification report (no 'ops' table)")
+    if base.get("key") != key:
+        raise ValueError(
+            f"--extend {path}: the report is of {base.get('key')!r}, this run is {key!r}; a report carries only into "
+            "a run of the same vendor, torch line and provider version (qualify afresh without --extend)"
+        )
+    return base
+
+
+def complete(record: dict, dtypes: Sequence[str]) -> bool:
+    """Whether an entry is final for a run of ``dtypes``: a closed verdict with each dtype judged or unsampleable.
+    An operator the route resolver passes over (``unsupported`` with no dtypes) is final in every dtype."""
+    if record.get("verdict") in OPEN:
+        return False
+    judged = set(record.get("dtypes", {})) | set(record.get("no_sample", {}))
+    if not record.get("dtypes") and record.get("verdict") == verdict.UNSUPPORTED:
+        return True
+    return all(d in judged for d in dtypes)
+
+
+def carried(base: dict, ops: Sequence[str], dtypes: Sequence[str]) -> dict[str, dict]:
+    """The records of ``ops`` that the base report finished for ``dtypes``."""
+    records = base["ops"]
+    return {op: records[op] for op in ops if op in records and complete(records[op], dtypes)}
+
+
+def seed(events: Path, base: dict, records: dict[str, dict], done: set[str]) -> int:
+    """Append a ``carried`` event for each record whose operator this run has not finished; returns how many."""
+    lines = [
+        json.dumps({"event": "carried", "op": op, "from": base.get("torch_fl"), "record": record})
+        for op, record in sorted(records.items())
+        if op not in done
+    ]
+    if lines:
+        events.parent.mkdir(parents=True, exist_ok=True)
+        with open(events, "a", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + "\n")
+    return len(lines)
