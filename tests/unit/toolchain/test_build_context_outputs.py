@@ -190,6 +190,25 @@ def test_stage_tests_leaves_out_host_only_suites(fake_repo, tmp_path):
     assert [p.name for p in (root / "dist").iterdir()] == [wheel.name]
 
 
+def test_a_rebuilt_wheel_changes_the_test_images_key(fake_repo, tmp_path):
+    """The same name with other bytes (a rebuild after a source change) is another test image."""
+    wheel = tmp_path / "torch_fl-0.1.0+pt213cpu-cp311-cp311-manylinux_2_36_x86_64.whl"
+    wheel.write_bytes(b"zip one")
+    tests, first = context.stage_tests(fake_repo, "cpu", SPEC, wheel)
+    assert context.stage_tests(fake_repo, "cpu", SPEC, wheel) == (tests, first)
+    wheel.unlink()  # as a build writes its output: a new file under the old name
+    wheel.write_bytes(b"zip two")
+    again, second = context.stage_tests(fake_repo, "cpu", SPEC, wheel)
+    assert again == tests and second != first
+    # a staged wheelhouse is hashed by sizes: a wheel in it counts as any other file
+    house = tmp_path / "house"
+    house.mkdir()
+    (house / "torch-2.13.0-cp311-cp311-linux_x86_64.whl").write_bytes(b"1")
+    before = context.tree_digest(house, content=False)
+    (house / "torch-2.13.0-cp311-cp311-linux_x86_64.whl").write_bytes(b"12")
+    assert context.tree_digest(house, content=False) != before
+
+
 def test_stage_tests_puts_the_tools_the_image_runs_beside_the_tests(fake_repo, tmp_path):
     """The harness and the node programs keep the checkout's layout (build_tools/ beside tests/), which they use to
     reach the suites' helpers; the rest of build_tools stays out of the test image."""
