@@ -308,6 +308,33 @@ def test_a_cut_run_resumes(run, tmp_path):
     assert {op: r["verdict"] for op, r in report["ops"].items()} == EXPECTED
 
 
+def test_a_run_extending_a_report_runs_only_what_it_left_open(run, tmp_path):
+    out, _, report = run
+    base = json.loads(json.dumps(report))
+    base["ops"]["neg"] = {"verdict": "pending"}
+    base["ops"]["erf"]["dtypes"].pop("float64")  # as an older run that asked for float32 alone left it
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    ops = [op for op in EXPECTED if op != "sin"]  # sin times out again whenever it runs (its own test above)
+    cmd = [*QUALIFY_DEMO, "--ops", ",".join(ops), "--dtypes", "float32,float64", "--timeout", str(TIMEOUT)]
+    cmd += ["--no-speed", "--samples", str(out / "samples"), "--out", str(tmp_path / "more")]
+    res = subprocess.run([*cmd, "--extend", str(tmp_path / "base.json")], env=emulation_env(), capture_output=True,
+                         text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"{len(ops) - 2} operators carried from" in res.stderr
+    events = [json.loads(line) for line in (tmp_path / "more" / "events.jsonl").read_text().splitlines()]
+    assert sorted(e["op"] for e in events if e["event"] == "start") == ["erf", "neg"]
+    extended = json.loads((tmp_path / "more" / "report.json").read_text())
+    assert {op: r["verdict"] for op, r in extended["ops"].items()} == {op: EXPECTED[op] for op in ops}
+    assert set(extended["ops"]["erf"]["dtypes"]) == {"float32", "float64"}
+    assert extended["carried"] == len(ops) - 2 and "carried_from" in extended["ops"]["exp"]
+    # a report of another provider version is refused before anything runs
+    base["key"] = base["key"].replace("demo-1.0", "demo-0.9")
+    (tmp_path / "old.json").write_text(json.dumps(base))
+    res = subprocess.run([*cmd, "--extend", str(tmp_path / "old.json")], env=emulation_env(), capture_output=True,
+                         text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 2 and "the report is of 'demo-0.9-" in res.stderr, res.stderr
+
+
 def test_one_sample_reproduces(run, tmp_path):
     out, _, report = run
     index = report["ops"]["exp"]["failure"]["index"]

@@ -38,6 +38,12 @@ def base_report() -> dict[str, Any]:
             "pad": {"verdict": "no sample", "dtypes": {}, "no_sample": {"float32": "x"}},
             "sin": {"verdict": "pending"},
             "cos": {"verdict": "unsupported", "dtypes": {}, "detail": "the route resolver passed the provider over"},
+            "sqrt": {"verdict": "crash", "dtypes": {"float32": judged("crash")}},  # a crash ends the run: final
+            "ceil": {  # an entry a merged report kept from an older run
+                "verdict": "pass",
+                "dtypes": {d: judged("pass") for d in DTYPES},
+                "earlier_run": "an older run's",
+            },
             "abs": {  # a failure is final too, once it covers the dtypes
                 "verdict": "wrong values",
                 "dtypes": {"float32": judged("wrong values"), "float16": judged("pass"), "bool": judged("pass")},
@@ -49,7 +55,7 @@ def base_report() -> dict[str, Any]:
 def test_only_final_entries_covering_every_asked_dtype_are_carried() -> None:
     base = base_report()
     got = extend.carried(base, sorted(base["ops"]), DTYPES)
-    assert sorted(got) == ["abs", "cos", "neg"]
+    assert sorted(got) == ["abs", "cos", "neg", "sqrt"]
     # a run that asks for fewer dtypes carries the older entry as well
     assert "exp" in extend.carried(base, ["exp"], ["float32"])
 
@@ -69,9 +75,9 @@ def test_seeding_is_idempotent_and_the_report_marks_carried_entries(tmp_path: Pa
     base, events = base_report(), tmp_path / "events.jsonl"
     ops = sorted(base["ops"])
     records = extend.carried(base, ops, DTYPES)
-    assert extend.seed(events, base, records, set()) == 3
+    assert extend.seed(events, base, records, set()) == 4
     done = runner.finished(runner.read_events(events))
-    assert done == {"abs", "cos", "neg"}
+    assert done == {"abs", "cos", "neg", "sqrt"}
     assert extend.seed(events, base, records, done) == 0  # a second start of the same run appends nothing
     # this run measures abs again (say, after --extend and a fresh worker) and qualifies exp
     with open(events, "a", encoding="utf-8") as fh:
@@ -80,10 +86,10 @@ def test_seeding_is_idempotent_and_the_report_marks_carried_entries(tmp_path: Pa
             fh.write(json.dumps({"event": "tuned", "op": op, "index": 0, "seconds": 1.5}) + "\n")
             fh.write(json.dumps({"event": "verdict", "op": op, "dtypes": {"float32": judged("pass")}}) + "\n")
     rep = report.build({**META, "qualified_ops": ops, "dtypes": DTYPES}, runner.read_events(events))
-    assert rep["carried"] == 2  # neg and cos; abs is this run's now
+    assert rep["carried"] == 3  # neg, cos and sqrt; abs is this run's now
     assert rep["ops"]["neg"]["carried_from"] == "0.1.0+old"
     assert rep["ops"]["neg"]["no_sample"] == {"bool": "native refuses bool"}
     assert "carried_from" not in rep["ops"]["abs"] and rep["ops"]["abs"]["verdict"] == "pass"
     assert rep["ops"]["mm"]["verdict"] == "pending"  # open in the base, not reached by this run
     assert rep["tuning_s"] == pytest.approx(4.0 + 1.5 + 1.5)
-    assert "2 operators' entries are carried" in report.markdown(rep)
+    assert "3 operators' entries are carried" in report.markdown(rep)

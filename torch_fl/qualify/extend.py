@@ -7,7 +7,7 @@ each operator it finished into this run's events as one ``carried`` event holdin
 resume logic, the workload recording and the report treat it as done, and the new report says which entries
 came from where. An entry is carried when it is final and covers every dtype this run asks for (a verdict or a
 reason no sample can exist); pending, untested, no-sample and timed-out operators run again, and so does one an
-older run qualified in fewer dtypes.
+older run qualified in fewer dtypes (``complete`` has the rule).
 """
 
 from __future__ import annotations
@@ -41,12 +41,14 @@ def read(path: Path, key: str) -> dict:
 
 def complete(record: dict, dtypes: Sequence[str]) -> bool:
     """Whether an entry is final for a run of ``dtypes``: a closed verdict with each dtype judged or unsampleable.
-    An operator the route resolver passes over (``unsupported`` with no dtypes) is final in every dtype."""
-    if record.get("verdict") in OPEN:
+    A crash is final as it stands (the run that found it already reran the operator past it, and a crash ends the
+    operator's run, so it names one dtype), and so is an operator the route resolver passes over (``unsupported``
+    with no dtypes). An entry its report kept from an older run (``earlier_run``) is open."""
+    if record.get("verdict") in OPEN or "earlier_run" in record:
         return False
-    judged = set(record.get("dtypes", {})) | set(record.get("no_sample", {}))
-    if not record.get("dtypes") and record.get("verdict") == verdict.UNSUPPORTED:
+    if record["verdict"] == verdict.CRASH or (record["verdict"] == verdict.UNSUPPORTED and not record.get("dtypes")):
         return True
+    judged = set(record.get("dtypes", {})) | set(record.get("no_sample", {}))
     return all(d in judged for d in dtypes)
 
 

@@ -166,9 +166,13 @@ def markdown(report: dict) -> str:
         ),
         "",
         *(
-            [f"{report['carried']} operators' entries are carried from an earlier report of this key (`--extend`; "
-             "each names the torch_fl that measured it in `carried_from`).", ""]
-            if report.get("carried") else []
+            [
+                f"{report['carried']} operators' entries are carried from an earlier report of this key (`--extend`; "
+                "each names the torch_fl that measured it in `carried_from`).",
+                "",
+            ]
+            if report.get("carried")
+            else []
         ),
         f"Tuning: {report.get('tuning_s', 0):.0f} s in all, the first provider call of each sample (autotuning "
         "counts against its own budget, not the hang timeout).",
