@@ -216,6 +216,13 @@ def _qualify_parser(sub: Any) -> None:
         default=900.0,
         help="seconds the first provider calls of an operator's samples may take in all (autotuning; reported)",
     )
+    p.add_argument(
+        "--tune-for",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="after this much autotuning, an operator's further samples are left out (each dtype keeps one; reported)",
+    )
     p.add_argument("--budget", type=float, default=None, help="seconds for this run; what is left stays pending")
     p.add_argument(
         "--extend",
@@ -263,6 +270,7 @@ def _qualify(args: Any) -> int:
         chunk=max(1, args.chunk),
         timeout=args.timeout,
         tuning=args.tuning,
+        tune_for=args.tune_for,
         budget=args.budget,
         speed=not args.no_speed,
         index=args.sample,

@@ -361,7 +361,7 @@ def flaggems(node: Node, ex: Executor) -> int:
     budget = int(deadline - time.time() - int(k.CHECK_SECONDS))
     log.say(f"qualify: budget {budget} s")
     args = ("--workers", k.QUALIFY_WORKERS, "--chunk", "10", "--dtypes", k.QUALIFY_DTYPES, "--timeout", "120",
-            *extends[:2])  # fmt: skip
+            *extends[:2], *(("--tune-for", k.QUALIFY_TUNE_FOR) if k.QUALIFY_TUNE_FOR else ()))  # fmt: skip
     rc = log.run(
         node.python(
             "qualify", "-m", "torch_fl", "qualify", "--provider", "flaggems", "--out", q, *args, "--budget", str(budget)

@@ -175,7 +175,9 @@ def markdown(report: dict) -> str:
             else []
         ),
         f"Tuning: {report.get('tuning_s', 0):.0f} s in all, the first provider call of each sample (autotuning "
-        "counts against its own budget, not the hang timeout).",
+        "counts against its own budget, not the hang timeout). `(3 of 12 samples)`: the run's `--tune-for` ended "
+        "that operator's sampling after so much autotuning; its verdict stands on the samples that ran, the dtypes "
+        "taking turns.",
         "",
         f"Speed: provider time / native time at the largest passing samples (real workloads' first), in-process "
         f"pairs with the replay on; A/A is native against native. `slow` marks a ratio above {SLOW:g}x, which the "
@@ -203,8 +205,9 @@ def markdown(report: dict) -> str:
 
 
 def _dtype_verdict(v: dict) -> str:
-    """``pass``, ``wrong values`` or ``pass except strided, 0dim``."""
-    return f"{v['verdict']} {', '.join(v['except'])}" if v.get("except") else v["verdict"]
+    """``pass``, ``wrong values``, ``pass except strided, 0dim``; ``(3 of 12 samples)`` where the tuning cut it."""
+    text = f"{v['verdict']} {', '.join(v['except'])}" if v.get("except") else v["verdict"]
+    return f"{text} ({v['samples']} of {v['samples'] + v['cut']} samples)" if v.get("cut") else text
 
 
 def write(report: dict, out: Path) -> tuple[Path, Path]:

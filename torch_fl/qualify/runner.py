@@ -43,6 +43,7 @@ class Plan:
     chunk: int = 6
     timeout: float = 120.0  # seconds one operator may run, beyond its tuning, before it counts as hung
     tuning: float = 900.0  # seconds the first provider calls of an operator's samples may take (autotuning)
+    tune_for: float | None = None  # seconds of tuning after which an operator's further samples are left out
     budget: float | None = None  # seconds for the whole run; unfinished operators stay pending
     speed: bool = True
     opinfo_per_op: int = 4
@@ -226,6 +227,7 @@ class _Pool:
             "speed": self.plan.speed and self.plan.index is None,
             "index": self.plan.index,
             "dtypes": list(self.plan.dtypes),
+            "tune_for": self.plan.tune_for,
             "crashed": {op: self.crashed[op] for op in ops if op in self.crashed},
         }
         Path(spec_path).write_text(json.dumps(spec))

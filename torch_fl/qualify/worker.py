@@ -18,6 +18,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,9 @@ class _Worker:
         self.emit = emit
         self.only = spec.get("index")  # one sample (a reproduction), or None for all
         self.dtypes = spec.get("dtypes", [])  # the run's dtypes: samples are made for those no stored one reached
+        # seconds of autotuning after which an operator's further samples are left out (each dtype keeps one)
+        self.tune_for = spec.get("tune_for")
+        self.tuned = 0.0  # this operator's autotuning so far: its samples' first provider calls
         self.refusal = ""  # native's last refusal of a sample
         # op -> {index: crash}: samples that crashed an earlier worker; counted as crashes, never called again
         self.crashed = {op: {c["index"]: c for c in cs} for op, cs in spec.get("crashed", {}).items()}
@@ -178,7 +182,9 @@ class _Worker:
         try:
             return call()
         finally:
-            self.emit("tuned", op=op, index=index, seconds=time.perf_counter() - start)
+            seconds = time.perf_counter() - start
+            self.tuned += seconds
+            self.emit("tuned", op=op, index=index, seconds=seconds)
 
     def by_value(self, op: str, func: Any, sample: Any, index: int, reference: list[Any]) -> Any:
         """Three provider calls, on fresh inputs each time: for a provider that replays, the first two calls of a
@@ -256,9 +262,14 @@ class _Worker:
         judged: dict[str, str] = {}
         passing: list[int] = []
         crashed = self.crashed.get(op, {})
+        cut: dict[str, int] = defaultdict(int)  # dtype -> samples left out once the tuning was spent
+        self.tuned = 0.0
         self.torch_fl._core.set_router_counters(True)
-        for i, reference in sorted(references.items()):
-            sample = samples[i]
+        for i in interleaved(references, samples):
+            reference, sample = references[i], samples[i]
+            if self.tune_for is not None and self.tuned >= self.tune_for and per_dtype.get(sample.dtype):
+                cut[sample.dtype] += 1
+                continue
             classes = calls.input_classes(sample.args, sample.kwargs)
             if i not in crashed and self.like_a_crash(crashed, sample.dtype, classes):
                 continue
@@ -289,6 +300,9 @@ class _Worker:
         self.torch_fl._core.set_router_counters(False)
         self.route(op, provider=False)
         dtypes = {d: self.dtype_verdict(v, bitwise[d], failures.get(d), judged.get(d)) for d, v in per_dtype.items()}
+        for d, n in cut.items():
+            if d in dtypes:
+                dtypes[d]["cut"] = n  # judged on its first samples; these many more were not run (--tune-for)
         dtypes = dict(sorted(dtypes.items()))
         self.emit("verdict", op=op, dtypes=dtypes, no_sample=unsampled)
         if self.speed and passing:
@@ -332,6 +346,15 @@ class _Worker:
 
 
 RANDOM = object()  # a reference that is not values: the sample's operator is random, judged by distribution
+
+
+def interleaved(references: dict[int, Any], samples: list[Any]) -> list[int]:
+    """The indices of the samples with a reference, the dtypes taking turns (each dtype's in index order): an
+    operator whose tuning runs out (--tune-for) has then run about as many samples of each dtype."""
+    by_dtype: dict[str, list[int]] = defaultdict(list)
+    for i in sorted(references):
+        by_dtype[samples[i].dtype].append(i)
+    return [i for turn in zip_longest(*by_dtype.values()) for i in turn if i is not None]
 
 
 if __name__ == "__main__":

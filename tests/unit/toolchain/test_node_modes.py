@@ -130,11 +130,12 @@ def test_knobs_reach_the_commands(tmp_path):
     _, lines = plan("compile", tmp_path, COMPILE_SUITE="1")
     assert any("-q -p no:cacheprovider compile -rs > OUT/compile.txt" in line for line in lines)
     report = "configs/qualified/flaggems-5.0.2-cuda-torch2.11.json"
-    _, lines = plan("flaggems", tmp_path, QUALIFY_EXTEND=report, QUALIFY_DTYPES="float32,bool")
+    _, lines = plan("flaggems", tmp_path, QUALIFY_EXTEND=report, QUALIFY_DTYPES="float32,bool", QUALIFY_TUNE_FOR="90")
     extended = [line for line in lines if f"--extend REPO/{report}" in line]
     assert len(extended) == 2, "the recording and the run both leave the report's finished operators out"
     assert "--skip-if-recorded --extend" in extended[0] and "--dtypes float32,bool" in extended[0]
     assert "--dtypes float32,bool" in extended[1] and "-m torch_fl qualify" in extended[1]
+    assert "--tune-for 90" in extended[1]
 
 
 def test_a_mode_that_needs_a_tool_the_node_lacks_says_which(tmp_path):
