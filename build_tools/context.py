@@ -48,15 +48,17 @@ def source_files(repo: Path, entry: str) -> list[Path]:
     return list(walk_files(repo / entry))
 
 
-def walk_files(root: Path) -> Iterator[Path]:
-    """Files under ``root`` (or ``root`` itself), sorted, skipping caches and build outputs."""
+def walk_files(root: Path, *, outputs: bool = False) -> Iterator[Path]:
+    """Files under ``root`` (or ``root`` itself), sorted, skipping caches and, unless ``outputs``, build outputs.
+    A staged folder (dist/, wheelhouse/) is walked with ``outputs``: its wheels are its inputs."""
     if root.is_file():
         yield root
         return
+    skip = (lambda p: p.name in SKIP_DIRS or p.suffix in (".pyc", ".pyo")) if outputs else _skip
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not _skip(Path(d)))
+        dirnames[:] = sorted(d for d in dirnames if not skip(Path(d)))
         for name in sorted(filenames):
-            if not _skip(Path(name)):
+            if not skip(Path(name)):
                 yield Path(dirpath) / name
 
 
@@ -68,23 +70,12 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def staged_files(root: Path) -> Iterator[Path]:
-    """Every file under ``root`` (a staged folder), sorted; only caches are left out. Unlike walk_files, wheels and
-    shared objects count: in a staged folder they are the inputs (dist/, wheelhouse/), not a source tree's outputs."""
-    if root.is_file():
-        yield root
-        return
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-        yield from (Path(dirpath) / name for name in sorted(filenames) if not name.endswith((".pyc", ".pyo")))
-
-
 def tree_digest(root: Path, *, content: bool = True) -> str:
     """Hash of the relative paths and contents (or sizes, for large staged wheelhouses) under ``root``."""
     h = hashlib.sha256()
     if not root.exists():
         return h.hexdigest()
-    for f in staged_files(root):
+    for f in walk_files(root, outputs=True):
         rel = f.relative_to(root).as_posix() if f != root else f.name
         h.update(rel.encode() + b"\0")
         if content:
