@@ -81,6 +81,7 @@ def build(meta: dict, events: list[dict]) -> dict:
         elif e["event"] == "speed":
             speeds.setdefault(op, []).append(
                 {k: e[k] for k in ("sample", "source", "native_us", "ratio", "aa", "reps", "rounds")}
+                | {"alone": bool(e.get("alone"))}  # timed with the device to itself (older runs' were not)
             )
     out_ops: dict[str, dict] = {}
     for op in meta["qualified_ops"]:
@@ -114,6 +115,7 @@ def build(meta: dict, events: list[dict]) -> dict:
                 "ratio": math.exp(sum(map(math.log, ratios)) / len(ratios)),
                 "aa": math.exp(sum(math.log(s["aa"]) for s in speeds[op]) / len(ratios)),
                 "samples": speeds[op],
+                "alone": all(x["alone"] for x in speeds[op]),
             }
             record["slow"] = record["speed"]["ratio"] > SLOW
         out_ops[op] = record
@@ -180,7 +182,8 @@ def markdown(report: dict) -> str:
         "taking turns.",
         "",
         f"Speed: provider time / native time at the largest passing samples (real workloads' first), in-process "
-        f"pairs with the replay on; A/A is native against native. `slow` marks a ratio above {SLOW:g}x, which the "
+        f"pairs with the replay on and the device to itself (no other worker runs kernels while one times); A/A is "
+        f"native against native. `slow` marks a ratio above {SLOW:g}x, which the "
         "qualified conf keeps native.",
         "",
         "`pass except strided` (or `0dim`, `broadcast`): every failing sample of that dtype falls in the class and at "

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .._env import OP_PREFIX
 from . import extend, report
+from .progress import Clock, progress
 from .worker import EXIT_CRASH, EXIT_NATIVE_FAULT
 
 BUDGET_GRACE = 30.0  # seconds past the budget that running workers get to finish their operator
@@ -223,6 +224,7 @@ class _Pool:
             "samples": str(self.plan.samples),
             "ops": ops,
             "events": str(own),
+            "lock": str(self.plan.out),  # the device lock's files (device_lock.py)
             "imports": list(self.plan.imports),
             "speed": self.plan.speed and self.plan.index is None,
             "index": self.plan.index,
@@ -238,24 +240,6 @@ class _Pool:
         log.close()
         self.running.append((proc, ops, own, Path(spec_path)))
 
-    def _progress(self, own: Path) -> tuple[str | None, dict | None, float, int]:
-        """The operator a worker is on, its last sample event, the seconds its finished first calls took (its
-        tuning so far), and the number of the first call running now (0: none)."""
-        current, last_sample, tuned, opened, tuning = None, None, 0.0, 0, 0
-        for e in read_events(own):
-            if e["event"] == "start":
-                current, last_sample, tuned, opened, tuning = e["op"], None, 0.0, 0, 0
-            elif e["event"] == "sample":
-                last_sample = e
-            elif e["event"] == "tune":
-                opened += 1
-                tuning = opened
-            elif e["event"] == "tuned":
-                tuned, tuning = tuned + e["seconds"], 0
-            elif e["event"] == "done":
-                current = None
-        return current, last_sample, tuned, tuning
-
     def _collect(self, own: Path, extra: list[dict]) -> None:
         lines = [json.dumps(e) for e in read_events(own) + extra]
         if lines:
@@ -265,7 +249,7 @@ class _Pool:
 
     def drain(self, pending: list[str]) -> None:
         queue = list(pending)
-        clock = _Clock(self.plan)
+        clock = Clock(self.plan.timeout, self.plan.tuning)
         try:
             while queue or self.running:
                 while queue and len(self.running) < self.plan.workers and not self._over_budget():
@@ -280,11 +264,12 @@ class _Pool:
                 time.sleep(0.2)
                 for entry in list(self.running):
                     proc, ops, own, spec = entry
-                    current, sample, tuned, tuning = self._progress(own)
+                    now = progress(read_events(own))
+                    current, sample = now.current, now.sample
                     rc = proc.poll()
                     if rc is None:
                         if current is not None:
-                            hung = clock.hung(current, tuned, tuning)
+                            hung = clock.hung(current, now)
                             if hung:
                                 proc.kill()
                                 proc.wait()
@@ -368,29 +353,3 @@ class _Pool:
         seen.append({**{k: crash.get(k) for k in ("index", "dtype", "detail")}, "classes": sample["classes"]})
         queue.insert(0, op)
         self.plan.echo(f"qualify: {op}: again without sample {crash['index']} (rerun {len(seen)} of {CRASH_RERUNS})")
-
-
-class _Clock:
-    """When an operator counts as hung. Its samples' first provider calls may autotune (FlagGems' mm tunes for
-    minutes): their time, up to the tuning budget, is tuning; the operator hangs once the rest of its time passes
-    the timeout."""
-
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
-        self.started: dict[str, float] = {}
-        self.first_call_seen: dict[tuple[str, int], float] = {}  # (op, number of its first call) -> seen running
-
-    def hung(self, op: str, tuned: float, tuning: int) -> str:
-        """Why ``op`` counts as hung now, or "" while it does not; ``tuning`` numbers the first call running."""
-        now = time.monotonic()
-        started = self.started.setdefault(op, now)
-        running = now - self.first_call_seen.setdefault((op, tuning), now) if tuning else 0.0
-        spent = min(tuned + running, self.plan.tuning)
-        if now - started - spent <= self.plan.timeout:
-            return ""
-        if tuned + running > self.plan.tuning:
-            return (
-                f"its first provider calls (autotuning) took more than the tuning budget of {self.plan.tuning:.0f} s "
-                f"(--tuning), and then {self.plan.timeout:.0f} s more (--timeout)"
-            )
-        return f"the worker hung for more than {self.plan.timeout:.0f} s beyond {spent:.0f} s of tuning"

@@ -57,6 +57,7 @@ def main(argv: list[str]) -> int:
 class _Worker:
     def __init__(self, torch_fl: Any, spec: dict, emit: Events) -> None:
         from . import calls
+        from .device_lock import DeviceLock
 
         self.torch_fl = torch_fl
         self.provider = spec["provider"]
@@ -64,6 +65,9 @@ class _Worker:
         self.speed = spec.get("speed", True)
         self.rounds = int(spec.get("rounds", 5))
         self.emit = emit
+        # checks share the device with other workers; a timing has it alone (device_lock.py)
+        self.device = DeviceLock(Path(spec["lock"]), lambda event, seconds=None: self._waited(event, seconds))
+        self.op = ""
         self.only = spec.get("index")  # one sample (a reproduction), or None for all
         self.dtypes = spec.get("dtypes", [])  # the run's dtypes: samples are made for those no stored one reached
         # seconds of autotuning after which an operator's further samples are left out (each dtype keeps one)
@@ -72,6 +76,9 @@ class _Worker:
         self.refusal = ""  # native's last refusal of a sample
         # op -> {index: crash}: samples that crashed an earlier worker; counted as crashes, never called again
         self.crashed = {op: {c["index"]: c for c in cs} for op, cs in spec.get("crashed", {}).items()}
+
+    def _waited(self, event: str, seconds: float | None) -> None:
+        self.emit(event, op=self.op, **({} if seconds is None else {"seconds": seconds}))
 
     # -- routes --------------------------------------------------------------------------------------------
     def route(self, op: str, provider: bool) -> None:
@@ -97,10 +104,11 @@ class _Worker:
         from . import calls, verdict
 
         try:
-            args, kwargs = calls.moved((sample.args, sample.kwargs), "flagos")
-            out = func(*args, **kwargs)
-            self.sync()
-            return verdict.host(verdict.results(func, args, kwargs, out))
+            with self.device.shared():
+                args, kwargs = calls.moved((sample.args, sample.kwargs), "flagos")
+                out = func(*args, **kwargs)
+                self.sync()
+                return verdict.host(verdict.results(func, args, kwargs, out))
         except Exception as exc:  # noqa: BLE001
             if verdict.is_device_fault(str(exc)):
                 self.emit("native-fault", op=op, index=index, detail=str(exc).splitlines()[0])
@@ -202,7 +210,8 @@ class _Worker:
                 return verdict.host(verdict.results(func, args, kwargs, out))
 
             try:
-                got = self.first_call(op, index, call) if attempt == "call 1" else call()
+                with self.device.shared():  # taken outside first_call, so a wait never counts as tuning
+                    got = self.first_call(op, index, call) if attempt == "call 1" else call()
             except Exception as exc:  # noqa: BLE001
                 return self.refused(op, sample, index, exc, attempt)
             if self.provider_calls(op) == 0:
@@ -223,10 +232,13 @@ class _Worker:
             return distribution.meta(values), verdict.host(values)
 
         self.route(op, provider=False)
-        native = distribution.draw(call, distribution.SEEDS[0])
+        with self.device.shared():
+            native = distribution.draw(call, distribution.SEEDS[0])
         self.route(op, provider=True)
         try:
-            provider = distribution.draw(call, distribution.SEEDS[1], first=lambda: self.first_call(op, index, call))
+            with self.device.shared():
+                first = lambda: self.first_call(op, index, call)  # noqa: E731
+                provider = distribution.draw(call, distribution.SEEDS[1], first=first)
         except Exception as exc:  # noqa: BLE001
             return self.refused(op, sample, index, exc, "a draw")
         if self.provider_calls(op) == 0:
@@ -246,6 +258,7 @@ class _Worker:
     def qualify(self, op: str) -> None:
         from . import calls, speed, verdict
 
+        self.op = op
         samples = self.store.load(op)
         func = calls.resolve_op(op)
         references, unsampled = self.references(op, func, samples)
@@ -308,8 +321,10 @@ class _Worker:
         if self.speed and passing:
             passed = [samples[i] for i in passing]
             route = lambda provider: self.route(op, provider)  # noqa: E731
-            for record in speed.measure(op, func, passed, route, self.sync, self.rounds):
-                self.emit("speed", op=op, **record)
+            with self.device.alone():
+                records = speed.measure(op, func, passed, route, self.sync, self.rounds)
+            for record in records:
+                self.emit("speed", op=op, alone=True, **record)
 
     @staticmethod
     def like_a_crash(crashed: dict[int, dict], dtype: str, classes: tuple[str, ...]) -> bool:
