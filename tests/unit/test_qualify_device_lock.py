@@ -1,5 +1,6 @@
 """The qualification's device lock: checks share the device, a timing has it alone, and a worker waiting to time
-is not starved by the checks that keep starting; a wait never counts towards an operator's hang timeout."""
+is not starved by the checks that keep starting. The hang clock: a wait never counts towards an operator's
+timeout, and an operator run again in a fresh worker is timed afresh."""
 
 from __future__ import annotations
 
@@ -70,16 +71,16 @@ def test_a_wait_for_the_device_never_counts_as_hanging(monkeypatch: pytest.Monke
     monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
     clock = progress.Clock(timeout=10, tuning=60)
     events = [{"event": "start", "op": "mm"}, {"event": "sample", "op": "mm", "index": 0}]
-    assert clock.hung("mm", progress.progress(events)) == ""
+    assert clock.hung(("w1", "mm"), progress.progress(events)) == ""
     events += [{"event": "wait", "op": "mm"}]
-    assert clock.hung("mm", progress.progress(events)) == ""  # the parent sees the wait as it starts
+    assert clock.hung(("w1", "mm"), progress.progress(events)) == ""  # the parent sees the wait as it starts
     now[0] += 50  # a wait still running: not hung
-    assert clock.hung("mm", progress.progress(events)) == ""
+    assert clock.hung(("w1", "mm"), progress.progress(events)) == ""
     events += [{"event": "waited", "op": "mm", "seconds": 50.0}]
     now[0] += 9
-    assert clock.hung("mm", progress.progress(events)) == ""
+    assert clock.hung(("w1", "mm"), progress.progress(events)) == ""
     now[0] += 2  # 11 s of its own past its waits
-    assert "hung for more than 10 s" in clock.hung("mm", progress.progress(events))
+    assert "hung for more than 10 s" in clock.hung(("w1", "mm"), progress.progress(events))
 
 
 def test_progress_starts_over_with_each_operator() -> None:
@@ -95,3 +96,16 @@ def test_progress_starts_over_with_each_operator() -> None:
     ]
     p = progress.progress(events)
     assert (p.current, p.waited, p.tuned, p.tuning, p.waiting) == ("bmm", 0.0, 0.0, 1, 0)
+
+
+def test_an_operator_run_again_in_a_fresh_worker_is_timed_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    clock = progress.Clock(timeout=10, tuning=60)
+    running = progress.progress([{"event": "start", "op": "mul.Tensor"}])
+    assert clock.hung(("w1", "mul.Tensor"), running) == ""
+    now[0] += 9  # the first worker crashed here; the operator runs again, past the sample, in another one
+    assert clock.hung(("w2", "mul.Tensor"), running) == ""
+    now[0] += 9
+    assert clock.hung(("w2", "mul.Tensor"), running) == ""
+    assert clock.hung(("w1", "mul.Tensor"), running) != ""

@@ -8,6 +8,7 @@ timing an operator alone), never counted; and the rest, which may not pass the t
 from __future__ import annotations
 
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,24 +48,26 @@ def progress(events: list[dict[str, Any]]) -> Progress:
 
 
 class Clock:
-    """When an operator counts as hung: once its time, less its tuning (up to ``tuning`` seconds) and its waits
-    for the device, passes ``timeout``."""
+    """When an operator counts as hung: once its time in one worker, less its tuning (up to ``tuning`` seconds)
+    and its waits for the device, passes ``timeout``. An operator run again in a fresh worker (past a crash) is
+    timed afresh there: its key names the worker."""
 
     def __init__(self, timeout: float, tuning: float) -> None:
         self.timeout, self.tuning = timeout, tuning
-        self.started: dict[str, float] = {}
-        self.seen: dict[tuple[str, str, int], float] = {}  # (op, "tune" or "wait", its number) -> seen running
+        self.started: dict[Hashable, float] = {}
+        self.seen: dict[tuple[Hashable, str, int], float] = {}  # (key, "tune" or "wait", its number) -> seen running
 
-    def _running(self, op: str, what: str, number: int, now: float) -> float:
-        return now - self.seen.setdefault((op, what, number), now) if number else 0.0
+    def _running(self, key: Hashable, what: str, number: int, now: float) -> float:
+        return now - self.seen.setdefault((key, what, number), now) if number else 0.0
 
-    def hung(self, op: str, p: Progress) -> str:
-        """Why ``op`` counts as hung now, or "" while it does not."""
+    def hung(self, key: Hashable, p: Progress) -> str:
+        """Why the operator of ``key`` (a worker and the operator it is on) counts as hung now, or "" while it
+        does not."""
         now = time.monotonic()
-        started = self.started.setdefault(op, now)
-        tuned = p.tuned + self._running(op, "tune", p.tuning, now)
+        started = self.started.setdefault(key, now)
+        tuned = p.tuned + self._running(key, "tune", p.tuning, now)
         spent = min(tuned, self.tuning)
-        waited = p.waited + self._running(op, "wait", p.waiting, now)
+        waited = p.waited + self._running(key, "wait", p.waiting, now)
         if now - started - spent - waited <= self.timeout:
             return ""
         if tuned > self.tuning:

@@ -269,7 +269,7 @@ class _Pool:
                     rc = proc.poll()
                     if rc is None:
                         if current is not None:
-                            hung = clock.hung(current, now)
+                            hung = clock.hung((spec.name, current), now)  # a rerun's worker starts afresh
                             if hung:
                                 proc.kill()
                                 proc.wait()
