@@ -284,12 +284,17 @@ class _Worker:
                 cut[sample.dtype] += 1
                 continue
             classes = calls.input_classes(sample.args, sample.kwargs)
-            if i not in crashed and self.like_a_crash(crashed, sample.dtype, classes):
-                continue
+            like = None if i in crashed else self.like_a_crash(crashed, classes)
+            if like is not None and like.get("dtype") == sample.dtype:
+                continue  # its dtype already counts that crash, in these classes
             self.emit("sample", op=op, index=i, dtype=sample.dtype, sample=sample.describe()[:400], classes=classes)
             self.torch_fl._core.reset_router_counters()
             if i in crashed:
                 outcome = verdict.Outcome(verdict.CRASH, crashed[i].get("detail") or "it crashed a worker")
+            elif like is not None:  # counted as that crash, never called: one route's requirements hold every dtype
+                outcome = verdict.Outcome(
+                    verdict.CRASH, f"not called: a {like.get('dtype')} sample in its input classes crashed a worker"
+                )
             elif reference is RANDOM:
                 outcome = self.by_distribution(op, func, sample, i)
                 judged[sample.dtype] = "distribution"
@@ -327,11 +332,13 @@ class _Worker:
                 self.emit("speed", op=op, alone=True, **record)
 
     @staticmethod
-    def like_a_crash(crashed: dict[int, dict], dtype: str, classes: tuple[str, ...]) -> bool:
-        """Whether a sample falls in every input class of a sample of its dtype that crashed an earlier worker: it
-        is not called. Whatever classes explain that crash cover this sample too, so the conf never serves it, and
-        calling it could crash this worker as well."""
-        return any(c.get("dtype") == dtype and set(c.get("classes", ())) <= set(classes) for c in crashed.values())
+    def like_a_crash(crashed: dict[int, dict], classes: tuple[str, ...]) -> dict | None:
+        """A sample that crashed an earlier worker and whose every input class this sample falls in, or None. Such
+        a sample is not called: whatever classes explain that crash cover it too, so the conf never serves it, and
+        calling it could crash this worker as well. One of the crashed sample's own dtype is left out; one of
+        another dtype counts as that crash, so that its dtype is held to the same classes (a route's requirements
+        hold all its dtypes anyway) and one rerun serves every dtype."""
+        return next((c for c in crashed.values() if set(c.get("classes", ())) <= set(classes)), None)
 
     @staticmethod
     def dtype_verdict(
