@@ -17,7 +17,7 @@ import fcntl
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 TURNSTILE = ".device-turnstile.lock"
@@ -37,31 +37,27 @@ class DeviceLock:
         os.close(self._turnstile)
         os.close(self._device)
 
-    @contextmanager
-    def shared(self) -> Iterator[None]:
+    def shared(self) -> AbstractContextManager[None]:
         """Held while the caller runs kernels beside other workers' (a check)."""
-        self._take(self._turnstile, fcntl.LOCK_EX)
-        try:
-            self._take(self._device, fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(self._turnstile, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._device, fcntl.LOCK_UN)
+        return self._hold(fcntl.LOCK_SH)
+
+    def alone(self) -> AbstractContextManager[None]:
+        """Held while no other worker may run kernels (a timing)."""
+        return self._hold(fcntl.LOCK_EX)
 
     @contextmanager
-    def alone(self) -> Iterator[None]:
-        """Held while no other worker may run kernels (a timing)."""
+    def _hold(self, mode: int) -> Iterator[None]:
         self._take(self._turnstile, fcntl.LOCK_EX)
         try:
-            self._take(self._device, fcntl.LOCK_EX)
+            self._take(self._device, mode)
             try:
+                if mode == fcntl.LOCK_SH:  # a check lets the next holder through at once; a timing keeps the turnstile
+                    fcntl.flock(self._turnstile, fcntl.LOCK_UN)
                 yield
             finally:
                 fcntl.flock(self._device, fcntl.LOCK_UN)
         finally:
-            fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+            fcntl.flock(self._turnstile, fcntl.LOCK_UN)  # unlocking a lock this file does not hold does nothing
 
     def _take(self, fd: int, mode: int) -> None:
         try:
