@@ -45,6 +45,11 @@ def test_each_route_serves_the_dtypes_its_operator_passed() -> None:
                 "failure": {**FAILURE, "dtype": "float32"},
             },
             full={"verdict": "pass", "dtypes": {"none": dtype("pass")}},
+            mul={
+                "verdict": "crash",
+                "dtypes": {"float16": dtype("crash"), "bfloat16": dtype("pass"), "float32": dtype("pass")},
+                "failure": {**FAILURE, "verdict": "crash"},
+            },
         )
     )
     parsed = conf.parse_conf_text(text, "q.conf")
@@ -54,6 +59,8 @@ def test_each_route_serves_the_dtypes_its_operator_passed() -> None:
         "exp": (("demo", "native"), (("demo", ("float32",)),)),
         "sqrt": (("native",), ()),  # a crash ends the operator's run: no dtype of it counts
         "full": (("native",), ()),  # samples without a dtype: no list can name them
+        # the run went on past float16's crash (a rerun without its input classes): the others passed on their own
+        "mul": (("demo", "native"), (("demo", ("bfloat16", "float32")),)),
     }
     exp_reason = text[: text.index("\nexp = ")].rsplit("\n\n", 1)[1]
     assert "in float32 only" in exp_reason and "float16: wrong values" in exp_reason and "Reproduce: R" in exp_reason

@@ -42,9 +42,9 @@ REQUIREMENTS = ("contiguous", "no_0dim", "same_shape")  # torch_fl/_chain.py's, 
 
 def passed(r: dict[str, Any]) -> tuple[str, ...]:
     """The dtypes an operator passed in (also those it passed except on an input class), sorted: the dtypes its
-    provider route serves. A crash or a timeout ends the operator's run, so none of its dtypes counts."""
-    if r["verdict"] in ("crash", "timeout", "pending"):
-        return ()
+    provider route serves. Each dtype stands on its own samples: a dtype that crashed (its crash explained by an
+    input class in the others, runner.py's rerun past it) leaves the others served. A crash or a timeout that ends
+    the operator's run leaves only the dtype it hit in the report (report.py), so nothing of that run counts."""
     return tuple(
         sorted(d for d, v in r.get("dtypes", {}).items() if v["verdict"] in (PASS, PASS_EXCEPT) and d not in NO_DTYPE)
     )
