@@ -309,6 +309,7 @@ def _reference(node: Node, ex: Executor, log: Logged) -> int:
     return log.run(ref) or ex.run(again, show=False)
 
 
+QUALIFY_PENDING = 3  # python -m torch_fl qualify's status when its budget ran out: a rerun resumes, its confs exist
 REFERENCES = {
     "FLAGOS_MODELS_REFERENCE": "/tmp/models-cuda.pt",
     "FLAGOS_MODELS_REFERENCE_REPEAT": "/tmp/models-cuda-again.pt",
@@ -335,7 +336,11 @@ def models(node: Node, ex: Executor) -> int:
 
 def flaggems(node: Node, ex: Executor) -> int:
     """Record the workloads, qualify flaggems within the budget, then workloads and models on its conf. qualify's
-    own status (3: operators left pending, a rerun resumes) is reported, never fatal."""
+    own status (3: operators left pending, a rerun resumes) is reported, never fatal; any other failure of it ends
+    the mode, as the confs the checks would run on are missing."""
+    why = "flaggems records OpInfo samples, which need expecttest: carry its wheel in .whl/ (pure Python)"
+    if not _needs(node, ex, "expecttest", why):
+        return 1
     k, log = node.knobs, Logged(ex, "flaggems.txt")
     q = Path(k.QUALIFY_DIR or node.repo / "build" / "qualify-flaggems")
     ex.write(q / ".node", "the qualify run directory of build_tools/node's flaggems mode\n")  # makes it
@@ -370,6 +375,9 @@ def flaggems(node: Node, ex: Executor) -> int:
     log.say(f"qualify: exit {rc} after {round(time.time() - node.started)} s")
     for name in ("report.json", "report.md", "events.jsonl"):  # events.jsonl: a cold machine's rerun resumes from it
         ex.copy(q / name, node.out / f"qualify-{name}")
+    if rc not in (0, QUALIFY_PENDING):
+        log.say("qualify failed: no conf of this run to check the workloads and models on")
+        return rc
     if k.CHECK_SECONDS == "0":  # a qualification spread over several calls checks its confs once, at the end
         return 0
     workloads = ("--workloads", k.FLAGGEMS_WORKLOADS) if k.FLAGGEMS_WORKLOADS else ()

@@ -148,6 +148,23 @@ def test_a_mode_that_needs_a_tool_the_node_lacks_says_which(tmp_path):
     recorder = Lacking(node.out, ANSWERS)
     assert cli.run(node, recorder) == 1
     assert "# mixed needs expecttest: carry its wheel in .whl/" in recorder.lines
+    node = cli.node_of("flaggems", REPO, {"OUT": str(tmp_path)})
+    recorder = Lacking(node.out, ANSWERS)
+    assert cli.run(node, recorder) == 1, "the qualification's OpInfo recording imports it: asked before the call"
+    assert not any("record_workloads.py" in line for line in recorder.lines)
+
+
+@pytest.mark.parametrize(("status", "checked"), [(0, True), (3, True), (2, False)])
+def test_the_flaggems_mode_checks_confs_only_where_qualify_wrote_them(tmp_path, status, checked):
+    class Qualify(Recorder):
+        def run(self, cmd, **kw):
+            super().run(cmd, **kw)
+            return status if "-m torch_fl qualify" in " ".join(map(str, cmd.argv)) else 0
+
+    node = cli.node_of("flaggems", REPO, {"OUT": str(tmp_path)})
+    recorder = Qualify(node.out, ANSWERS)
+    assert cli.run(node, recorder) == (0 if checked else status)
+    assert any("flaggems_first.py" in line for line in recorder.lines) == checked
 
 
 def test_the_launcher_is_thin():
