@@ -70,11 +70,27 @@ def test_a_correct_kernel_over_the_slow_bar_stays_native_unless_its_control_is_n
     def timed(ratio: float, aa: float) -> dict[str, Any]:
         return {"verdict": "pass", "dtypes": {"float32": dtype("pass")}, "speed": {"ratio": ratio, "aa": aa}}
 
-    text = routes.render(report(add=timed(1.95, 1.01), mul=timed(1.4, 1.0), sub=timed(1.95, 1.3)))
+    def samples(*timings: tuple[float, float]) -> dict[str, Any]:
+        timed = [{"ratio": ratio, "aa": aa, "sample": f"fmin(float32[{n}])"} for n, (ratio, aa) in enumerate(timings)]
+        return {"verdict": "pass", "dtypes": {"float32": dtype("pass")}, "speed": {"ratio": 1.0, "aa": 1.0,
+                                                                                    "samples": timed}}  # fmt: skip
+
+    text = routes.render(
+        report(
+            add=timed(1.95, 1.01),
+            mul=timed(1.4, 1.0),
+            sub=timed(1.95, 1.4),
+            fmin=samples((1.0, 1.0), (18.4, 0.85)),
+            neg=samples((0.8, 1.0), (1.6, 1.2)),
+        )
+    )
     lines = dict(line.split(" = ") for line in text.splitlines() if " = " in line and not line.startswith("#"))
     assert lines["add"] == "native" and "1.95x native's time" in text
     assert lines["mul"] == "demo[float32], native"  # under the bar
-    assert lines["sub"] == "demo[float32], native"  # over it, but native against native was off by 30%: not judged
+    assert lines["sub"] == "demo[float32], native"  # over it, but native against native was off by 40%: not judged
+    # one slow sample is enough, however fast the other: where the host's cost shows, a model pays it
+    assert lines["fmin"] == "native" and "18.40x native's time at fmin(float32[1]) (A/A 0.85)" in text
+    assert lines["neg"] == "demo[float32], native"  # 1.6x, within 1.5x by its A/A's 20%
     assert conf.parse_conf_text(text, "q.conf").entries["add"].routes == ("native",)  # the conf reads back
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._atomic import write_atomic
 from . import verdict
-from .routes import SLOW  # one bar: an operator the report marks slow is one the qualified conf keeps native
+from .routes import SLOW, too_slow  # one bar: an operator the report marks slow is one the qualified conf keeps native
 
 
 def torch_line(version: str) -> str:
@@ -88,6 +88,8 @@ def build(meta: dict, events: list[dict]) -> dict:
         entry = ops.get(op)
         if entry is None:
             out_ops[op] = carried.get(op) or {"verdict": "pending"}
+            if "speed" in out_ops[op]:  # judged by this tree's bar, as the confs written from it are
+                out_ops[op]["slow"] = too_slow(out_ops[op])
             continue
         dtypes = entry["dtypes"]
         no_sample = entry.get("no_sample", {})
@@ -117,7 +119,7 @@ def build(meta: dict, events: list[dict]) -> dict:
                 "samples": speeds[op],
                 "alone": all(x["alone"] for x in speeds[op]),
             }
-            record["slow"] = record["speed"]["ratio"] > SLOW
+            record["slow"] = too_slow(record)
         out_ops[op] = record
     counts = Counter(r["verdict"] for r in out_ops.values())
     kept = [op for op in meta["qualified_ops"] if op in carried and op not in ops]
@@ -181,10 +183,10 @@ def markdown(report: dict) -> str:
         "that operator's sampling after so much autotuning; its verdict stands on the samples that ran, the dtypes "
         "taking turns.",
         "",
-        f"Speed: provider time / native time at the largest passing samples (real workloads' first), in-process "
-        f"pairs with the replay on and the device to itself (no other worker runs kernels while one times); A/A is "
-        f"native against native. `slow` marks a ratio above {SLOW:g}x, which the "
-        "qualified conf keeps native.",
+        "Speed: provider time / native time (the geometric mean) at the largest and the smallest passing sample "
+        "(real workloads' first), in-process pairs with the replay on and the device to itself (no other worker runs "
+        "kernels while one times); A/A is native against native. `slow` marks an operator over "
+        f"{SLOW:g}x at one of them by more than its A/A's distance from 1, which the qualified conf keeps native.",
         "",
         "`pass except strided` (or `0dim`, `broadcast`): every failing sample of that dtype falls in the class and at "
         f"least {verdict.MIN_SERVED} samples outside it pass; the qualified conf serves the calls outside it "
