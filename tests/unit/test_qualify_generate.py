@@ -64,6 +64,8 @@ def test_plain_candidates_come_first_and_stay_as_they_were() -> None:
         ("_index_put_impl_", lambda s: s.args[2].shape == s.args[0].shape[1:]),
         ("addmm.out", lambda s: tuple(s.args[1].shape) == generate.SQUARE),
         ("clamp_.Tensor", lambda s: isinstance(s.kwargs.get("min"), torch.Tensor)),
+        ("clamp", lambda s: s.kwargs.get("min") == 0.5),
+        ("glu_backward", lambda s: s.args[0].shape == (4, 8) and s.args[1].shape == (8, 8) and s.args[2] == 0),
         ("scatter_.reduce", lambda s: s.kwargs["reduce"] == "add"),
         ("nll_loss2d_backward", lambda s: s.args[0].dim() == 0 and s.args[2].shape == (2, 8, 8)),
         ("native_group_norm_backward", lambda s: s.args[2].shape == (2, 1) and s.args[5:8] == (2, 3, 64)),

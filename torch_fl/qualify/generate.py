@@ -11,8 +11,9 @@ generated sample's index reproduces it (``--sample N``).
 Where those plain candidates all fail, laid-out ones follow: a square matrix, then a batch of channels at the
 operator's spatial rank (``2d`` in its name, or a fixed-length window or size list; else 2), with lists of
 the schema's fixed length (output sizes the spatial shape, unit windows, no padding except a pad operator's), a
-depthwise convolution's weight, broadcastable ``values``, a tensor for an optional ``min``, class indices for an
-NLL loss's ``target`` (a 0-dim ``grad_output`` where ``reduction`` is mean) and group norm's statistics and weight.
+depthwise convolution's weight, broadcastable ``values``, a tensor or a number for an optional ``min``, class
+indices for an NLL loss's ``target`` (a 0-dim ``grad_output`` where ``reduction`` is mean), group norm's statistics
+and weight, and glu's gradient at half its input's first dim.
 An ``out=`` or in-place overload first borrows its functional twin's stored samples (``borrowed``).
 """
 
@@ -32,6 +33,7 @@ SHAPES: tuple[tuple[int, ...], ...] = ((4, 8), (8,), ())
 SQUARE = (8, 8)
 SOURCE = "generated"
 _OPTIONAL_TENSOR = torch._C.OptionalType(torch._C.TensorType.get())
+_OPTIONAL_NUMBER = torch._C.OptionalType(torch._C.NumberType.get())
 STRINGS = {"reduce": "add"}  # a required str argument's plausible value, by name
 INDEX_NAMES = ("index", "indices")
 SIZE_NAMES = ("size", "shape", "output_size", "input_sizes", "sizes")
@@ -64,6 +66,8 @@ class _Maker:
                 shape = (shape[0], 1)
             elif name == "per_channel":
                 shape = shape[1:2]
+            elif name == "grad_output" and self.op.startswith("glu_backward"):  # glu halves its dim (0)
+                shape = (shape[0] // 2, *shape[1:])
         if name in INDEX_NAMES:
             high = max(1, min(shape, default=1))
             return torch.randint(0, high, shape, generator=self.gen)
@@ -102,6 +106,8 @@ class _Maker:
             return self.index_list()
         if arg.type == _OPTIONAL_TENSOR and self.laid_out and name == "min":
             return self.tensor(name)
+        if arg.type == _OPTIONAL_NUMBER and self.laid_out and name == "min":
+            return self.scalar()
         if arg.type == _OPTIONAL_TENSOR and self.laid_out and name == "weight" and "group_norm" in self.op:
             return self.tensor("per_channel")  # its backward needs the affine weight for every output of its mask
         if kind.startswith("Optional["):
@@ -159,8 +165,9 @@ def _build(
     defaults: list[Any] = []  # defaulted positionals, passed only where a required one follows them
     kwargs: dict[str, Any] = {}
     for arg in func._schema.arguments:
-        # a factory needs its dtype and device; clamp's Tensor overloads refuse a call with neither bound
-        wanted = arg.name in ("dtype", "device") or (laid_out and arg.name == "min" and arg.type == _OPTIONAL_TENSOR)
+        # a factory needs its dtype and device; clamp refuses a call with neither bound
+        bound = arg.name == "min" and arg.type in (_OPTIONAL_TENSOR, _OPTIONAL_NUMBER)
+        wanted = arg.name in ("dtype", "device") or (laid_out and bound)
         if arg.has_default_value() and not wanted:
             if not arg.kwarg_only:
                 defaults.append(arg.default_value)
