@@ -6,12 +6,14 @@ from __future__ import annotations
 from harness import opdiff
 
 
-def _profile(ops: dict[str, list[float]], kernels: dict[str, float], device: bool = True) -> dict:
+def _profile(ops: dict[str, list[float]], kernels: dict[str, float], device: bool = True, **us: float) -> dict:
     return {
         "steps": 2,
         "device": device,
         "ops": ops,
-        "kernels": {k: {"launches": n, "ops": {"aten::mul": n}} for k, n in kernels.items()},
+        "kernels": {
+            k: {"launches": n, "device_us": us.get(k, 3.0 * n), "ops": {"aten::mul": n}} for k, n in kernels.items()
+        },
     }
 
 
@@ -55,3 +57,34 @@ def test_an_entry_carries_the_control_and_the_summary_names_both():
     line = opdiff.summary_line(item, "cuda")
     assert "kernels only on flagos 1" in line and "launch counts differing 1" in line
     assert "A/A: 0 kernels of one side only, 0 counts differing" in line
+
+
+def test_a_kernel_both_launch_alike_but_slower_on_flagos_is_named():
+    # the same copies, as many, one of them 40 µs slower on flagos: no count differs, the time does
+    plain = _profile({"aten::copy_": [5, 20.0, 60.0, 5]}, {"copy_kernel": 4, "memcpy": 1}, copy_kernel=50.0)
+    flagos = _profile({"aten::copy_": [5, 20.0, 100.0, 5]}, {"copy_kernel": 4, "memcpy": 1}, copy_kernel=90.0)
+    d = opdiff.diff(flagos, plain)
+    assert d["launch_counts_differ"] == [] and d["only_flagos"] == d["only_plain"] == []
+    assert [(k["kernel"], k["device_us"]) for k in d["kernel_time_differs"]][0] == ("copy_kernel", [50.0, 90.0])
+
+
+def test_kernels_that_differ_past_the_cut_stay_apart():
+    from harness.profile_ops import KERNEL_NAME_CHARS, kernel_key
+
+    head = "void at::native::vectorized_elementwise_kernel<4, " + "x" * KERNEL_NAME_CHARS
+    to_float, to_half = kernel_key(head + "{lambda(float)#1}"), kernel_key(head + "{lambda(c10::Half)#1}")
+    assert to_float != to_half and to_float.startswith(head[:KERNEL_NAME_CHARS])
+    assert kernel_key("mul_kernel") == "mul_kernel"
+
+
+def test_the_markdown_lists_kernel_time_gaps_beside_the_controls_largest():
+    from harness import zoo_report
+
+    plain = _profile({"aten::copy_": [5, 20.0, 60.0, 5]}, {"copy_kernel": 4}, copy_kernel=50.0)
+    slower = _profile({"aten::copy_": [5, 20.0, 100.0, 5]}, {"copy_kernel": 4}, copy_kernel=90.0)
+    again = _profile({"aten::copy_": [5, 20.0, 61.0, 5]}, {"copy_kernel": 4}, copy_kernel=51.0)
+    item = opdiff.entry("m", {"flagos": slower, "cuda": plain, "cuda-again": again}, "cuda")
+    result = {"environment": {"flagos_runtime": "cuda"}, "settings": {"arms": ["flagos", "cuda"]}, "profdiff": [item]}
+    text = zoo_report.profdiff_markdown(result)
+    assert "Kernels both launch, by the gap in device µs per step (largest +40.0; the A/A's largest is +1.0 µs)" in text
+    assert "| `copy_kernel` | 50.0 / 90.0 | aten::mul 4 |" in text

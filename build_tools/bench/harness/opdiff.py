@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 REPORT_OPS = 30  # rows of the op table in the markdown; the json keeps every op
+TIMED_KERNELS = 20  # kernels both sides launch, kept by the gap in their device time
 STEPS = 3
 
 
@@ -39,6 +40,13 @@ def diff(flagos: dict[str, Any], plain: dict[str, Any]) -> dict[str, Any]:
         for k in sorted(set(fk) & set(pk), key=lambda k: -abs(fk[k]["launches"] - pk[k]["launches"]))
         if fk[k]["launches"] != pk[k]["launches"]
     ]
+    # the same kernel, launched as often, can still take longer on one side (another layout, a cold cache)
+    timed = [
+        {"kernel": k, "device_us": [pk[k]["device_us"], fk[k]["device_us"]], "ops": fk[k]["ops"]}
+        for k in set(fk) & set(pk)
+        if device and "device_us" in fk[k] and "device_us" in pk[k]
+    ]
+    timed.sort(key=lambda k: (-abs(k["device_us"][1] - k["device_us"][0]), k["kernel"]))
     totals = {}
     for key in ("calls", "host_us", "device_us", "kernels"):
         p_sum, f_sum = sum(r[key][0] for r in rows), sum(r[key][1] for r in rows)
@@ -51,6 +59,7 @@ def diff(flagos: dict[str, Any], plain: dict[str, Any]) -> dict[str, Any]:
         "only_flagos": only["flagos"],
         "only_plain": only["plain"],
         "launch_counts_differ": counts,
+        "kernel_time_differs": timed[:TIMED_KERNELS],
     }
 
 
@@ -60,7 +69,8 @@ def entry(model: str, profiles: dict[str, dict[str, Any]], plain: str) -> dict[s
     again = profiles.get(f"{plain}-again")
     if again is not None:
         control = diff(again, profiles[plain])
-        out["control"] = {k: control[k] for k in ("totals", "only_flagos", "only_plain", "launch_counts_differ")}
+        keep = ("totals", "only_flagos", "only_plain", "launch_counts_differ", "kernel_time_differs")
+        out["control"] = {k: control[k] for k in keep}
     return out
 
 

@@ -219,6 +219,18 @@ def profdiff_markdown(result: dict[str, Any]) -> str:
         if d["launch_counts_differ"]:
             rows = _kernel_rows(d["launch_counts_differ"], counts=True)
             lines += _table(["kernel", f"launches {plain} / flagos", "launched by (flagos)"], rows)
+        timed = d.get("kernel_time_differs", [])
+        if timed:
+            top = timed[0]["device_us"][1] - timed[0]["device_us"][0]
+            aa = (item.get("control") or {}).get("kernel_time_differs") or []
+            noise = f"; the A/A's largest is {aa[0]['device_us'][1] - aa[0]['device_us'][0]:+.1f} µs" if aa else ""
+            lines += ["", f"Kernels both launch, by the gap in device µs per step (largest {top:+.1f}{noise}):", ""]
+            rows = [
+                [f"`{k['kernel'][:KERNEL_CHARS]}`", f"{k['device_us'][0]:.1f} / {k['device_us'][1]:.1f}",
+                 ", ".join(f"{op} {n:g}" for op, n in k["ops"].items())]
+                for k in timed[:KERNEL_ROWS]
+            ]  # fmt: skip
+            lines += _table(["kernel", f"device µs {plain} / flagos", "launched by (flagos)"], rows)
         control = item.get("control")
         if control:
             ct = control["totals"]
