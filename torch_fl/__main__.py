@@ -230,6 +230,12 @@ def _qualify_parser(sub: Any) -> None:
         metavar="REPORT",
         help="an earlier report.json of this key: carry the operators it finished, run only the rest",
     )
+    p.add_argument(
+        "--retime",
+        action="store_true",
+        help="with --extend: also run the operators the report timed by an older method (beside other workers, or "
+        "not at their smallest sample) again",
+    )
     p.add_argument("--no-speed", action="store_true", help="verdicts only, no provider/native timing")
     p.add_argument(
         "--slow-bar",
@@ -256,6 +262,9 @@ def _qualify(args: Any) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.retime and not args.extend:
+        print("error: --retime renews the timings of a report: name it with --extend REPORT", file=sys.stderr)
+        return 2
     if args.sample is not None and len(ops) != 1:
         print("error: --sample reproduces one sample of one operator: name it with --ops OP", file=sys.stderr)
         return 2
@@ -275,6 +284,7 @@ def _qualify(args: Any) -> int:
         speed=not args.no_speed,
         index=args.sample,
         extend=Path(args.extend).resolve() if args.extend else None,
+        retime=args.retime,
     )
     try:
         if args.list:

@@ -93,3 +93,22 @@ def test_seeding_is_idempotent_and_the_report_marks_carried_entries(tmp_path: Pa
     assert rep["ops"]["mm"]["verdict"] == "pending"  # open in the base, not reached by this run
     assert rep["tuning_s"] == pytest.approx(4.0 + 1.5 + 1.5)
     assert "3 operators' entries are carried" in report.markdown(rep)
+
+
+def test_retime_opens_the_entries_timed_by_an_older_method() -> None:
+    def timed(**how: Any) -> dict[str, Any]:
+        return {"verdict": "pass", "dtypes": {d: judged("pass") for d in DTYPES},
+                "speed": {"ratio": 1.0, "aa": 1.0, "samples": [{"ratio": 1.0, "aa": 1.0, **how}]}}  # fmt: skip
+
+    base = {
+        "key": report.key(META),
+        "ops": {
+            "beside": timed(alone=False, at="largest"),  # taken beside other workers' kernels
+            "largest": timed(alone=True),  # alone, but at the two largest samples only
+            "now": timed(alone=True, at="smallest"),
+            "wrong": {"verdict": "wrong values", "dtypes": {d: judged("wrong values") for d in DTYPES}},
+        },
+    }
+    ops = sorted(base["ops"])
+    assert sorted(extend.carried(base, ops, DTYPES)) == ops
+    assert sorted(extend.carried(base, ops, DTYPES, retime=True)) == ["now", "wrong"]  # a failure has no timing

@@ -39,12 +39,20 @@ def read(path: Path, key: str) -> dict:
     return base
 
 
-def complete(record: dict, dtypes: Sequence[str]) -> bool:
+def timed_now(record: dict) -> bool:
+    """Whether an entry's timing is of this tree's method (speed.py): the device to itself, at the largest and
+    the smallest sample. An entry without a timing (it failed, or ran without one) has none to renew."""
+    samples = (record.get("speed") or {}).get("samples", [])
+    return all(s.get("alone") and "at" in s for s in samples)
+
+
+def complete(record: dict, dtypes: Sequence[str], retime: bool = False) -> bool:
     """Whether an entry is final for a run of ``dtypes``: a closed verdict with each dtype judged or unsampleable.
     A crash is final as it stands (the run that found it already reran the operator past it, and a crash ends the
     operator's run, so it names one dtype), and so is an operator the route resolver passes over (``unsupported``
-    with no dtypes). An entry its report kept from an older run (``earlier_run``) is open."""
-    if record.get("verdict") in OPEN or "earlier_run" in record:
+    with no dtypes). An entry its report kept from an older run (``earlier_run``) is open, and with ``retime`` so is
+    one whose timing is of an older method (``timed_now``): its operator runs again, verdict and timing."""
+    if record.get("verdict") in OPEN or "earlier_run" in record or (retime and not timed_now(record)):
         return False
     if record["verdict"] == verdict.CRASH or (record["verdict"] == verdict.UNSUPPORTED and not record.get("dtypes")):
         return True
@@ -52,10 +60,10 @@ def complete(record: dict, dtypes: Sequence[str]) -> bool:
     return all(d in judged for d in dtypes)
 
 
-def carried(base: dict, ops: Sequence[str], dtypes: Sequence[str]) -> dict[str, dict]:
-    """The records of ``ops`` that the base report finished for ``dtypes``."""
+def carried(base: dict, ops: Sequence[str], dtypes: Sequence[str], retime: bool = False) -> dict[str, dict]:
+    """The records of ``ops`` that the base report finished for ``dtypes`` (``retime``: with a current timing)."""
     records = base["ops"]
-    return {op: records[op] for op in ops if op in records and complete(records[op], dtypes)}
+    return {op: records[op] for op in ops if op in records and complete(records[op], dtypes, retime)}
 
 
 def seed(events: Path, base: dict, records: dict[str, dict], done: set[str]) -> int:

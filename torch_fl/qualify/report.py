@@ -82,6 +82,7 @@ def build(meta: dict, events: list[dict]) -> dict:
             speeds.setdefault(op, []).append(
                 {k: e[k] for k in ("sample", "source", "native_us", "ratio", "aa", "reps", "rounds")}
                 | {"alone": bool(e.get("alone"))}  # timed with the device to itself (older runs' were not)
+                | ({"at": e["at"]} if "at" in e else {})  # largest or smallest (older runs timed the two largest)
             )
     out_ops: dict[str, dict] = {}
     for op in meta["qualified_ops"]:

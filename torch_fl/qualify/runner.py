@@ -50,6 +50,7 @@ class Plan:
     opinfo_per_op: int = 4
     index: int | None = None  # run this one sample of each operator (a reproduction)
     extend: Path | None = None  # an earlier report of this key: its finished operators are carried (extend.py)
+    retime: bool = False  # with extend: an operator timed by an older method runs again (extend.timed_now)
     echo: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr, flush=True))
 
 
@@ -151,7 +152,7 @@ def run(plan: Plan) -> dict:
     done = finished(read_events(events_path))
     if plan.extend is not None:
         base = extend.read(plan.extend, report.key(meta))
-        n = extend.seed(events_path, base, extend.carried(base, wanted, plan.dtypes), done)
+        n = extend.seed(events_path, base, extend.carried(base, wanted, plan.dtypes, plan.retime), done)
         plan.echo(f"qualify: {n} operators carried from {plan.extend}" if n else f"qualify: extends {plan.extend}")
         done = finished(read_events(events_path))
     pending = [op for op in wanted if op not in done]

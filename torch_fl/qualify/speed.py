@@ -43,7 +43,8 @@ def measure(
     """One record per timed sample: native µs per call, provider/native and the A/A, as the speed event holds
     them. ``route(True)`` sends ``op`` to the provider, ``route(False)`` native."""
     out = []
-    for sample in chosen(passing):
+    picked = chosen(passing)
+    for at, sample in zip(("largest", "smallest") if len(picked) > 1 else ("only",), picked, strict=True):
         args, kwargs = calls.moved((sample.args, sample.kwargs), "flagos")
         times: dict[str, list[float]] = {a: [] for a in ARMS}
         reps = _reps(func, args, kwargs, sync)
@@ -63,6 +64,7 @@ def measure(
             {
                 "sample": sample.describe()[:300],
                 "source": sample.source,
+                "at": at,
                 "native_us": native * 1e6,
                 "ratio": statistics.median(times["provider"]) / native,
                 "aa": statistics.median(times["native again"]) / native,

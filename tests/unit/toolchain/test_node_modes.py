@@ -136,6 +136,9 @@ def test_knobs_reach_the_commands(tmp_path):
     assert "--skip-if-recorded --extend" in extended[0] and "--dtypes float32,bool" in extended[0]
     assert "--dtypes float32,bool" in extended[1] and "-m torch_fl qualify" in extended[1]
     assert "--tune-for 90" in extended[1]
+    assert not any("--retime" in line for line in lines)
+    _, lines = plan("flaggems", tmp_path, QUALIFY_EXTEND=report, QUALIFY_RETIME="1")
+    assert sum("--retime" in line for line in lines) == 2, "the recording takes the retimed operators' calls too"
 
 
 def test_a_mode_that_needs_a_tool_the_node_lacks_says_which(tmp_path):
