@@ -9,7 +9,9 @@ then torch_fl.reload_routes), and what the process does to both cancels. For eac
 - numbers: the model built from one seed trains --steps steps on each conf; the losses and, after the steps, every
   parameter are compared (relative difference; bar 2e-2 for these bf16-autocast models, the model suite's).
 - coverage: in one more step on the provider conf, the router's counters give the share of routed calls that ran
-  on the provider (path "provider"), and the operators that took the most native calls.
+  on the provider (path "provider"), and the operators that took the most native calls; the replay's counters,
+  the provider calls it served, and the operators whose provider calls ran in the provider's Python most (each
+  pays its host cost: FlagGems' own is tens of µs a call).
 - time: three arms, each with its own copy of the model: native, the provider conf, native again (the A/A
   control), and the tuned conf when given; --rounds rounds of one synchronized turn of 3 steps per arm, the arm
   order rotated every round. A turn's figure is its median step; ratios to native are taken within a round and
@@ -93,23 +95,31 @@ def main() -> int:
             use("provider")
             step, model = build("flagos", args.tiny)
             step()
+            replayed_before = {r["op"]: r["hits"] for r in torch_fl.replay.stats()}
             torch_fl._core.reset_router_counters()
             torch_fl._core.set_router_counters(True)
             step()
             torch_fl.flagos.synchronize()
             torch_fl._core.set_router_counters(False)
+            replayed = {r["op"]: r["hits"] - replayed_before.get(r["op"], 0) for r in torch_fl.replay.stats()}
             rows = [r for r in torch_fl._core.router_counters() if r[1] != "copy"]
             on_provider = sum(r[2] for r in rows if r[1] == "provider")
             total = sum(r[2] for r in rows)
-            native_calls = collections.Counter()
+            native_calls, python_calls = collections.Counter(), collections.Counter()
             for op, path, calls, _ in rows:
                 if path != "provider":
                     native_calls[op] += calls
+                else:  # a provider call the replay did not serve ran the provider's Python: its host cost
+                    python_calls[op] += calls
+            for op, hits in replayed.items():
+                python_calls[op] -= hits
             entry.update(
                 provider_calls=on_provider,
                 routed_calls=total,
                 provider_share=on_provider / max(total, 1),
                 top_native=native_calls.most_common(8),
+                replayed_calls=sum(replayed.values()),
+                top_not_replayed=[(op, n) for op, n in python_calls.most_common(8) if n > 0],
             )
             del step, model
             # time
@@ -169,9 +179,11 @@ def _print(name: str, e: dict) -> None:
     )
     if "provider_share" in e:
         top = ", ".join(f"{op} {n}" for op, n in e["top_native"])
+        python = ", ".join(f"{op} {n}" for op, n in e["top_not_replayed"]) or "none"
         print(
             f"  coverage: {e['provider_calls']}/{e['routed_calls']} routed calls on the provider "
-            f"({100 * e['provider_share']:.1f}%); most native calls: {top}",
+            f"({100 * e['provider_share']:.1f}%); most native calls: {top}\n"
+            f"  replay: {e['replayed_calls']} of the provider's calls replayed; most in its Python: {python}",
             flush=True,
         )
     if "time" in e:
