@@ -112,3 +112,22 @@ def test_retime_opens_the_entries_timed_by_an_older_method() -> None:
     ops = sorted(base["ops"])
     assert sorted(extend.carried(base, ops, DTYPES)) == ops
     assert sorted(extend.carried(base, ops, DTYPES, retime=True)) == ["now", "wrong"]  # a failure has no timing
+
+
+def test_an_entry_being_retimed_stands_in_the_report_until_the_run_finishes_it(tmp_path: Path) -> None:
+    old = {"verdict": "pass", "dtypes": {d: judged("pass") for d in DTYPES},
+           "speed": {"ratio": 1.2, "aa": 1.0, "samples": [{"ratio": 1.2, "aa": 1.0, "alone": False}]}}  # fmt: skip
+    base, events = {"key": report.key(META), "torch_fl": "0.1.0+old", "ops": {"neg": old, "exp": old}}, tmp_path / "e"
+    ops = sorted(base["ops"])
+    assert extend.carried(base, ops, DTYPES, retime=True) == {}
+    assert extend.seed(events, base, extend.carried(base, ops, DTYPES), set(), "standing") == 2
+    assert runner.finished(runner.read_events(events)) == set(), "both run again"
+    assert extend.seed(events, base, extend.carried(base, ops, DTYPES), {"neg", "exp"}, "standing") == 0
+    # the run finishes neg, starts exp and is cut short (its budget): exp keeps its old entry, not `pending`
+    with open(events, "a", encoding="utf-8") as fh:
+        verdict = {"event": "verdict", "op": "neg", "dtypes": {"float32": judged("pass")}}
+        for e in ({"event": "start", "op": "neg"}, verdict, {"event": "start", "op": "exp"}):
+            fh.write(json.dumps(e) + "\n")
+    rep = report.build({**META, "qualified_ops": ops, "dtypes": DTYPES}, runner.read_events(events))
+    assert rep["ops"]["exp"]["verdict"] == "pass" and rep["ops"]["exp"]["carried_from"] == "0.1.0+old"
+    assert "carried_from" not in rep["ops"]["neg"] and rep["carried"] == 1

@@ -66,10 +66,12 @@ def carried(base: dict, ops: Sequence[str], dtypes: Sequence[str], retime: bool 
     return {op: records[op] for op in ops if op in records and complete(records[op], dtypes, retime)}
 
 
-def seed(events: Path, base: dict, records: dict[str, dict], done: set[str]) -> int:
-    """Append a ``carried`` event for each record whose operator this run has not finished; returns how many."""
+def seed(events: Path, base: dict, records: dict[str, dict], done: set[str], event: str = "carried") -> int:
+    """Append an ``event`` for each record whose operator is not in ``done``; returns how many. ``carried``
+    finishes the operator; ``standing`` (a record --retime runs again) stands in the report only until this run
+    finishes the operator, so that a run cut short still writes every route the base report allowed."""
     lines = [
-        json.dumps({"event": "carried", "op": op, "from": base.get("torch_fl"), "record": record})
+        json.dumps({"event": event, "op": op, "from": base.get("torch_fl"), "record": record})
         for op, record in sorted(records.items())
         if op not in done
     ]

@@ -41,10 +41,12 @@ def build(meta: dict, events: list[dict]) -> dict:
     speeds: dict[str, list[dict]] = {}
     tuning: dict[str, float] = {}
     carried: dict[str, dict] = {}  # op -> the record an extended report gave it (extend.py)
+    standing: dict[str, dict] = {}  # op -> the record it keeps until this run finishes it again (--retime)
     for e in events:
         op = e.get("op")
-        if e["event"] == "carried":
-            carried[op] = {**e["record"], "carried_from": e["record"].get("carried_from") or e.get("from")}
+        if e["event"] in ("carried", "standing"):
+            kept = carried if e["event"] == "carried" else standing
+            kept[op] = {**e["record"], "carried_from": e["record"].get("carried_from") or e.get("from")}
         elif e["event"] == "start":
             tuning.pop(op, None)  # a rerun of an operator (after a crash of its worker) measures it again
             carried.pop(op, None)  # an operator this run measures is this run's
@@ -88,7 +90,7 @@ def build(meta: dict, events: list[dict]) -> dict:
     for op in meta["qualified_ops"]:
         entry = ops.get(op)
         if entry is None:
-            out_ops[op] = carried.get(op) or {"verdict": "pending"}
+            out_ops[op] = carried.get(op) or standing.get(op) or {"verdict": "pending"}
             if "speed" in out_ops[op]:  # judged by this tree's bar, as the confs written from it are
                 out_ops[op]["slow"] = too_slow(out_ops[op])
             continue
@@ -123,7 +125,7 @@ def build(meta: dict, events: list[dict]) -> dict:
             record["slow"] = too_slow(record)
         out_ops[op] = record
     counts = Counter(r["verdict"] for r in out_ops.values())
-    kept = [op for op in meta["qualified_ops"] if op in carried and op not in ops]
+    kept = [op for op in meta["qualified_ops"] if (op in carried or op in standing) and op not in ops]
     return {
         "key": key(meta),
         "vendor": meta["accelerator"],
@@ -135,7 +137,7 @@ def build(meta: dict, events: list[dict]) -> dict:
         "dtypes": meta.get("dtypes", []),
         "counts": {v: counts.get(v, 0) for v in (*verdict.ORDER, "pending") if counts.get(v, 0) or v == verdict.PASS},
         "dtype_counts": dtype_counts(out_ops),
-        "tuning_s": round(sum(tuning.values()) + sum(carried[op].get("tuning_s", 0.0) for op in kept), 3),
+        "tuning_s": round(sum(tuning.values()) + sum(out_ops[op].get("tuning_s", 0.0) for op in kept), 3),
         "carried": len(kept),
         "ops": out_ops,
     }

@@ -152,7 +152,12 @@ def run(plan: Plan) -> dict:
     done = finished(read_events(events_path))
     if plan.extend is not None:
         base = extend.read(plan.extend, report.key(meta))
-        n = extend.seed(events_path, base, extend.carried(base, wanted, plan.dtypes, plan.retime), done)
+        carried = extend.carried(base, wanted, plan.dtypes, plan.retime)
+        n = extend.seed(events_path, base, carried, done)
+        if plan.retime:  # the entries it runs again stand in the report until this run finishes them
+            final = extend.carried(base, wanted, plan.dtypes)
+            seeded = done | {e["op"] for e in read_events(events_path) if e["event"] == "standing"}
+            extend.seed(events_path, base, {op: r for op, r in final.items() if op not in carried}, seeded, "standing")
         plan.echo(f"qualify: {n} operators carried from {plan.extend}" if n else f"qualify: extends {plan.extend}")
         done = finished(read_events(events_path))
     pending = [op for op in wanted if op not in done]
