@@ -341,6 +341,32 @@ def test_a_run_extending_a_report_runs_only_what_it_left_open(run, tmp_path):
     assert res.returncode == 2 and "the report is of 'demo-0.9-" in res.stderr, res.stderr
 
 
+def test_retime_runs_an_older_timing_again_and_its_entry_stands_meanwhile(run, tmp_path):
+    out, _, report = run
+    stale = json.loads(json.dumps(report))
+    op = next(op for op, r in sorted(stale["ops"].items()) if r.get("speed") and r["verdict"] == "pass")
+    for sample in stale["ops"][op]["speed"]["samples"]:
+        sample.pop("at")  # as a run before the largest-and-smallest timing wrote it
+    (tmp_path / "stale.json").write_text(json.dumps(stale))
+    ops = [o for o in EXPECTED if o != "sin"]
+    cmd = [*QUALIFY_DEMO, "--ops", ",".join(ops), "--timeout", str(TIMEOUT), "--samples", str(out / "samples")]
+    cmd += ["--dtypes", "float32,float64", "--slow-bar", "0", "--out", str(tmp_path / "re")]
+    cmd += ["--extend", str(tmp_path / "stale.json"), "--retime"]
+    for budget in (["--budget", "0"], []):  # cut short before it starts, then resumed
+        res = subprocess.run([*cmd, *budget], env=emulation_env(), capture_output=True, text=True, timeout=300,
+                             cwd=tmp_path)  # fmt: skip
+        retimed = json.loads((tmp_path / "re" / "report.json").read_text())
+        assert retimed["ops"][op]["verdict"] == "pass", res.stdout + res.stderr  # never pending
+        if budget:
+            assert "carried_from" in retimed["ops"][op], "the earlier entry stands"
+            assert f"{op} = demo" in (tmp_path / "re" / "qualified.conf").read_text()
+    assert res.returncode == 0, res.stdout + res.stderr
+    events = [json.loads(line) for line in (tmp_path / "re" / "events.jsonl").read_text().splitlines()]
+    assert [e["op"] for e in events if e["event"] == "start"] == [op]
+    assert "carried_from" not in retimed["ops"][op]
+    assert {s["at"] for s in retimed["ops"][op]["speed"]["samples"]} <= {"largest", "smallest", "only"}
+
+
 def test_one_sample_reproduces(run, tmp_path):
     out, _, report = run
     index = report["ops"]["exp"]["failure"]["index"]
