@@ -60,8 +60,9 @@ def flaggems(node: Node, ex: Executor) -> int:
     node.env["FLAGGEMS_CACHE_DIR"] = str(q / "flaggems-cache")
     deadline = node.started + int(k.FLAGGEMS_SECONDS)
     # an earlier report to extend: its finished operators are carried, neither recorded nor run again
-    extends = ("--extend", node.repo / k.QUALIFY_EXTEND, "--dtypes", k.QUALIFY_DTYPES) if k.QUALIFY_EXTEND else ()
+    extends = ("--extend", node.repo / k.QUALIFY_EXTEND) if k.QUALIFY_EXTEND else ()
     extends += ("--retime",) if extends and k.QUALIFY_RETIME == "1" else ()
+    recorded = (*extends, "--dtypes", k.QUALIFY_DTYPES) if extends else ()
     log.run(
         node.program(
             "record_workloads.py",
@@ -72,14 +73,14 @@ def flaggems(node: Node, ex: Executor) -> int:
             "--resume",
             q,
             "--skip-if-recorded",
-            *extends,
+            *recorded,
         )
     )
     budget = int(deadline - time.time() - int(k.CHECK_SECONDS))
     log.say(f"qualify: budget {budget} s")
     tune_for = ("--tune-for", k.QUALIFY_TUNE_FOR) if k.QUALIFY_TUNE_FOR else ()
     args = ("--workers", k.QUALIFY_WORKERS, "--chunk", "10", "--dtypes", k.QUALIFY_DTYPES, "--timeout", "120",
-            *extends[:2], *extends[4:], *tune_for)  # fmt: skip
+            *extends, *tune_for)  # fmt: skip
     rc = log.run(
         node.python(
             "qualify", "-m", "torch_fl", "qualify", "--provider", "flaggems", "--out", q, *args, "--budget", str(budget)
