@@ -190,6 +190,12 @@ def _qualify_parser(sub: Any) -> None:
     )
     p.add_argument("--ops", default="", help="comma-separated operators (default: every one the provider claims)")
     p.add_argument(
+        "--first",
+        default="",
+        help="comma-separated operators to run before the others (those real workloads call): a run that its "
+        "budget cuts short has finished them",
+    )
+    p.add_argument(
         "--dtypes",
         default=",".join(DEFAULT_DTYPES),
         help="dtypes to qualify: OpInfo's samples in them, and samples made from the schema where none reaches one",
@@ -273,6 +279,7 @@ def _qualify(args: Any) -> int:
         out=out,
         samples=Path(args.samples).resolve() if args.samples else out / "samples",
         ops=ops or None,
+        first=[o.strip() for o in args.first.split(",") if o.strip()],
         dtypes=dtypes,
         imports=args.imports,
         workers=max(1, args.workers),

@@ -3,6 +3,7 @@ shipped conf) and ``flaggems`` (FlagGems qualified on this node, then the worklo
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -45,6 +46,14 @@ def models(node: Node, ex: Executor) -> int:
     return log.run(node.python("step times", "models/steptime.py", "--compare", *files, cwd=TESTS)) or suite_rc
 
 
+def _workload_ops(stamp: Path) -> list[str]:
+    """The operators record_workloads.py found the workloads calling (its stamp; an older stamp names none)."""
+    try:
+        return list(json.loads(stamp.read_text())["operators"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
 def flaggems(node: Node, ex: Executor) -> int:
     """Record the workloads, qualify flaggems within the budget, then workloads and models on its conf. qualify's
     own status (3: operators left pending, a rerun resumes) is reported, never fatal; any other failure of it ends
@@ -76,11 +85,13 @@ def flaggems(node: Node, ex: Executor) -> int:
             *recorded,
         )
     )
+    called = _workload_ops(q / "samples" / ".workloads-recorded")
+    first = ("--first", ",".join(called)) if called else ()  # a run cut short by its budget has finished these
     budget = int(deadline - time.time() - int(k.CHECK_SECONDS))
     log.say(f"qualify: budget {budget} s")
     tune_for = ("--tune-for", k.QUALIFY_TUNE_FOR) if k.QUALIFY_TUNE_FOR else ()
     args = ("--workers", k.QUALIFY_WORKERS, "--chunk", "10", "--dtypes", k.QUALIFY_DTYPES, "--timeout", "120",
-            *extends, *tune_for)  # fmt: skip
+            *extends, *tune_for, *first)  # fmt: skip
     rc = log.run(
         node.python(
             "qualify", "-m", "torch_fl", "qualify", "--provider", "flaggems", "--out", q, *args, "--budget", str(budget)

@@ -16,6 +16,7 @@ twins of the recorded ``out=`` and in-place operators are recorded too: those bo
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -53,9 +54,9 @@ def main() -> int:
     import torch_fl
     from torch_fl.qualify import recording
 
-    ops = None
+    ops = claimed = None
     if args.provider:
-        ops = set(torch_fl.providers.providers()[args.provider].ops())
+        ops = claimed = set(torch_fl.providers.providers()[args.provider].ops())
     if args.resume and ops is not None:
         from torch_fl.qualify.runner import finished, read_events
 
@@ -92,9 +93,11 @@ def main() -> int:
         print(f"record: workload:{name} {time.monotonic() - start:.1f} s", flush=True)
         del step
         torch.cuda.empty_cache() if torch_fl.accelerator() in ("cuda", "dcu") else None
-    count = sum(1 for _ in args.samples.glob("*.pt"))
-    stamp.write_text(f"{count} operators\n")
-    print(f"record: samples of {count} operators under {args.samples}", flush=True)
+    recorded = sorted(p.name.removesuffix(".pt") for p in args.samples.glob("*.pt"))
+    # the provider's operators these workloads call, which its qualification runs first (qualify --first)
+    called = [op for op in recorded if claimed is None or op in claimed]
+    stamp.write_text(json.dumps({"operators": called}) + "\n")
+    print(f"record: samples of {len(recorded)} operators under {args.samples}", flush=True)
     return 0
 
 

@@ -38,6 +38,7 @@ class Plan:
     out: Path
     samples: Path
     ops: Sequence[str] | None = None  # None: every operator the provider claims
+    first: Sequence[str] = ()  # operators run before the others, so that a run cut short has finished them
     dtypes: Sequence[str] = ()
     imports: Sequence[str] = ()
     workers: int = 1
@@ -146,6 +147,11 @@ def run(plan: Plan) -> dict:
                 f"it claims {len(claimed)} operators: `python -m torch_fl qualify --provider {plan.provider} --list`"
             )
     wanted = list(plan.ops or claimed)
+    if stray := sorted(set(plan.first) - set(claimed)):
+        raise ValueError(
+            f"--first names operators provider {plan.provider!r} does not claim: {', '.join(stray)}; its "
+            f"{len(claimed)} are listed by `python -m torch_fl qualify --provider {plan.provider} --list`"
+        )
     meta["qualified_ops"] = wanted
     meta_path.write_text(json.dumps(meta, indent=1) + "\n")
     events_path = plan.out / "events.jsonl"
@@ -160,7 +166,8 @@ def run(plan: Plan) -> dict:
             extend.seed(events_path, base, {op: r for op, r in final.items() if op not in carried}, seeded, "standing")
         plan.echo(f"qualify: {n} operators carried from {plan.extend}" if n else f"qualify: extends {plan.extend}")
         done = finished(read_events(events_path))
-    pending = [op for op in wanted if op not in done]
+    ahead = set(plan.first)  # a stable sort: the named operators first, each group in the claimed order
+    pending = sorted((op for op in wanted if op not in done), key=lambda op: op not in ahead)
     _record_opinfo(plan, claimed, pending, resumed=bool(done))
     plan.echo(
         f"qualify: {len(wanted)} operators, {len(wanted) - len(pending)} already done, {len(pending)} to run "

@@ -141,6 +141,18 @@ def test_knobs_reach_the_commands(tmp_path):
     assert sum("--retime" in line for line in lines) == 2, "the recording takes the retimed operators' calls too"
 
 
+@pytest.mark.parametrize("stamp", ['{"operators": ["mul.Tensor", "sum"]}\n', "24 operators\n", None])
+def test_the_operators_the_workloads_call_are_qualified_first(tmp_path, stamp):
+    run = tmp_path / "run"
+    if stamp is not None:  # record_workloads.py's stamp; an older one only counted the operators
+        (run / "samples").mkdir(parents=True)
+        (run / "samples" / ".workloads-recorded").write_text(stamp)
+    _, lines = plan("flaggems", tmp_path, QUALIFY_DIR=str(run))
+    qualify = next(line for line in lines if "-m torch_fl qualify" in line)
+    assert ("--first mul.Tensor,sum" in qualify) == (stamp is not None and "{" in stamp), qualify
+    assert qualify.count("--first") <= 1
+
+
 def test_a_mode_that_needs_a_tool_the_node_lacks_says_which(tmp_path):
     class Lacking(Recorder):
         def run(self, cmd, **kw):
