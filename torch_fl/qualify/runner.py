@@ -147,10 +147,10 @@ def run(plan: Plan) -> dict:
                 f"it claims {len(claimed)} operators: `python -m torch_fl qualify --provider {plan.provider} --list`"
             )
     wanted = list(plan.ops or claimed)
-    if stray := sorted(set(plan.first) - set(claimed)):
-        raise ValueError(
-            f"--first names operators provider {plan.provider!r} does not claim: {', '.join(stray)}; its "
-            f"{len(claimed)} are listed by `python -m torch_fl qualify --provider {plan.provider} --list`"
+    if stray := sorted(set(plan.first) - set(claimed)):  # an order, not a selection: nothing else to run
+        plan.echo(
+            f"qualify: --first names {len(stray)} operator(s) that never reach provider {plan.provider!r} "
+            f"through the router, passed over: {', '.join(stray)} (`--list` prints the {len(claimed)} it does)"
         )
     meta["qualified_ops"] = wanted
     meta_path.write_text(json.dumps(meta, indent=1) + "\n")
