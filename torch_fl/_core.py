@@ -267,12 +267,12 @@ def _fill(value: object) -> tuple[int, int]:
 
 def submit_recording(wire: tuple) -> None:
     """Hand the recorder's result for this thread's recorded provider call to the replay cache, in the flat form
-    csrc/ops/replay.cpp reads: ("refused", reason) or ("plan", allocs, steps, launches, outputs) as
+    csrc/ops/replay.cpp reads: ("refused", reason) or ("plan", allocs, steps, launches, outputs, copies) as
     torch_fl/replay/_record.py's Recording.wire writes them."""
     if wire[0] == "refused":
         _replay_submit(wire[1], [])
         return
-    _, allocs, steps, launches, outputs = wire
+    _, allocs, steps, launches, outputs, copies = wire
     words: list[int] = [len(allocs)]
     for dtype, sizes, strides, offset in allocs:
         words += [_dtype_code(dtype), len(sizes), *sizes, *strides, offset]
@@ -287,6 +287,10 @@ def submit_recording(wire: tuple) -> None:
     words.append(len(outputs))
     for kind, index, whole, sizes, strides, offset in outputs:
         words += [kind, index, int(whole), len(sizes), *sizes, *strides, offset]
+    words.append(len(copies))
+    for views in copies:
+        for kind, index, sizes, strides, offset in views:
+            words += [kind, index, len(sizes), *sizes, *strides, offset]
     _replay_submit(None, words)
 
 

@@ -20,6 +20,9 @@ namespace {
 //   launches: n, then per launch  function, grid x y z, block x y z, shared bytes, nparams, then per param
 //                                 kind (0 arg | 1 alloc | 2 bytes), index, offset, bits
 //   outputs:  n, then per output  kind (0 arg | 1 alloc), index, whole, ndim, sizes..., strides..., storage_offset
+//   copies:   n, then per copy    the destination view, then the source view, each as
+//                                 kind (0 arg | 1 alloc), index, ndim, sizes..., strides..., offset
+//   (a step of kind 3 is a copy, its index one into copies)
 // Pointers and 64-bit values cross as the same 64 bits in a signed int.
 class Wire {
  public:
@@ -102,6 +105,18 @@ replay::Plan plan_from_wire(const std::vector<int64_t>& words) {
     o.strides = w.ints(ndim);
     o.storage_offset = w.next();
     p.outputs.push_back(std::move(o));
+  }
+  for (int64_t n = w.next(); n > 0; --n) {
+    replay::Copy c;
+    for (replay::View* v : {&c.dst, &c.src}) {
+      v->kind = static_cast<replay::View::Kind>(w.next());
+      v->index = static_cast<uint16_t>(w.next());
+      const int64_t ndim = w.next();
+      v->sizes = w.ints(ndim);
+      v->strides = w.ints(ndim);
+      v->offset = w.next();
+    }
+    p.copies.push_back(std::move(c));
   }
   w.expect_end();
   return p;

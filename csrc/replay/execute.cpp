@@ -1,4 +1,4 @@
-// Running a recorded plan: the provider's allocations and fills through torch's own kernels, its launches
+// Running a recorded plan: the provider's allocations, fills and copies through torch's own kernels, its launches
 // through the vendor runtime (runtime/module_launch.h), in the recorded order, on the current stream.
 #include "replay/plan.h"
 #include "runtime/runtime.h"
@@ -45,6 +45,15 @@ void launch(const Launch& l, const std::vector<at::Tensor>& slots, const c10::Sm
   runtime().launch_module(l.config, device, params.data());
 }
 
+at::Tensor view_of(
+    const View& v, const std::vector<at::Tensor>& slots, const c10::SmallVector<at::Tensor, 4>& allocs) {
+  if (v.kind == View::Kind::Arg) {
+    const at::Tensor& arg = slots[v.index];
+    return at::as_strided(arg, v.sizes, v.strides, arg.storage_offset() + v.offset);
+  }
+  return at::as_strided(allocs[v.index], v.sizes, v.strides, v.offset);
+}
+
 } // namespace
 
 void run_plan(const Plan& plan, const std::vector<at::Tensor>& slots, c10::DeviceIndex device,
@@ -56,6 +65,11 @@ void run_plan(const Plan& plan, const std::vector<at::Tensor>& slots, c10::Devic
       case Step::Kind::Alloc: allocs[step.index] = allocate(plan.allocs[step.index], options); break;
       case Step::Kind::Fill: allocs[step.index].fill_(step.fill_value); break;
       case Step::Kind::Launch: launch(plan.launches[step.index], slots, allocs, device); break;
+      case Step::Kind::Copy: {
+        const Copy& c = plan.copies[step.index];
+        view_of(c.dst, slots, allocs).copy_(view_of(c.src, slots, allocs));
+        break;
+      }
     }
   }
   for (const Output& out : plan.outputs) {

@@ -1,10 +1,10 @@
 // The replay cache of provider calls (FlagGems' Triton kernels on the `flaggems` route).
 //
 // A provider's first calls for a key (operator, argument metadata, scalar values) run in Python while a recorder
-// watches what they do on the device: the tensors they allocate or fill and the module functions they launch,
-// with every pointer parameter traced to an argument or an allocation. Two recordings that agree become a Plan,
-// and later calls with that key run the plan from C++: the same allocations, the same kernels, the new pointers,
-// on the current stream, with no Python and no GIL. What would not replay faithfully is refused when it is
+// watches what they do on the device: the tensors they allocate, fill or copy into and the module functions they
+// launch, with every pointer parameter traced to an argument or an allocation. Two recordings that agree become a
+// Plan, and later calls with that key run the plan from C++: the same allocations, copies and kernels, the new
+// pointers, on the current stream, with no Python and no GIL. What would not replay faithfully is refused when it is
 // recorded (torch_fl/replay/_record.py says what is refused and why), and those calls keep the Python path.
 #pragma once
 
@@ -50,10 +50,29 @@ struct Alloc {
   }
 };
 
+// A view of an argument (its offset counted from the argument's own) or of an allocation (its storage offset).
+struct View {
+  enum class Kind : uint8_t { Arg, Alloc };
+  Kind kind = Kind::Alloc;
+  uint16_t index = 0;
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+  bool operator==(const View& o) const {
+    return kind == o.kind && index == o.index && sizes == o.sizes && strides == o.strides && offset == o.offset;
+  }
+};
+
+// A copy between views of the arguments and the call's allocations (a `.contiguous()`, a `.to(dtype)`, a `copy_`),
+// run through torch's own copy kernel.
+struct Copy {
+  View dst, src;
+  bool operator==(const Copy& o) const { return dst == o.dst && src == o.src; }
+};
+
 struct Step {
-  enum class Kind : uint8_t { Alloc, Fill, Launch };
+  enum class Kind : uint8_t { Alloc, Fill, Launch, Copy };
   Kind kind;
-  uint16_t index;          // into allocs (Alloc, Fill) or launches
+  uint16_t index;          // into allocs (Alloc, Fill), launches or copies
   c10::Scalar fill_value;  // Fill
   bool operator==(const Step& o) const;
 };
@@ -77,8 +96,10 @@ struct Plan {
   std::vector<Launch> launches;
   std::vector<Step> steps;
   std::vector<Output> outputs;
+  std::vector<Copy> copies;
   bool operator==(const Plan& o) const {
-    return allocs == o.allocs && launches == o.launches && steps == o.steps && outputs == o.outputs;
+    return allocs == o.allocs && launches == o.launches && steps == o.steps && outputs == o.outputs &&
+        copies == o.copies;
   }
 };
 

@@ -86,12 +86,38 @@ def foreach_add(xs, ys, alpha=1):
         launch_add(x, y, o, 1.0)
     return outs                      # one Tensor[] result: not something a plan returns
 
+# Copies a plan replays through torch's own copy: a permuted argument made contiguous (as a reduction over several
+# dimensions does), an argument cloned, and an in-place result written back into the argument with copy_.
+def add_via_copies(a, b, alpha=1):
+    python_calls.append("add_via_copies")
+    a_t = a.t().contiguous()          # a transposed copy of the argument: an allocation, then a copy into it
+    out = torch.empty(torch.broadcast_shapes(a.shape, b.shape), dtype=a.dtype, device=a.device)
+    launch_add(a_t.t(), b.clone(), out, float(alpha))
+    return out
+
+def add_back(a, b, alpha=1):
+    python_calls.append("add_back")
+    scratch = torch.empty_like(a)
+    launch_add(a, b, scratch, float(alpha))
+    a.copy_(scratch)                  # the in-place result goes back into the argument
+    return a
+
+def copies_kept(a, b, alpha=1):
+    python_calls.append("copies_kept")
+    if tuple(a.shape) not in KEPT:
+        KEPT[tuple(a.shape)] = torch.zeros_like(a)
+    out = KEPT[tuple(a.shape)].clone()   # a copy of memory kept between calls: its contents are not the key's
+    launch_add(a, b, out, float(alpha))
+    return out
+
 torch_fl.register_provider("emu", {"add.Tensor": add, "add_.Tensor": add_, "add.out": add_out,
                                    "_foreach_add.List": foreach_add}, replay=True)
 torch_fl.register_provider("emu_py", {"add.Tensor": add}, replay=False)
 torch_fl.register_provider("emu_host", {"add.Tensor": reads_host}, replay=True)
 torch_fl.register_provider("emu_kept", {"add.Tensor": keeps_buffer}, replay=True)
 torch_fl.register_provider("emu_random", {"add.Tensor": random_param}, replay=True)
+torch_fl.register_provider("emu_copy", {"add.Tensor": add_via_copies, "add_.Tensor": add_back}, replay=True)
+torch_fl.register_provider("emu_copy_kept", {"add.Tensor": copies_kept}, replay=True)
 
 def reload(**overrides):
     for key in [k for k in os.environ if k.startswith("FLAGOS_OP_")]:
@@ -153,7 +179,14 @@ for i in range(3):
     calls(f"not_replayable_provider{i}", lambda x, y: x + y, pair())
 report("stats_py", stats_of("add.Tensor"))
 
-for name in ("emu_host", "emu_kept", "emu_random"):
+reload(FLAGOS_OP_add__Tensor="emu_copy", FLAGOS_OP_add___Tensor="emu_copy")
+for i in range(3):
+    calls(f"copies{i}", lambda x, y: x + y, pair((4, 3), (1, 3)))
+    calls(f"copies_strided{i}", lambda x, y: x.t() + y.t(), pair((3, 4)))
+    calls(f"copies_back{i}", lambda x, y: x.add_(y, alpha=0.5), pair(), inplace=True)
+report("stats_copies", stats_of("add.Tensor"))
+
+for name in ("emu_host", "emu_kept", "emu_random", "emu_copy_kept"):
     reload(FLAGOS_OP_add__Tensor=name)
     for i in range(5):
         calls(f"{name}{i}", lambda x, y: x + y, pair())
@@ -230,6 +263,7 @@ def test_a_provider_without_replay_stays_in_python(child):
         ("emu_host", "it runs aten::sum besides its kernels"),
         ("emu_kept", "a kernel uses memory that is neither an argument nor allocated by the call"),
         ("emu_random", "the launches differ from call to call"),
+        ("emu_copy_kept", "it copies from memory that is neither an argument nor allocated by the call"),
     ],
 )
 def test_what_would_not_replay_faithfully_is_refused(child, provider, reason):
@@ -239,6 +273,17 @@ def test_what_would_not_replay_faithfully_is_refused(child, provider, reason):
     s = child.data[f"stats_{provider}"]
     assert s["hits"] == 0 and s["refused_keys"] == 1
     assert any(why.startswith(reason) for why in s["reasons"]), s["reasons"]
+
+
+@pytest.mark.parametrize("label, op", [("copies", "add.Tensor"), ("copies_strided", "add.Tensor"),
+                                       ("copies_back", "add_.Tensor")])  # fmt: skip
+def test_copies_into_arguments_and_allocations_replay(child, label, op):
+    assert [child.routes_of(op, f"{label}{i}") for i in range(3)] == [["emu_copy"]] * 2 + [["emu_copy/replay"]]
+    assert child.data[f"{label}2"]["python_calls"] == [] and child.data[f"{label}2"]["equal"] is True
+    if label == "copies_back":
+        assert child.data[f"{label}2"]["same"] is True
+    s = child.data["stats_copies"]
+    assert s["hits"] == 2 and s["ready_keys"] == 2 and s["refused_keys"] == 0, str(s)
 
 
 def test_a_list_result_is_refused(child):

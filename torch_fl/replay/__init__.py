@@ -4,17 +4,18 @@ A provider call costs its Python work (argument checks, type promotion, launcher
 times what its kernel costs. For a provider that opts in (``Provider.replay``; FlagGems does), the router keys each
 call by its operator, argument metadata and scalar values. The first calls of a key run in Python while the
 recorder (``_record``) watches what they do on the device; two recordings that agree become a plan, and every
-later call of that key runs the plan from C++ (``csrc/replay``): the same allocations and the same kernels with
+later call of that key runs the plan from C++ (``csrc/replay``): the same allocations, copies and kernels with
 the new pointers, on the current stream, without Python. ``FLAGOS_LOG=dispatch`` says ``add.Tensor ->
 flaggems/replay`` for a replayed call and ``-> flaggems`` for one that ran in Python.
 
 What is never replayed, by construction (the recorder refuses the key, and its calls stay on the Python path):
-an op with a generator argument; a call that runs any aten op besides allocating, filling fresh memory and making
-views (a copy, a host read such as ``.item()``, a compute op: data-dependent host logic needs one of those); a
-kernel pointer into memory that is neither an argument nor allocated by the call (a buffer kept between calls);
-a result that is neither an argument nor allocated by the call; a launch on another stream, with cluster,
-cooperative or PDL attributes, scratch memory, tensor descriptors or a launch hook installed; launches that differ
-between two calls (random seeds, a tuner that has not settled). ``stats()`` lists the reasons per op.
+an op with a generator argument; a call that runs any aten op besides allocating, filling fresh memory, making
+views and copying between arguments and its own allocations (``.contiguous()``, ``.to(dtype)``, ``copy_``: a host
+read such as ``.item()`` or a compute op is refused, and data-dependent host logic needs one of those); a copy from
+or into other memory; a kernel pointer into memory that is neither an argument nor allocated by the call (a buffer
+kept between calls); a result that is neither an argument nor allocated by the call; a launch on another stream,
+with cluster, cooperative or PDL attributes, scratch memory, tensor descriptors or a launch hook installed; launches
+that differ between two calls (random seeds, a tuner that has not settled). ``stats()`` lists the reasons per op.
 
 Settings: ``FLAGOS_FLAGGEMS_REPLAY=0`` turns it off, ``FLAGOS_FLAGGEMS_VERIFY=1`` runs every replayed call through
 the provider as well and fails on any bitwise difference, ``FLAGOS_REPLAY_CACHE_SIZE`` bounds the keys kept (least

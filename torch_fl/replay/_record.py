@@ -38,7 +38,12 @@ _FILLED = {
 
 # Parameter kinds of the wire format (csrc/ops/replay.cpp reads it; torch_fl/_core.py flattens it).
 _ARG, _ALLOC, _BYTES = 0, 1, 2
-_STEP_ALLOC, _STEP_FILL, _STEP_LAUNCH = 0, 1, 2
+_STEP_ALLOC, _STEP_FILL, _STEP_LAUNCH, _STEP_COPY = 0, 1, 2, 3
+
+# aten ops that copy their first argument into a result they allocate (copy_, which writes its first argument, is
+# apart). contiguous and to reach the recorder whole on some torch lines: a copy where their result has memory of
+# its own, the argument itself otherwise.
+_COPYING = {"clone", "_to_copy", "contiguous", "to"}
 
 # How launch() packs scalar parameters of a Triton type: floats in their own width, as Triton >= 3.5 passes them
 # (bf16 is a float32 cut to its upper half, pack_scalar says so); integers, signed or not, as their two's
@@ -95,6 +100,7 @@ class Recording:
     allocs: list[torch.Tensor] = field(default_factory=list)
     steps: list[tuple[int, int, object]] = field(default_factory=list)
     launches: list[_Launch] = field(default_factory=list)
+    copies: list[tuple[tuple, tuple]] = field(default_factory=list)  # (destination view, source view)
     refusal: str | None = None
 
     def refuse(self, why: str) -> None:
@@ -119,6 +125,12 @@ class Recording:
             self._alloc(out)
             if packet in _FILLED:
                 self._fill(out, _FILLED[packet](args, kwargs))
+        elif packet in _COPYING and isinstance(source, torch.Tensor) and isinstance(out, torch.Tensor):
+            if out.untyped_storage().data_ptr() != source.untyped_storage().data_ptr():
+                self._alloc(out)
+                self._copy(out, source)
+        elif packet == "copy_" and isinstance(source, torch.Tensor) and isinstance(args[1], torch.Tensor):
+            self._copy(source, args[1])
         elif packet in ("zero_", "fill_") and isinstance(out, torch.Tensor):
             if packet == "fill_" and isinstance(args[1], torch.Tensor):
                 return self.refuse("it fills a tensor with a tensor's value (fill_.Tensor)")
@@ -152,6 +164,35 @@ class Recording:
                 self.steps.append((_STEP_FILL, i, value))
                 return None
         return self.refuse("it fills memory that it did not just allocate")
+
+    def _copy(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        # A copy replays as torch's own copy between two views, each of an argument or of memory the call
+        # allocated: FlagGems makes its inputs contiguous (a reduction over several dimensions permutes them
+        # first) and writes in-place results back with copy_. Conjugate and negative bits are not part of a view.
+        if self.refusal is not None:
+            return
+        if any(t.is_conj() or t.is_neg() for t in (dst, src)):
+            return self.refuse("it copies a tensor with a conjugate or negative bit")
+        target, origin = self._view(dst), self._view(src)
+        if target is None or origin is None:
+            side = "into" if target is None else "from"
+            return self.refuse(f"it copies {side} memory that is neither an argument nor allocated by the call")
+        self.steps.append((_STEP_COPY, len(self.copies), None))
+        self.copies.append((target, origin))
+        return None
+
+    def _view(self, t: torch.Tensor) -> tuple | None:
+        """``t`` as a view of an allocation (its storage offset) or of an argument (its offset from the
+        argument's own); None where it is neither."""
+        base = t.untyped_storage().data_ptr()
+        shape = (tuple(t.shape), tuple(t.stride()))
+        for i in range(len(self.allocs) - 1, -1, -1):  # newest first, as for pointers
+            if self.allocs[i].untyped_storage().data_ptr() == base:
+                return (_ALLOC, i, *shape, t.storage_offset())
+        for i, arg in enumerate(self.slots):
+            if arg is not None and arg.untyped_storage().data_ptr() == base:
+                return (_ARG, i, *shape, t.storage_offset() - arg.storage_offset())
+        return None
 
     @staticmethod
     def _metadata_only(func: torch._ops.OpOverload, args: tuple, out: object) -> bool:
@@ -209,7 +250,7 @@ class Recording:
             return ("refused", "it launched no kernel the recorder saw")
         allocs = [(a.dtype, tuple(a.shape), tuple(a.stride()), a.storage_offset()) for a in self.allocs]
         launches = [(x.function, x.grid, x.block, x.shared, x.params) for x in self.launches]
-        return ("plan", allocs, self.steps, launches, outputs)
+        return ("plan", allocs, self.steps, launches, outputs, self.copies)
 
     @staticmethod
     def _results(result: object) -> list[object]:
