@@ -245,6 +245,8 @@ FORMS = [  # in-place, out=, broadcasting, non-contiguous: each its own key
     Op("div out=", ("div.out",), lambda x, y: torch.div(x, y, out=torch.empty_like(x)), two()),
     Op("mul broadcast", ("mul.Tensor",), lambda x, y: x * y[:1], two()),
     Op("add non-contiguous", ("add.Tensor",), lambda x, y: x.t() + y.t(), two()),
+    # over two of three dims (an RMSNorm weight's gradient): FlagGems permutes and copies its input first
+    Op("sum over two dims", ("sum.dim_IntList",), lambda x: x.unflatten(0, (3, -1)).sum([0, 1]), one()),
 ]
 SMALL, LARGE = (303, 320), (4096, 4096)
 
