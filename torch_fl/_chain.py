@@ -51,7 +51,10 @@ EXAMPLE = "'flaggems[float32, bfloat16], native'"
 #   contiguous  every tensor argument is contiguous (in the default memory format): refuses `strided` calls
 #   no_0dim     no tensor argument is 0-dim: refuses `0dim` calls
 #   same_shape  every tensor argument has the same shape: refuses `broadcast` calls (any two shapes differ)
-REQUIREMENTS = {"contiguous": "strided", "no_0dim": "0dim", "same_shape": "broadcast"}
+#   same_dtype  every tensor argument of one or more dimensions has the same dtype: refuses `mixed` calls (a kernel
+#               that promotes loads two element types; a 0-dim operand is the `0dim` class's, so a number that
+#               torch wrapped never makes a call mixed)
+REQUIREMENTS = {"contiguous": "strided", "no_0dim": "0dim", "same_shape": "broadcast", "same_dtype": "mixed"}
 INPUT_CLASSES = tuple(REQUIREMENTS.values())  # the qualification's names: "pass except strided"
 REQUIREMENT_OF = {cls: word for word, cls in REQUIREMENTS.items()}
 

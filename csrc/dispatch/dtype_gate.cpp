@@ -42,6 +42,7 @@ struct CallInputs {
   uint64_t refused;
   c10::IntArrayRef shape; // the first tensor's, once `shaped`
   bool shaped = false;
+  std::optional<c10::ScalarType> dtype; // the first tensor's of one or more dimensions
 
   // Whether `t` keeps the call outside every refused class.
   bool fits(const at::Tensor& t) {
@@ -53,6 +54,13 @@ struct CallInputs {
         shape = t.sizes();
         shaped = true;
       } else if (t.sizes() != shape) {
+        return false;
+      }
+    }
+    if ((refused & kServesMixed) && t.dim() > 0) { // a 0-dim operand (a wrapped number) is the 0dim class's
+      if (!dtype) {
+        dtype = t.scalar_type();
+      } else if (t.scalar_type() != *dtype) {
         return false;
       }
     }

@@ -20,9 +20,10 @@ constexpr uint64_t kEveryDtype = ~uint64_t{0};
 constexpr uint64_t kServesStrided = uint64_t{1} << 63; // some tensor argument is not contiguous
 constexpr uint64_t kServes0dim = uint64_t{1} << 62; // some tensor argument is 0-dim
 constexpr uint64_t kServesBroadcast = uint64_t{1} << 61; // two tensor arguments differ in shape
-constexpr uint64_t kInputClasses = kServesStrided | kServes0dim | kServesBroadcast;
+constexpr uint64_t kServesMixed = uint64_t{1} << 60; // two tensor arguments of 1+ dimensions differ in dtype
+constexpr uint64_t kInputClasses = kServesStrided | kServes0dim | kServesBroadcast | kServesMixed;
 constexpr uint64_t kDtypeBits = ~kInputClasses;
-static_assert(static_cast<int>(c10::ScalarType::NumOptions) <= 61, "a mask has one bit per ScalarType below 61");
+static_assert(static_cast<int>(c10::ScalarType::NumOptions) <= 60, "a mask has one bit per ScalarType below 60");
 
 inline uint64_t dtype_bit(c10::ScalarType dtype) {
   return uint64_t{1} << static_cast<int>(dtype);

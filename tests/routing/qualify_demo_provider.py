@@ -1,6 +1,6 @@
 """A provider for the qualification's own test (test_qualify.py): right for some operators and wrong in every way
 the qualification must tell apart for the others: in one dtype only, on one input class only (strided, 0-dim, a
-crash on broadcasts), by
+crash on broadcasts, a crash where dtypes mix), by
 its random values' distribution, after a long first call (autotuning), for an operator no OpInfo sample reaches.
 Imported by every qualification process (``--import``)."""
 
@@ -91,6 +91,12 @@ def _sub(a, b, alpha=1):  # kills its process where a size-1 dimension is broadc
     return torch.sub(a, b, alpha=alpha)
 
 
+def _div(a, b):  # kills its process where two tensors of 1+ dims differ in dtype (FlagGems 5.0.2's mul does)
+    if isinstance(b, torch.Tensor) and a.dim() and b.dim() and a.dtype != b.dtype:
+        os.abort()
+    return torch.div(a, b)
+
+
 def _cos(x):
     raise NotImplementedError("demo has no cos kernel for this input")
 
@@ -111,6 +117,7 @@ KERNELS = {
     "mul.Tensor": _mul,
     "rsqrt": _rsqrt,
     "sub.Tensor": _sub,
+    "div.Tensor": _div,
 }
 EXPECTED = {
     "neg": "pass",
@@ -128,6 +135,7 @@ EXPECTED = {
     "mul.Tensor": "pass except",  # wrong on strided samples only: served for contiguous calls
     "rsqrt": "pass except",  # wrong on 0-dim samples only: served for the others
     "sub.Tensor": "pass except",  # a crash on some broadcasts: rerun past each, served where shapes agree
+    "div.Tensor": "pass except",  # a crash where dtypes mix: served where they agree
 }
 
 torch_fl.register_provider("demo", KERNELS, version="1.0")

@@ -48,10 +48,13 @@ def qualify(out: Path, *extra: str, samples: Path | None = None, ops: str = OPS)
 # A workload of the demo's own, recorded as a user records theirs: rsqrt at three shapes per dtype. Some torch
 # lines' OpInfo gives rsqrt two samples outside the 0-dim class, fewer than a finer verdict trusts.
 WORKLOAD = """import sys, torch, torch_fl.qualify
-with torch_fl.qualify.recording(sys.argv[1], "demo workload", ops=["rsqrt"]):
+with torch_fl.qualify.recording(sys.argv[1], "demo workload", ops=["rsqrt", "div.Tensor"]):
     for dtype in (torch.float32, torch.float64):
         for shape in ((4, 4), (8,), (2, 3, 5)):
             (torch.rand(shape, dtype=dtype) + 0.5).to("flagos").rsqrt()
+    for a, b in ((torch.float32, torch.float64), (torch.float64, torch.float32)):  # mixed, as a float32 table is
+        for shape in ((4, 4), (8,)):
+            torch.rand(shape, dtype=a).to("flagos") / (torch.rand(shape, dtype=b) + 0.5).to("flagos")
 """
 
 
@@ -114,6 +117,7 @@ def test_the_conf_routes_each_operator_in_the_dtypes_it_passed(run):
         # crashes on some broadcasts only; in float32 it is also wrong where torch wraps a Python number as a 0-dim
         # tensor (the demo's Python kernel loses the wrap, so float32 - 1.0 comes back float64)
         "sub.Tensor": "demo[float32, float64, no_0dim, same_shape], native",
+        "div.Tensor": "demo[float32, float64, same_dtype], native",  # crashes where the recorded dtypes mix
         **{op: "native" for op in ("exp", "sqrt", "sin", "cos", "uniform_")},
     }
 
@@ -126,7 +130,7 @@ def test_a_kernel_wrong_on_one_input_class_passes_except_that_class(run):
             assert (v["verdict"], v["except"], v["requires"]) == ("pass except", [excepted], [requires]), (op, v)
             assert v["served"] >= 3 and v["served"] < v["samples"]
             assert v["failure"]["verdict"] == "wrong values" and excepted in v["failure"]["classes"]
-    assert report["counts"]["pass except"] == 3
+    assert report["counts"]["pass except"] == 4
 
 
 def test_a_crash_one_input_class_explains_passes_except_that_class(run):
@@ -148,6 +152,17 @@ def test_a_crash_one_input_class_explains_passes_except_that_class(run):
     # every sqrt sample crashes: reruns past those in a class, up to the limit; one in no class ends it
     assert report["ops"]["sqrt"]["verdict"] == "crash" and not report["ops"]["sqrt"]["failure"].get("classes")
     assert "qualify: sqrt: again without sample" in res.stderr
+
+
+def test_a_crash_where_dtypes_mix_passes_except_mixed(run):
+    """div.Tensor's kernel kills its worker where a float32 tensor meets a float64 one (both of one or more
+    dimensions): the class that explains it is `mixed`, not `broadcast` or `0dim`, so the same-dtype calls of
+    every shape stay served, and a number torch wrapped (0-dim) is no mixed call."""
+    _, res, report = run
+    for dtype, v in report["ops"]["div.Tensor"]["dtypes"].items():
+        assert (v["verdict"], v["except"], v["requires"]) == ("pass except", ["mixed"], ["same_dtype"]), (dtype, v)
+        assert v["failure"]["verdict"] == "crash" and v["failure"]["classes"] == ["mixed"]
+    assert res.stderr.count("qualify: div.Tensor: again without sample") == 1
 
 
 def test_the_report_reads_as_a_table(run):
@@ -253,6 +268,27 @@ def test_an_override_names_input_requirements_as_a_conf_does(tmp_path):
     assert "[flagos fallback] mul.Tensor: demo with contiguous (native otherwise)" in res.stderr
     routed = [line for line in res.stderr.splitlines() if line.startswith("[flagos dispatch] mul.Tensor ")]
     assert routed == ["[flagos dispatch] mul.Tensor -> native", "[flagos dispatch] mul.Tensor -> demo"]
+
+
+def test_same_dtype_sends_calls_whose_dtypes_mix_native(tmp_path):
+    """`same_dtype` refuses a call whose tensors of one or more dimensions differ in dtype; a number torch wraps
+    as a 0-dim tensor is no such tensor, so `x / 2.0` stays served."""
+    code = (
+        "import os, torch, torch_fl, qualify_demo_provider\n"
+        "os.environ['FLAGOS_OP_div__Tensor'] = 'demo[same_dtype], native'\n"
+        "torch_fl.reload_routes()\n"
+        "x, y = torch.rand(4, 6) + 0.5, torch.rand(4, 6, dtype=torch.float64) + 0.5\n"
+        "fx, fy = x.to('flagos'), y.to('flagos')\n"
+        "torch_fl.set_dispatch_log(True)\n"
+        "print(torch.equal((fx / fy).cpu(), x / y), flush=True)\n"
+        "print(torch.equal((fx / fx).cpu(), x / x), flush=True)\n"
+        "print(torch.equal((fx / 2.0).cpu(), x / 2.0), flush=True)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], env=emulation_env(), capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr  # the demo's kernel kills the process on the mixed call
+    assert res.stdout.split() == ["True"] * 3
+    routed = [line for line in res.stderr.splitlines() if line.startswith("[flagos dispatch] div.Tensor ")]
+    assert routed == [f"[flagos dispatch] div.Tensor -> {r}" for r in ("native", "demo", "demo")]
 
 
 def test_random_operators_are_judged_by_distribution(run):

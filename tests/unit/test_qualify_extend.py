@@ -25,6 +25,7 @@ def base_report() -> dict[str, Any]:
     return {
         "key": report.key(META),
         "torch_fl": "0.1.0+old",
+        "input_classes": ["strided", "0dim", "broadcast", "mixed"],
         "ops": {
             "neg": {  # every dtype judged or unsampleable: final
                 "verdict": "pass",
@@ -131,3 +132,25 @@ def test_an_entry_being_retimed_stands_in_the_report_until_the_run_finishes_it(t
     rep = report.build({**META, "qualified_ops": ops, "dtypes": DTYPES}, runner.read_events(events))
     assert rep["ops"]["exp"]["verdict"] == "pass" and rep["ops"]["exp"]["carried_from"] == "0.1.0+old"
     assert "carried_from" not in rep["ops"]["neg"] and rep["carried"] == 1
+
+
+def test_input_classes_new_since_the_report_open_the_entries_a_crash_shaped() -> None:
+    """A report of a run that sorted samples into fewer input classes (one that names none had the first three):
+    its crash entries left samples uncalled as like the crash by those classes, so they run again; an entry whose
+    failures were no crash stands. A run cut short still writes them as they stood."""
+    crash_in_one_dtype = {
+        "verdict": "pass except",
+        "dtypes": {
+            "float32": {**judged("pass except"), "except": ["broadcast"], "failure": {"verdict": "crash"}},
+            "float16": judged("pass"),
+            "bool": judged("pass"),
+        },
+    }
+    base = base_report()
+    del base["input_classes"]
+    base["ops"]["mul"] = crash_in_one_dtype
+    assert extend.new_classes(base) == ("mixed",)
+    assert extend.new_classes({**base, "input_classes": ["strided", "0dim", "broadcast", "mixed"]}) == ()
+    ops = sorted(base["ops"])
+    assert sorted(extend.carried(base, ops, DTYPES)) == ["abs", "cos", "neg"]  # sqrt and mul run again
+    assert sorted(extend.carried(base, ops, DTYPES, renew=False)) == ["abs", "cos", "mul", "neg", "sqrt"]

@@ -24,6 +24,15 @@ def test_a_sample_falls_in_the_classes_of_its_tensor_arguments() -> None:
     assert input_classes((x, 2.0), {}) == ()  # a number is no tensor
 
 
+def test_tensors_of_two_dtypes_are_mixed_unless_one_is_0dim() -> None:
+    x = torch.ones(4, 6, dtype=torch.bfloat16)
+    assert input_classes((x, torch.ones(4, 6)), {}) == ("mixed",)
+    assert input_classes((x.t(), torch.ones(1, 4)), {}) == ("strided", "broadcast", "mixed")
+    assert input_classes(([x, torch.ones(4, 6, dtype=torch.int64)],), {}) == ("mixed",)  # in lists too
+    # a 0-dim operand (a Python number torch wrapped, as a recorded sample runs it) is the 0dim class's alone
+    assert input_classes((x, torch.tensor(2.0, dtype=torch.float64)), {}) == ("0dim", "broadcast")
+
+
 def test_failures_all_in_one_class_pass_except_that_class() -> None:
     outcomes = [(PASS, ())] * 3 + [(WRONG, ("strided",)), (PASS, ("strided",)), (WRONG, ("strided", "0dim"))]
     assert verdict.finer(outcomes) == (EXCEPT, ("strided",))

@@ -94,8 +94,14 @@ def test_a_correct_kernel_over_the_slow_bar_stays_native_unless_its_control_is_n
     assert conf.parse_conf_text(text, "q.conf").entries["add"].routes == ("native",)  # the conf reads back
 
 
+def test_the_routes_write_the_requirements_the_parser_reads_in_its_order() -> None:
+    from torch_fl import _chain  # the generator loads routes.py by path, so it keeps its own copy of the words
+
+    assert routes.REQUIREMENTS == tuple(_chain.REQUIREMENTS)
+
+
 def excepting(*classes: str, served: int = 5, samples: int = 7) -> dict[str, Any]:
-    words = {"strided": "contiguous", "0dim": "no_0dim", "broadcast": "same_shape"}
+    words = {"strided": "contiguous", "0dim": "no_0dim", "broadcast": "same_shape", "mixed": "same_dtype"}
     failure = {"verdict": "wrong values", "sample": "abs(float32[4, 4] strides (1, 4) offset 0)", "detail": "off"}
     return {
         "verdict": "pass except",

@@ -101,6 +101,8 @@ def test_a_list_names_input_requirements_beside_its_dtypes() -> None:
         {"FLAGOS_OP_mul__Tensor": "flaggems[float32,bfloat16,contiguous,same_shape],native"}
     ).overrides
     assert one.gates == entry.gates
+    mixed = parse("mul.Tensor = flaggems[same_dtype, bfloat16, same_shape], native\n").entries["mul.Tensor"]
+    assert mixed.gates == (("flaggems", ("bfloat16", "same_shape", "same_dtype")),)
 
 
 def test_the_resolved_route_keeps_its_requirements_apart_from_its_dtypes() -> None:

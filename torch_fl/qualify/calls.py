@@ -73,12 +73,14 @@ def sample_dtype(args: tuple, kwargs: dict) -> str:
 def input_classes(args: tuple, kwargs: dict) -> tuple[str, ...]:
     """The input classes a sample falls in (torch_fl/_chain.py ``INPUT_CLASSES``), by the router's test of a call
     (csrc/dispatch/dtype_gate.h): ``strided`` where a tensor argument is not contiguous, ``0dim`` where one is
-    0-dim, ``broadcast`` where two differ in shape. Every tensor counts, in lists too."""
+    0-dim, ``broadcast`` where two differ in shape, ``mixed`` where two of one or more dimensions differ in dtype.
+    Every tensor counts, in lists too."""
     tensors = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
     found = {
         "strided": any(not t.is_contiguous() for t in tensors),
         "0dim": any(t.dim() == 0 for t in tensors),
         "broadcast": len({tuple(t.shape) for t in tensors}) > 1,
+        "mixed": len({t.dtype for t in tensors if t.dim()}) > 1,
     }
     return tuple(c for c in INPUT_CLASSES if found[c])
 

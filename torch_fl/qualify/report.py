@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import write_atomic
+from .._chain import INPUT_CLASSES
 from . import verdict
 from .routes import SLOW, too_slow  # one bar: an operator the report marks slow is one the qualified conf keeps native
 
@@ -135,6 +136,7 @@ def build(meta: dict, events: list[dict]) -> dict:
         "provider_version": meta.get("version"),
         "torch_fl": meta.get("torch_fl"),
         "dtypes": meta.get("dtypes", []),
+        "input_classes": list(INPUT_CLASSES),  # what the verdicts' `except` and crash inference sorted by
         "counts": {v: counts.get(v, 0) for v in (*verdict.ORDER, "pending") if counts.get(v, 0) or v == verdict.PASS},
         "dtype_counts": dtype_counts(out_ops),
         "tuning_s": round(sum(tuning.values()) + sum(out_ops[op].get("tuning_s", 0.0) for op in kept), 3),
@@ -191,10 +193,10 @@ def markdown(report: dict) -> str:
         "kernels while one times); A/A is native against native. `slow` marks an operator over "
         f"{SLOW:g}x at one of them by more than its A/A's distance from 1, which the qualified conf keeps native.",
         "",
-        "`pass except strided` (or `0dim`, `broadcast`): every failing sample of that dtype falls in the class and at "
-        f"least {verdict.MIN_SERVED} samples outside it pass; the qualified conf serves the calls outside it "
-        "(`contiguous`, `no_0dim`, `same_shape` in the route's list) and sends the others native. A failing "
-        "sample's classes follow it in parentheses.",
+        "`pass except strided` (or `0dim`, `broadcast`, `mixed`): every failing sample of that dtype falls in the "
+        f"class and at least {verdict.MIN_SERVED} samples outside it pass; the qualified conf serves the calls outside "
+        "it (`contiguous`, `no_0dim`, `same_shape`, `same_dtype` in the route's list) and sends the others native. "
+        "A failing sample's classes follow it in parentheses.",
         "",
         "| operator | verdict | dtypes | provider/native (A/A) | tuning s | first failing sample | reproduction |",
         "|---|---|---|---|---|---|---|",

@@ -47,7 +47,8 @@ Block = tuple[tuple[str, ...], tuple[str, ...], str]  # (ops, chain, reason)
 PASS = "pass"
 PASS_EXCEPT = "pass except"  # verdict.py's: passed outside the input classes its entry's ``except`` names
 NO_DTYPE = ("none", "any")  # a report's keys for samples without a dtype: no dtype list can name them
-REQUIREMENTS = ("contiguous", "no_0dim", "same_shape")  # torch_fl/_chain.py's, in the order a list writes them
+# torch_fl/_chain.py's, in the order a list writes them (this file imports nothing of the package)
+REQUIREMENTS = ("contiguous", "no_0dim", "same_shape", "same_dtype")
 
 
 def passed(r: dict[str, Any]) -> tuple[str, ...]:

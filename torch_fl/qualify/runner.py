@@ -160,10 +160,14 @@ def run(plan: Plan) -> dict:
         base = extend.read(plan.extend, report.key(meta))
         carried = extend.carried(base, wanted, plan.dtypes, plan.retime)
         n = extend.seed(events_path, base, carried, done)
-        if plan.retime:  # the entries it runs again stand in the report until this run finishes them
-            final = extend.carried(base, wanted, plan.dtypes)
+        # the final entries it runs again (--retime, new input classes) stand in the report until this run ends them
+        final = extend.carried(base, wanted, plan.dtypes, renew=False)
+        if renewed := {op: r for op, r in final.items() if op not in carried}:
             seeded = done | {e["op"] for e in read_events(events_path) if e["event"] == "standing"}
-            extend.seed(events_path, base, {op: r for op, r in final.items() if op not in carried}, seeded, "standing")
+            extend.seed(events_path, base, renewed, seeded, "standing")
+        if classes := extend.new_classes(base):
+            plan.echo(f"qualify: input classes new since {plan.extend}: {', '.join(classes)}; the operators a crash "
+                      f"shaped run again")  # fmt: skip
         plan.echo(f"qualify: {n} operators carried from {plan.extend}" if n else f"qualify: extends {plan.extend}")
         done = finished(read_events(events_path))
     ahead = set(plan.first)  # a stable sort: the named operators first, each group in the claimed order

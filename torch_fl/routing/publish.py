@@ -30,7 +30,7 @@ _BUILTIN_KINDS = {NATIVE: _core.RouteKind.Native, CPU: _core.RouteKind.Cpu}
 
 # The mask's bits above the dtypes' (csrc/dispatch/dtype_gate.h keeps the same numbers): one per input class, set
 # where the route serves calls of that class. A route that requires `contiguous` has its `strided` bit clear.
-_CLASS_BIT = {"strided": 1 << 63, "0dim": 1 << 62, "broadcast": 1 << 61}
+_CLASS_BIT = {"strided": 1 << 63, "0dim": 1 << 62, "broadcast": 1 << 61, "mixed": 1 << 60}
 assert set(_CLASS_BIT) == set(_chain.INPUT_CLASSES)
 
 

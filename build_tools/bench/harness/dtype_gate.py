@@ -15,11 +15,11 @@ control, the route switched between turns (outside the timed calls):
   that is not native, gated or not, takes the boxed router, so its left-out dtypes pay the boxed router's cost
   over the fast path's as well as the gate's.
 
-A list may also name input requirements (``bench[float32, contiguous, no_0dim, same_shape]``): the gate then
-reads every tensor argument's contiguity, rank and shape. Two more pairs, on ``atan2`` (two tensor arguments, no
-unboxed entry) of float32[16] tensors:
+A list may also name input requirements (``bench[float32, contiguous, no_0dim, same_shape, same_dtype]``): the
+gate then reads every tensor argument's contiguity, rank, shape and dtype. Two more pairs, on ``atan2`` (two tensor
+arguments, no unboxed entry) of float32[16] tensors:
 
-- served, requirements: the list with all three requirements against the same list without them; the call meets
+- served, requirements: the list with all four requirements against the same list without them; the call meets
   them, so both reach the provider and the difference is the requirements' scan.
 - refused, strided: its first argument a strided view; the list ``bench[float32, contiguous]`` against the
   native route itself: the cost a call that a requirement sends native pays over native.
@@ -41,7 +41,7 @@ from typing import Any
 from . import command_line
 
 PROVIDER = "bench"
-REQUIRED = "bench[float32, contiguous, no_0dim, same_shape], native"
+REQUIRED = "bench[float32, contiguous, no_0dim, same_shape, same_dtype], native"
 PAIRS = {  # name -> (op, {arm: its chain})
     "served": ("frac", {"gated": "bench[float32, bfloat16], native", "ungated": "bench, native"}),
     "left out": ("frac", {"gated": "bench[bfloat16], native", "ungated": "native"}),
