@@ -45,8 +45,9 @@ def qualify(out: Path, *extra: str, samples: Path | None = None, ops: str = OPS)
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=out.parent)
 
 
-# A workload of the demo's own, recorded as a user records theirs: rsqrt at three shapes per dtype. Some torch
-# lines' OpInfo gives rsqrt two samples outside the 0-dim class, fewer than a finer verdict trusts.
+# A workload of the demo's own, recorded as a user records theirs: rsqrt at three shapes per dtype (some torch
+# lines' OpInfo gives rsqrt two samples outside the 0-dim class, fewer than a finer verdict trusts), and divisions
+# of a float32 tensor by a float64 one and back (OpInfo's samples keep one dtype per call).
 WORKLOAD = """import sys, torch, torch_fl.qualify
 with torch_fl.qualify.recording(sys.argv[1], "demo workload", ops=["rsqrt", "div.Tensor"]):
     for dtype in (torch.float32, torch.float64):

@@ -65,16 +65,17 @@ def timed_now(record: dict) -> bool:
     return all(s.get("alone") and "at" in s for s in samples)
 
 
-def complete(record: dict, dtypes: Sequence[str], retime: bool = False, new_classes: bool = False) -> bool:
+def complete(record: dict, dtypes: Sequence[str], retime: bool = False, classes_added: bool = False) -> bool:
     """Whether an entry is final for a run of ``dtypes``: a closed verdict with each dtype judged or unsampleable.
     A crash is final as it stands (the run that found it already reran the operator past it, and a crash ends the
     operator's run, so it names one dtype), and so is an operator the route resolver passes over (``unsupported``
     with no dtypes). An entry its report kept from an older run (``earlier_run``) is open, and with ``retime`` so is
     one whose timing is of an older method (``timed_now``): its operator runs again, verdict and timing. With
-    ``new_classes`` (this run knows input classes the report's did not) so is one a crash shaped."""
+    ``classes_added`` (this run knows input classes the report's did not, ``new_classes``) so is one a crash
+    shaped."""
     if record.get("verdict") in OPEN or "earlier_run" in record or (retime and not timed_now(record)):
         return False
-    if new_classes and crash_shaped(record):
+    if classes_added and crash_shaped(record):
         return False
     if record["verdict"] == verdict.CRASH or (record["verdict"] == verdict.UNSUPPORTED and not record.get("dtypes")):
         return True
@@ -88,8 +89,8 @@ def carried(
     """The records of ``ops`` that the base report finished for ``dtypes`` (``retime``: with a current timing).
     ``renew``: also open the entries a crash shaped where this tree has input classes the report's run had not;
     without it, the records final as they stand (those a run cut short still writes)."""
-    records, finer = base["ops"], renew and bool(new_classes(base))
-    return {op: records[op] for op in ops if op in records and complete(records[op], dtypes, retime, finer)}
+    records, added = base["ops"], renew and bool(new_classes(base))
+    return {op: records[op] for op in ops if op in records and complete(records[op], dtypes, retime, added)}
 
 
 def seed(events: Path, base: dict, records: dict[str, dict], done: set[str], event: str = "carried") -> int:
