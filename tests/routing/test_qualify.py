@@ -45,14 +45,14 @@ def qualify(out: Path, *extra: str, samples: Path | None = None, ops: str = OPS)
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=out.parent)
 
 
-# A workload of the demo's own, recorded as a user records theirs: rsqrt at three shapes per dtype (some torch
-# lines' OpInfo gives rsqrt two samples outside the 0-dim class, fewer than a finer verdict trusts), and divisions
-# of a float32 tensor by a float64 one and back (OpInfo's samples keep one dtype per call).
+# A workload of the demo's own, recorded as a user records theirs: rsqrt at three shapes in float32 only (some torch
+# lines' OpInfo gives rsqrt two samples outside the 0-dim class, fewer than a finer verdict trusts: float64 gets its
+# plain samples cast from these), and divisions of a float32 tensor by a float64 one and back (OpInfo's samples keep
+# one dtype per call).
 WORKLOAD = """import sys, torch, torch_fl.qualify
 with torch_fl.qualify.recording(sys.argv[1], "demo workload", ops=["rsqrt", "div.Tensor"]):
-    for dtype in (torch.float32, torch.float64):
-        for shape in ((4, 4), (8,), (2, 3, 5)):
-            (torch.rand(shape, dtype=dtype) + 0.5).to("flagos").rsqrt()
+    for shape in ((4, 4), (8,), (2, 3, 5)):
+        (torch.rand(shape) + 0.5).to("flagos").rsqrt()
     for a, b in ((torch.float32, torch.float64), (torch.float64, torch.float32)):  # mixed, as a float32 table is
         for shape in ((4, 4), (8,)):
             torch.rand(shape, dtype=a).to("flagos") / (torch.rand(shape, dtype=b) + 0.5).to("flagos")
@@ -132,6 +132,17 @@ def test_a_kernel_wrong_on_one_input_class_passes_except_that_class(run):
             assert v["served"] >= 3 and v["served"] < v["samples"]
             assert v["failure"]["verdict"] == "wrong values" and excepted in v["failure"]["classes"]
     assert report["counts"]["pass except"] == 4
+
+
+def test_a_dtype_short_of_plain_samples_gets_them_cast_from_another(run):
+    """The workload recorded rsqrt in float32 only: float64's OpInfo samples are mostly 0-dim, too few outside the
+    class for a finer verdict, so the float32 ones are cast to float64 and judged there."""
+    out, _, report = run
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    cast = {e["sample"] for e in events if e["event"] == "sample" and e["op"] == "rsqrt" and e["dtype"] == "float64"
+            and e.get("source", "").endswith("cast from float32")}  # fmt: skip
+    assert {"rsqrt(float64[4, 4])", "rsqrt(float64[8])", "rsqrt(float64[2, 3, 5])"} & cast, cast
+    assert report["ops"]["rsqrt"]["dtypes"]["float64"]["verdict"] == "pass except"
 
 
 def test_a_crash_one_input_class_explains_passes_except_that_class(run):

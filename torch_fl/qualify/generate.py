@@ -15,6 +15,10 @@ depthwise convolution's weight, broadcastable ``values``, a tensor or a number f
 indices for an NLL loss's ``target`` (a 0-dim ``grad_output`` where ``reduction`` is mean), group norm's statistics
 and weight, and glu's gradient at half its input's first dim.
 An ``out=`` or in-place overload first borrows its functional twin's stored samples (``borrowed``).
+
+A floating dtype whose samples mostly fall in some input class (a float16 model records its broadcasts, and one
+plain product) also gets plain samples cast from another floating dtype's (``recast``), so that a failure in that
+class leaves it "pass except" the class, as it leaves the other dtypes, instead of failing it for want of samples.
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
 
-from .calls import Sample, sample_dtype
+from .calls import Sample, input_classes, sample_dtype
+from .verdict import MIN_SERVED
 
 SHAPES: tuple[tuple[int, ...], ...] = ((4, 8), (8,), ())
 SQUARE = (8, 8)
@@ -226,3 +231,49 @@ def borrowed(
                 continue
             kwargs.update({name: torch.empty(r.shape, dtype=r.dtype) for name, r in zip(outs, results, strict=True)})
         yield Sample(op=op, args=sample.args, kwargs=kwargs, source=f"{SOURCE} from {twin_op}", dtype=dtype)
+
+
+def recast(samples: list[Sample], dtype: str) -> Iterator[Sample]:
+    """Samples of the floating ``dtype`` made from other floating dtypes' samples that fall in no input class:
+    each tensor of the sample's own dtype cast to ``dtype``, one per call shape that ``dtype`` has no sample of yet,
+    in the stored order."""
+    target = getattr(torch, dtype, None)
+    if not isinstance(target, torch.dtype) or not target.is_floating_point:
+        return
+    seen = {s.describe() for s in samples if s.dtype == dtype}
+    for sample in samples:
+        source = getattr(torch, sample.dtype, None)
+        if sample.dtype == dtype or not isinstance(source, torch.dtype) or not source.is_floating_point:
+            continue
+        if input_classes(sample.args, sample.kwargs):
+            continue
+
+        def cast(x: Any, source: torch.dtype = source) -> Any:
+            return x.to(target) if isinstance(x, torch.Tensor) and x.dtype == source else x
+
+        args, kwargs = torch.utils._pytree.tree_map(cast, (sample.args, sample.kwargs))
+        made = Sample(sample.op, args, kwargs, f"{sample.source}, cast from {sample.dtype}", dtype)
+        if sample_dtype(args, kwargs) != dtype or (shape := made.describe()) in seen:
+            continue
+        seen.add(shape)
+        yield made
+
+
+def top_up(
+    samples: list[Sample], judged: list[Sample], dtypes: Sequence[str], add: Callable[[int, Sample], bool]
+) -> None:
+    """Tops each floating dtype of ``dtypes`` that has a judged sample up to ``verdict.MIN_SERVED`` samples in no
+    input class, appending ``recast`` ones to ``samples`` (``add`` runs native on one and says whether it took it):
+    a dtype whose failures all fall in a class is then judged "pass except" it on samples of its own, where too
+    few would fail the dtype whole. A dtype with none judged is left alone: native has no kernel for it, or no
+    sample could be made, and the report says which."""
+    stored = list(samples)
+    for dtype in dtypes:
+        if not any(s.dtype == dtype for s in judged):
+            continue
+        plain = sum(1 for s in judged if s.dtype == dtype and not input_classes(s.args, s.kwargs))
+        for candidate in recast(stored, dtype) if plain < MIN_SERVED else ():
+            samples.append(candidate)
+            plain += add(len(samples) - 1, candidate)
+            if plain >= MIN_SERVED:
+                break

@@ -122,7 +122,7 @@ class _Worker:
         sample, why none can be made."""
         import torch
 
-        from . import distribution
+        from . import distribution, generate
 
         refs: dict[int, Any] = {}
         random = distribution.tagged(func)
@@ -150,6 +150,7 @@ class _Worker:
         for dtype in self.dtypes:
             if dtype not in reached and (why := self.sample_for(op, func, dtype, samples, add)):
                 unsampled[dtype] = why
+        generate.top_up(samples, [samples[i] for i in refs], self.dtypes, add)
         if self.only is not None:  # a reproduction: every sample was made as in the full run, one of them runs
             refs = {i: r for i, r in refs.items() if i == self.only}
         return refs, unsampled
@@ -287,7 +288,10 @@ class _Worker:
             like = None if i in crashed else self.like_a_crash(crashed, classes)
             if like is not None and like.get("dtype") == sample.dtype:
                 continue  # its dtype already counts that crash, in these classes
-            self.emit("sample", op=op, index=i, dtype=sample.dtype, sample=sample.describe()[:400], classes=classes)
+            described = sample.describe()[:400]
+            self.emit(
+                "sample", op=op, index=i, dtype=sample.dtype, sample=described, classes=classes, source=sample.source
+            )
             self.torch_fl._core.reset_router_counters()
             if i in crashed:
                 outcome = verdict.Outcome(verdict.CRASH, crashed[i].get("detail") or "it crashed a worker")
