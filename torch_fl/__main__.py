@@ -242,6 +242,12 @@ def _qualify_parser(sub: Any) -> None:
         help="with --extend: also run the operators the report timed by an older method (beside other workers, or "
         "not at their smallest sample) again",
     )
+    p.add_argument(
+        "--again",
+        default="",
+        metavar="OPS",
+        help="with --extend: run these operators again even where the report finished them (a,b)",
+    )
     p.add_argument("--no-speed", action="store_true", help="verdicts only, no provider/native timing")
     p.add_argument(
         "--slow-bar",
@@ -271,6 +277,10 @@ def _qualify(args: Any) -> int:
     if args.retime and not args.extend:
         print("error: --retime renews the timings of a report: name it with --extend REPORT", file=sys.stderr)
         return 2
+    again = [o.strip() for o in args.again.split(",") if o.strip()]
+    if again and not args.extend:
+        print("error: --again reopens entries of a report: name it with --extend REPORT", file=sys.stderr)
+        return 2
     if args.sample is not None and len(ops) != 1:
         print("error: --sample reproduces one sample of one operator: name it with --ops OP", file=sys.stderr)
         return 2
@@ -292,6 +302,7 @@ def _qualify(args: Any) -> int:
         index=args.sample,
         extend=Path(args.extend).resolve() if args.extend else None,
         retime=args.retime,
+        again=again,
     )
     try:
         if args.list:

@@ -49,6 +49,7 @@ class Knobs:
     QUALIFY_WORKERS: str = knob("12", "flaggems: qualify workers")
     QUALIFY_EXTEND: str = knob("", "flaggems: a report (repo-relative) whose finished operators are carried")
     QUALIFY_RETIME: str = knob("", "flaggems: 1 runs the operators QUALIFY_EXTEND timed by an older method again")
+    QUALIFY_AGAIN: str = knob("", "flaggems: operators (a,b) that run again though QUALIFY_EXTEND finished them")
     QUALIFY_TUNE_FOR: str = knob("", "flaggems: seconds of autotuning after which an operator's samples stop")
     QUALIFY_DTYPES: str = knob("float32,bfloat16,float16,int64,bool", "flaggems: dtypes qualified")
     FLAGGEMS_SECONDS: str = knob("570", "flaggems: the whole mode's seconds")

@@ -71,6 +71,7 @@ def flaggems(node: Node, ex: Executor) -> int:
     # an earlier report to extend: its finished operators are carried, neither recorded nor run again
     extends = ("--extend", node.repo / k.QUALIFY_EXTEND) if k.QUALIFY_EXTEND else ()
     extends += ("--retime",) if extends and k.QUALIFY_RETIME == "1" else ()
+    extends += ("--again", k.QUALIFY_AGAIN) if extends and k.QUALIFY_AGAIN else ()
     recorded = (*extends, "--dtypes", k.QUALIFY_DTYPES) if extends else ()
     log.run(
         node.program(

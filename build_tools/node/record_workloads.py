@@ -37,6 +37,7 @@ def main() -> int:
     p.add_argument("--extend", type=Path, default=None, help="a report qualify --extend carries: not its finished ones")
     p.add_argument("--dtypes", default="", help="the dtypes the qualify run asks for (with --extend)")
     p.add_argument("--retime", action="store_true", help="with --extend: as qualify --retime, older timings run")
+    p.add_argument("--again", default="", help="with --extend: as qualify --again, these operators run again")
     args = p.parse_args()
     stamp = args.samples / ".workloads-recorded"
     if args.skip_if_recorded and stamp.is_file():
@@ -67,7 +68,8 @@ def main() -> int:
         provider = torch_fl.providers.providers()[args.provider]
         meta = {"provider": args.provider, "version": provider.version(), "accelerator": torch_fl.accelerator()}
         base = extend.read(args.extend, report.key({**meta, "torch": torch.__version__}))
-        ops -= set(extend.carried(base, sorted(ops), [d for d in args.dtypes.split(",") if d], args.retime))
+        dtypes, again = [d for d in args.dtypes.split(",") if d], [o for o in args.again.split(",") if o]
+        ops -= set(extend.carried(base, sorted(ops), dtypes, args.retime, again=again))
     if ops is not None:
         from torch_fl.qualify.generate import twin
 

@@ -303,6 +303,13 @@ def test_same_dtype_sends_calls_whose_dtypes_mix_native(tmp_path):
     assert routed == [f"[flagos dispatch] div.Tensor -> {r}" for r in ("native", "demo", "demo")]
 
 
+def test_again_without_a_report_is_refused_with_the_way_out(tmp_path):
+    cmd = [*QUALIFY_DEMO, "--out", str(tmp_path / "q"), "--ops", "neg", "--again", "neg"]
+    res = subprocess.run(cmd, env=emulation_env(), capture_output=True, text=True, timeout=300, cwd=HERE)
+    assert res.returncode == 2, res.stderr
+    assert "--again reopens entries of a report: name it with --extend REPORT" in res.stderr
+
+
 def test_random_operators_are_judged_by_distribution(run):
     _, _, report = run
     normal = report["ops"]["normal_"]["dtypes"]

@@ -154,3 +154,12 @@ def test_input_classes_new_since_the_report_open_the_entries_a_crash_shaped() ->
     ops = sorted(base["ops"])
     assert sorted(extend.carried(base, ops, DTYPES)) == ["abs", "cos", "neg"]  # sqrt and mul run again
     assert sorted(extend.carried(base, ops, DTYPES, renew=False)) == ["abs", "cos", "mul", "neg", "sqrt"]
+
+
+def test_operators_named_again_run_again_though_final() -> None:
+    base = base_report()
+    ops = sorted(base["ops"])
+    got = extend.carried(base, ops, DTYPES, again=["neg", "sin"])  # sin is open anyway
+    assert sorted(got) == ["abs", "cos", "sqrt"]
+    # a run cut short still writes neg as the report had it
+    assert "neg" in extend.carried(base, ops, DTYPES, renew=False, again=["neg"])

@@ -84,13 +84,24 @@ def complete(record: dict, dtypes: Sequence[str], retime: bool = False, classes_
 
 
 def carried(
-    base: dict, ops: Sequence[str], dtypes: Sequence[str], retime: bool = False, renew: bool = True
+    base: dict,
+    ops: Sequence[str],
+    dtypes: Sequence[str],
+    retime: bool = False,
+    renew: bool = True,
+    again: Sequence[str] = (),
 ) -> dict[str, dict]:
     """The records of ``ops`` that the base report finished for ``dtypes`` (``retime``: with a current timing).
-    ``renew``: also open the entries a crash shaped where this tree has input classes the report's run had not;
-    without it, the records final as they stand (those a run cut short still writes)."""
+    ``renew``: also open the entries a crash shaped where this tree has input classes the report's run had not, and
+    those of ``again`` (operators named to run again, as after a change in how samples are made); without it, the
+    records final as they stand (those a run cut short still writes)."""
     records, added = base["ops"], renew and bool(new_classes(base))
-    return {op: records[op] for op in ops if op in records and complete(records[op], dtypes, retime, added)}
+    reopened = set(again) if renew else set()
+    return {
+        op: records[op]
+        for op in ops
+        if op in records and op not in reopened and complete(records[op], dtypes, retime, added)
+    }
 
 
 def seed(events: Path, base: dict, records: dict[str, dict], done: set[str], event: str = "carried") -> int:

@@ -52,6 +52,7 @@ class Plan:
     index: int | None = None  # run this one sample of each operator (a reproduction)
     extend: Path | None = None  # an earlier report of this key: its finished operators are carried (extend.py)
     retime: bool = False  # with extend: an operator timed by an older method runs again (extend.timed_now)
+    again: Sequence[str] = ()  # with extend: operators that run again even where the report finished them
     echo: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr, flush=True))
 
 
@@ -158,9 +159,10 @@ def run(plan: Plan) -> dict:
     done = finished(read_events(events_path))
     if plan.extend is not None:
         base = extend.read(plan.extend, report.key(meta))
-        carried = extend.carried(base, wanted, plan.dtypes, plan.retime)
+        carried = extend.carried(base, wanted, plan.dtypes, plan.retime, again=plan.again)
         n = extend.seed(events_path, base, carried, done)
-        # the final entries it runs again (--retime, new input classes) stand in the report until this run ends them
+        # the final entries it runs again (--retime, --again, new input classes) stand in the report until this run
+        # ends them
         final = extend.carried(base, wanted, plan.dtypes, renew=False)
         if renewed := {op: r for op, r in final.items() if op not in carried}:
             seeded = done | {e["op"] for e in read_events(events_path) if e["event"] == "standing"}

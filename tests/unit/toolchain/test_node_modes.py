@@ -139,6 +139,8 @@ def test_knobs_reach_the_commands(tmp_path):
     assert not any("--retime" in line for line in lines)
     _, lines = plan("flaggems", tmp_path, QUALIFY_EXTEND=report, QUALIFY_RETIME="1")
     assert sum("--retime" in line for line in lines) == 2, "the recording takes the retimed operators' calls too"
+    _, lines = plan("flaggems", tmp_path, QUALIFY_EXTEND=report, QUALIFY_AGAIN="mul.Tensor")
+    assert sum("--again mul.Tensor" in line for line in lines) == 2, "the recording takes its calls again too"
 
 
 @pytest.mark.parametrize("stamp", ['{"operators": ["mul.Tensor", "sum"]}\n', "24 operators\n", None])
