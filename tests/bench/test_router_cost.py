@@ -30,7 +30,11 @@ def test_each_op_is_timed_in_three_arms_with_its_router_phases():
 def test_the_step_splits_forward_and_backward():
     step = router_cost.measure_step(2, 2)
     assert set(step) == {"forward", "backward", "step"}
-    assert step["step"]["us"]["flagos"] > step["forward"]["us"]["flagos"] > 0
+    # the whole step and its forward are each timed per arm; their order is a timing, left to the benchmark (two
+    # rounds of two steps on a busy host once put a step under its own forward)
+    for part in ("forward", "step"):
+        assert set(step[part]["us"]) == {"flagos", "plain", "plain-again"}
+        assert min(step[part]["us"].values()) > 0 and step[part]["ratio"] > 0 and step[part]["aa"] > 0
     assert "backward" in router_cost.step_table(step)
 
 
