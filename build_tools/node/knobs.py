@@ -55,6 +55,7 @@ class Knobs:
     FLAGGEMS_SECONDS: str = knob("570", "flaggems: the whole mode's seconds")
     CHECK_SECONDS: str = knob("220", "flaggems: seconds kept for the checks after qualify (0: qualify only)")
     FLAGGEMS_WORKLOADS: str = knob("", "flaggems: the real workloads on its confs (default: real_models.py's)")
+    FLAGGEMS_ROUNDS: str = knob("8", "flaggems: timing rounds of the workloads on its confs (A/A beside)")
     ZOO_MODELS: str = knob("all", "zoo: the models (harness.zoo's names)")
     ZOO_MODES: str = knob("all", "zoo: train-eager, decode-eager, train-compiled, decode-reduce-overhead")
     ZOO_ARMS: str = knob("flagos,plain,plain-again", "zoo: the arms (plain-again is the A/A control)")

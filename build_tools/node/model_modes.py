@@ -113,6 +113,8 @@ def flaggems(node: Node, ex: Executor) -> int:
         q / "qualified.conf",
         "--tuned",
         q / "qualified-tuned.conf",
+        "--rounds",
+        k.FLAGGEMS_ROUNDS,
         "--json",
         node.out / "flaggems-first.json",
     )
