@@ -57,7 +57,10 @@ def main() -> int:
 
     ops = claimed = None
     if args.provider:
-        ops = claimed = set(torch_fl.providers.providers()[args.provider].ops())
+        from torch_fl.qualify.runner import qualifiable
+
+        # what qualify runs: an operator the router never sees has no calls to record
+        ops = claimed = set(qualifiable(torch_fl.providers.providers()[args.provider]))
     if args.resume and ops is not None:
         from torch_fl.qualify.runner import finished, read_events
 

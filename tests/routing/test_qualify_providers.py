@@ -81,3 +81,18 @@ def test_shipped_confs_are_chosen_by_name(tmp_path):
     )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["shipped_confs"] == ["default"]
+
+
+def test_a_run_and_its_recording_take_only_the_operators_a_route_can_reach():
+    """A claim may name operators that torch decomposes above the device (``linear``): no route sends them to the
+    provider, so the qualification and the workload recording (build_tools/node/record_workloads.py) both leave
+    them out, through one list."""
+    import torch
+
+    import torch_fl
+    from torch_fl.providers import TableProvider
+    from torch_fl.qualify.runner import qualifiable
+
+    table = {"neg": torch.neg, "linear": torch.nn.functional.linear, "mm": torch.mm}
+    assert not torch_fl.reaches_router("linear")
+    assert qualifiable(TableProvider("claims", table)) == ["mm", "neg"]

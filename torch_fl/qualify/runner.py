@@ -21,11 +21,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._env import OP_PREFIX
 from . import extend, report
 from .progress import Clock, progress
 from .worker import EXIT_CRASH, EXIT_NATIVE_FAULT
+
+if TYPE_CHECKING:
+    from ..providers import Provider
 
 BUDGET_GRACE = 30.0  # seconds past the budget that running workers get to finish their operator
 CRASH_RERUNS = 3  # fresh workers an operator gets after crashes; past them its verdict is the crash
@@ -91,7 +95,8 @@ if p is None:
 why = p.unavailable_reason()
 if why:
     sys.exit(f"provider {sys.argv[2]!r} cannot run here: {why}")
-ops = sorted(op for op in p.ops() if op in torch_fl.known_ops() and torch_fl.reaches_router(op))
+from torch_fl.qualify.runner import qualifiable
+ops = qualifiable(p)
 print(json.dumps({"ops": ops, "version": p.version(), "torch": torch.__version__,
                   "accelerator": torch_fl.accelerator(), "torch_fl": torch_fl.__version__}))
 """
@@ -109,6 +114,14 @@ counts = opinfo.record_opinfo(
 )
 print(json.dumps(counts))
 """
+
+
+def qualifiable(provider: Provider) -> list[str]:
+    """The operators of ``provider``'s claim that a route can send to it: known to torch and not decomposed above
+    the device, where the router never sees them. A run qualifies these and the workload recording records them."""
+    import torch_fl
+
+    return sorted(op for op in provider.ops() if op in torch_fl.known_ops() and torch_fl.reaches_router(op))
 
 
 def claims(plan: Plan) -> dict:
