@@ -15,7 +15,7 @@ then torch_fl.reload_routes), and what the process does to both cancels. For eac
 - time: three arms, each with its own copy of the model: native, the provider conf, native again (the A/A
   control), and the tuned conf when given; --rounds rounds of one synchronized turn of 3 steps per arm, the arm
   order rotated every round. A turn's figure is its median step; ratios to native are taken within a round and
-  their median over the rounds is reported, with the A/A beside it.
+  their median over the rounds is reported, with the A/A beside it (--json keeps every round's ratio).
 
 Exit 1 when a workload's numbers miss the bar or a step raises.
 """
@@ -152,6 +152,7 @@ def main() -> int:
                     "ms": statistics.median(medians[arm]) * 1e3,
                     "vs_native": statistics.median(ratios[arm]),
                     "range": [min(ratios[arm]), max(ratios[arm])],
+                    "rounds": ratios[arm],  # each round's ratio, so runs on other machines can be pooled
                 }
                 for arm in arms
             }
