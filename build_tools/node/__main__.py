@@ -38,6 +38,8 @@ WRITES = {
     "replay": "REPLAY_PARTS of replay_check.py, then verify: replay.txt replay-{seed,sweep}.json verify.txt",
     "stepops": "the eager step's ATen calls replayed on flagos and cuda (STEP_OPS_D): step_ops.txt",
     "flaggems": "record workloads, qualify flaggems within FLAGGEMS_SECONDS, workloads and models on its conf",
+    "flaggems-time": "the shipped flaggems and flaggems_tuned confs against all-native on the workloads "
+    "(FLAGGEMS_WORKLOADS, FLAGGEMS_ROUNDS), no qualification: flaggems.txt flaggems-first.json",
     "interop": "DLPack of a flagos tensor as a CUDA capsule, then the DLPack, queue-sharing and sparse tests",
     "graphs": "capture tests, then graphs_check.py add rng provider train (GRAPH_PAIRS, GRAPH_SETS): graphs.txt",
     "zoo": "the model zoo against cuda and cuda again (ZOO_*), then the profile diff: zoo.{txt,json,md,png} "

@@ -106,22 +106,29 @@ def flaggems(node: Node, ex: Executor) -> int:
         return rc
     if k.CHECK_SECONDS == "0":  # a qualification spread over several calls checks its confs once, at the end
         return 0
-    workloads = ("--workloads", k.FLAGGEMS_WORKLOADS) if k.FLAGGEMS_WORKLOADS else ()
-    first = (
-        *workloads,
-        "--conf",
-        q / "qualified.conf",
-        "--tuned",
-        q / "qualified-tuned.conf",
-        "--rounds",
-        k.FLAGGEMS_ROUNDS,
-        "--json",
-        node.out / "flaggems-first.json",
-    )
-    if first_rc := log.run(node.program("flaggems_first.py", *first)):
+    if first_rc := _flaggems_first(node, log, q / "qualified.conf", q / "qualified-tuned.conf"):
         log.say(f"flaggems_first: exit {first_rc}")
     log.say(f"real workloads done after {round(time.time() - node.started)} s")
     if _reference(node, ex, log) == 0:
         log.run(node.suite("models", "-rs", FLAGOS_BACKEND_CONFIG=str(q / "qualified.conf"), **REFERENCES))
     log.say(f"model suite on the qualified conf done after {round(time.time() - node.started)} s")
     return 0
+
+
+def _flaggems_first(node: Node, log: Logged, conf: Path, tuned: Path) -> int:
+    """flaggems_first.py: a FlagGems-first conf and its tuned one against all-native on the real workloads."""
+    k = node.knobs
+    workloads = ("--workloads", k.FLAGGEMS_WORKLOADS) if k.FLAGGEMS_WORKLOADS else ()
+    args = (*workloads, "--conf", conf, "--tuned", tuned, "--rounds", k.FLAGGEMS_ROUNDS)
+    return log.run(node.program("flaggems_first.py", *args, "--json", node.out / "flaggems-first.json"))
+
+
+def flaggems_time(node: Node, ex: Executor) -> int:
+    """The shipped FlagGems-first confs (those the committed report made) against all-native, with no qualification
+    before: a short call's evidence for the confs as committed. They are copied into a run directory first, as
+    flaggems_first.py writes its all-native conf beside the conf it is given."""
+    log, run_dir = Logged(ex, "flaggems.txt"), node.repo / "build" / "flaggems-time"
+    confs = [run_dir / f"backends_cuda_{name}.conf" for name in ("flaggems", "flaggems_tuned")]
+    for conf in confs:
+        ex.copy(node.repo / "configs" / conf.name, conf)
+    return _flaggems_first(node, log, *confs)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .executor import Executor
 from .logged import Logged, last_line, needs
-from .model_modes import flaggems, models
+from .model_modes import flaggems, flaggems_time, models
 from .steps import ALL_NATIVE, TESTS, Node
 
 
@@ -278,5 +278,5 @@ MODES: dict[str, Callable[[Node, Executor], int]] = {
     "smoke": smoke, "full": suites, "bench": suites, "index": suites, "train": train, "models": models,
     "dist": dist, "fsdp": fsdp, "checks": checks, "opinfo": opinfo, "mixed": mixed, "compile": compile_,
     "llm": llm, "decode": decode, "replay": replay, "stepops": stepops, "flaggems": flaggems,
-    "interop": interop, "graphs": graphs, "zoo": zoo, "profdiff": zoo,
+    "flaggems-time": flaggems_time, "interop": interop, "graphs": graphs, "zoo": zoo, "profdiff": zoo,
 }  # fmt: skip

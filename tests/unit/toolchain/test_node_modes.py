@@ -64,6 +64,11 @@ EXPECTED = {
                  "--workers 12 --chunk 10 --dtypes float32,bfloat16,float16,int64,bool --timeout 120 --budget",
                  "flaggems_first.py --conf REPO/build/qualify-flaggems/qualified.conf",
                  "FLAGOS_BACKEND_CONFIG=REPO/build/qualify-flaggems/qualified.conf"],
+    "flaggems-time": ["cp -r REPO/configs/backends_cuda_flaggems.conf "
+                      "REPO/build/flaggems-time/backends_cuda_flaggems.conf",
+                      "flaggems_first.py --conf REPO/build/flaggems-time/backends_cuda_flaggems.conf --tuned "
+                      "REPO/build/flaggems-time/backends_cuda_flaggems_tuned.conf --rounds 8 --json "
+                      "OUT/flaggems-first.json > OUT/flaggems.txt"],
     "interop": ["dlpack_check.py > OUT/interop.txt", "correctness/test_dlpack.py correctness/test_multiprocessing.py"],
     "graphs": ["correctness/test_capture_replay.py correctness/test_capture_replay_training.py > OUT/graphs.txt",
                "graphs_check.py train --pairs 20 --sets 3 >> OUT/graphs.txt"],
