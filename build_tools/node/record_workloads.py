@@ -71,7 +71,8 @@ def main() -> int:
         provider = torch_fl.providers.providers()[args.provider]
         meta = {"provider": args.provider, "version": provider.version(), "accelerator": torch_fl.accelerator()}
         base = extend.read(args.extend, report.key({**meta, "torch": torch.__version__}))
-        dtypes, again = [d for d in args.dtypes.split(",") if d], [o for o in args.again.split(",") if o]
+        dtypes = [d for d in args.dtypes.split(",") if d]
+        again = [o.strip() for o in args.again.split(",") if o.strip()]  # read as qualify --again reads it
         ops -= set(extend.carried(base, sorted(ops), dtypes, args.retime, again=again))
     if ops is not None:
         from torch_fl.qualify.generate import twin
