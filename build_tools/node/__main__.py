@@ -45,6 +45,8 @@ WRITES = {
     "zoo": "the model zoo against cuda and cuda again (ZOO_*), then the profile diff: zoo.{txt,json,md,png} "
     "profdiff.{json,md}",
     "profdiff": "the profile diff alone, flagos against plain cuda (PROFDIFF_MODELS): zoo.txt profdiff.{json,md}",
+    "routercost": "the router's host cost per call, flagos against cuda in one process (ROUTER_COST_*): "
+    "router_cost.txt",
 }
 
 

@@ -63,6 +63,8 @@ class Knobs:
     ZOO_BUDGET: str = knob("360", "zoo: seconds after which no (model, mode) pair is set up")
     PROFDIFF_MODELS: str = knob("qwen2-tied152k,mistral-sliding", "zoo, profdiff: the models profiled (none)")
     PROFDIFF_STEPS: str = knob("3", "zoo, profdiff: profiled steps per arm")
+    ROUTER_COST_OPS: str = knob("all decode", "routercost: harness.router_cost's op sets (--ops), one run each")
+    ROUTER_COST_ROUNDS: str = knob("15", "routercost: rounds of 200 calls per arm")
     GRAPH_PAIRS: str = knob("20", "graphs: pairs")
     GRAPH_SETS: str = knob("3", "graphs: lockstep sets of the training part")
 

@@ -184,6 +184,19 @@ def graphs(node: Node, ex: Executor) -> int:
     return rc
 
 
+def routercost(node: Node, ex: Executor) -> int:
+    """The router's host cost per call (harness.router_cost), flagos against plain cuda in one process, for each op
+    set of ROUTER_COST_OPS. Single ops only: they need no autograd, so plain cuda shares the flagos process; the
+    harness's training step does, and a flagos process cannot run plain cuda's (docs/bench.md)."""
+    k, log = node.knobs, Logged(ex, "router_cost.txt", noise=False)
+    rc = 0
+    for ops in k.ROUTER_COST_OPS.split():
+        rc |= log.run(
+            node.harness("harness.router_cost", "--ops", ops, "--steps", "0", "--rounds", k.ROUTER_COST_ROUNDS)
+        )
+    return rc
+
+
 def stepops(node: Node, ex: Executor) -> int:
     args = ("--d-model", node.knobs.STEP_OPS_D, *shlex.split(node.knobs.STEP_OPS_ARGS))
     return Logged(ex, "step_ops.txt").run(node.program("step_ops.py", *args))
@@ -279,4 +292,5 @@ MODES: dict[str, Callable[[Node, Executor], int]] = {
     "dist": dist, "fsdp": fsdp, "checks": checks, "opinfo": opinfo, "mixed": mixed, "compile": compile_,
     "llm": llm, "decode": decode, "replay": replay, "stepops": stepops, "flaggems": flaggems,
     "flaggems-time": flaggems_time, "interop": interop, "graphs": graphs, "zoo": zoo, "profdiff": zoo,
+    "routercost": routercost,
 }  # fmt: skip

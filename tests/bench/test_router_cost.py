@@ -57,3 +57,12 @@ def test_every_decode_op_has_a_case():
     from harness import decode_ops
 
     assert set(decode_ops.cases(torch)) == set(decode_ops.DECODE_OPS)
+
+
+def test_a_gpu_node_refuses_the_step_and_says_how_to_run(monkeypatch, capsys):
+    # plain cuda's autograd cannot run in a process that loaded torch_fl: the single ops may, the step may not
+    monkeypatch.setenv("FLAGOS_ACCELERATOR", "cuda")
+    with pytest.raises(SystemExit) as exit_:
+        router_cost.main(["--ops", "none", "--steps", "3"])
+    assert exit_.value.code == 2
+    assert "pass --steps 0 on a GPU node" in capsys.readouterr().err

@@ -14,8 +14,10 @@ arguments re-tagged, kernel, results re-tagged, release. Python's call overhead 
 Then the same three arms time a small training step (four 1x1 convolutions with batch norm and ReLU), its forward
 and its backward apart: a backward op runs on the autograd engine's flagos device thread, where a host op runs on
 the caller's, so the step shows what the engine adds per backward node beside the router's own cost. Beside the
-emulation the plain device is the host, so every arm shares one process; on a GPU node plain is cuda, which cannot
-share a process with flagos (docs/bench.md): run it there under FLAGOS_ACCELERATOR=cuda only for the flagos rows.
+emulation the plain device is the host, so every arm shares one process. On a GPU node (FLAGOS_ACCELERATOR=cuda)
+plain is cuda in the flagos process: single ops need no autograd, so their rows hold (the node's routercost mode),
+but the step's backward would need plain cuda's autograd, which a process that loaded torch_fl cannot run
+(docs/bench.md), so --steps is refused there.
 """
 
 from __future__ import annotations
@@ -290,6 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--decode", type=int, default=0, help="tiny decoder tokens per turn (0: no decode step)")
     p.add_argument("--layers", type=int, default=2, help="the tiny decoder's layers (default 2)")
     args = p.parse_args(argv)
+    if args.steps and arms_.devices()[1] != "cpu":
+        p.error(
+            "--steps runs a training step's backward on plain cuda, which a process that loaded torch_fl cannot run; "
+            "pass --steps 0 on a GPU node (the single ops and --decode need no autograd)"
+        )
     threads = command_line.apply_threads(args)
     ops = {"all": list(OPS), "none": [], "decode": list(decode_ops.DECODE_OPS)}.get(args.ops, args.ops.split(","))
     print(f"router cost: {args.rounds} rounds of {args.calls} calls per arm, {threads} intra-op threads")

@@ -75,6 +75,9 @@ EXPECTED = {
     "zoo": ["cd REPO/build_tools/bench && ", "-m harness.zoo --models all --modes all --arms flagos,plain,plain-again "
             "--budget 360 --profdiff qwen2-tied152k,mistral-sliding --profile-steps 3 --out ", "/out > OUT/zoo.txt"],
     "profdiff": ["-m harness.profdiff --models qwen2-tied152k,mistral-sliding --steps 3 --out ", "/out > OUT/zoo.txt"],
+    "routercost": ["cd REPO/build_tools/bench && ", "-m harness.router_cost --ops all --steps 0 --rounds 15 "
+                   "> OUT/router_cost.txt", "-m harness.router_cost --ops decode --steps 0 --rounds 15 "
+                   ">> OUT/router_cost.txt"],
 }  # fmt: skip
 
 
