@@ -135,6 +135,15 @@ def _is_in_bad_fork() -> bool:
     return _core.accelerator() in ("cuda", "dcu") and torch.cuda._is_in_bad_fork()
 
 
+def _lazy_init() -> None:
+    """torch calls this before a factory function or ``.to()`` makes a flagos tensor (device_lazy_init). The runtime
+    starts at ``import torch_fl``, so there is nothing left to start; being here is what matters: torch marks a device
+    module initialised only once its ``_lazy_init`` ran, and some torch lines (2.9) ask a device module lacking one
+    again on every factory call, an import and an attribute lookup each time."""
+    if not is_initialized():
+        raise RuntimeError("the flagos runtime has not started: `import torch_fl` starts it (and says what stops it)")
+
+
 # ---- streams and events -------------------------------------------------------------------------------------
 # On GPUs these are the vendor's streams and events; under emulation every stream is one serial queue (work has
 # finished when the call returns) and events record the host clock. The objects are torch's own torch.Stream and

@@ -12,6 +12,7 @@ from ._device import *  # noqa: F403
 from ._device import __all__ as _device_names
 from ._device import _index as _index  # Dynamo's device interface (compile/device.py)
 from ._device import _is_in_bad_fork as _is_in_bad_fork  # torch asks a device module before it seeds it
+from ._device import _lazy_init as _lazy_init  # torch's factory functions call it once per process
 from ._device_api import *  # noqa: F403
 from ._device_api import __all__ as _device_api_names
 from ._device_info import *  # noqa: F403

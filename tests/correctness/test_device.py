@@ -190,6 +190,28 @@ def test_device_module_is_registered():
     assert torch.flagos.is_initialized()
 
 
+LAZY_INIT_CHILD = """
+import torch, torch_fl
+calls = []
+original = torch.flagos._lazy_init
+torch.flagos._lazy_init = lambda: calls.append(1) or original()
+torch.empty(2, device="flagos")
+torch.zeros(3, device="flagos")
+torch.ones(2).to("flagos")
+print(len(calls))
+"""
+
+
+def test_torch_lazy_init_runs_once(tmp_path):
+    # torch remembers a device module as initialised only after its _lazy_init ran; without one, some torch lines
+    # import the module and look the attribute up again on every factory call.
+    child = subprocess.run(
+        [sys.executable, "-c", LAZY_INIT_CHILD], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == ["1"]
+
+
 def test_device_count():
     count = torch.flagos.device_count()
     assert count >= 1
