@@ -34,7 +34,9 @@ mark("to_host")
 y = x.cpu()
 mark("to_host:after")
 report("to_host", host(y))
+mark("to_dtype")
 z = x.to(torch.float64)
+mark("to_dtype:after")
 report("to_dtype", [str(z.device), str(z.dtype)])
 h = torch.zeros(6)
 mark("copy_to_host")
@@ -46,7 +48,9 @@ d.copy_(torch.full((6,), 7.0))
 report("copy_from_host", host(d))
 if torch.flagos.device_count() > 1:
     other = torch.zeros(6, device="flagos:1")
+    mark("across_devices")
     other.copy_(x)
+    mark("across_devices:after")
     report("across_devices", host(other))
 """
 
@@ -54,9 +58,11 @@ if torch.flagos.device_count() > 1:
 def test_native_transfers_keep_host_results_on_the_host(run_child, write_conf):
     path, _ = write_conf("native_moves.conf", "default = native\n_to_copy = native\ncopy_ = native\n")
     child = run_child(MOVES, {"FLAGOS_BACKEND_CONFIG": str(path), "FLAGOS_LOG": "dispatch"})
-    # the routes under test were really taken
-    assert child.routes_of("_to_copy", "to_host") == ["native"], child.describe()
-    assert "native" in child.routes_of("copy_", "copy_to_host"), child.describe()
+    # copies within the device take the routes under test; a copy to or from the host is the device's own move
+    # (_copy_from, never routed), so the log shows no route for it
+    assert child.routes_of("_to_copy", "to_dtype") == ["native"], child.describe()
+    assert child.routes_of("copy_", "across_devices") == ["native"], child.describe()
+    assert child.routes_of("_to_copy", "to_host") == [] and child.routes_of("copy_", "copy_to_host") == []
     assert child.data["to_host"] == {"device": "cpu", "dtype": "torch.float32", "shape": [6], "values": list(range(6))}
     assert child.data["to_dtype"] == ["flagos:0", "torch.float64"]
     assert child.data["copy_to_host"] == ["cpu", [0, 1, 2, 3, 4, 5], True]
