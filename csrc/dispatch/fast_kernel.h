@@ -174,6 +174,19 @@ struct Result<std::tuple<T...>> {
   }
 };
 
+// What a fast entry runs on the vendor: the op itself, through the router's boxed entry for other routes. The
+// convolution hooks torch offers an out-of-tree device specialise it (fast_ops_convolution.cpp): their vendor
+// kernel is the ordinary op they stand for (`target`).
+template <class Op>
+struct VendorOp {
+  using target = Op;
+  static constexpr auto boxed = &route_boxed;
+  template <class... A>
+  static decltype(auto) call(c10::DispatchKeySet keys, A&&... args) {
+    return Op::redispatch(keys, std::forward<A>(args)...);
+  }
+};
+
 // An op whose fast entry serves only some of its native calls (the copies: fast_ops_copies.cpp) specialises this
 // with `takes(args...)`, whether a call is one of them, and `otherwise(args...)`, the op's own composite kernel for
 // the rest: what runs for them without the fast entry.
@@ -245,13 +258,13 @@ struct Kernel<Op, Ret(Args...)> {
     // No device guard: the vendor's kernels set their own from their tensors,
     // as they do when plain torch calls them.
     if constexpr (std::is_void_v<Ret>) {
-      Op::redispatch(c10::DispatchKeySet(runtime().vendor_key()), Vendor<Args>::unwrap(std::get<I>(vendor))...);
+      VendorOp<Op>::call(c10::DispatchKeySet(runtime().vendor_key()), Vendor<Args>::unwrap(std::get<I>(vendor))...);
       timer.mark(counters::kKernel);
       retag.written_from_vendor();
       timer.mark(counters::kResults);
     } else {
-      decltype(auto) out =
-          Op::redispatch(c10::DispatchKeySet(runtime().vendor_key()), Vendor<Args>::unwrap(std::get<I>(vendor))...);
+      decltype(auto) out = VendorOp<Op>::call(
+          c10::DispatchKeySet(runtime().vendor_key()), Vendor<Args>::unwrap(std::get<I>(vendor))...);
       timer.mark(counters::kKernel);
       retag.written_from_vendor();
       if constexpr (std::is_same_v<Ret, at::Tensor&>) {
@@ -274,14 +287,18 @@ struct Kernel<Op, Ret(Args...)> {
   // Whether the vendor's torch has a kernel for the op (a CUDA-only op under the emulation has none): the
   // boxed router then says so, or runs the op's decomposition, as for any op without a fast entry.
   static bool vendor_has_kernel() {
-    static const bool has = handle().hasComputedKernelForDispatchKey(runtime().vendor_key());
+    using Target = typename VendorOp<Op>::target;
+    static const bool has = c10::Dispatcher::singleton()
+                                .findSchemaOrThrow(Target::name, Target::overload_name)
+                                .hasComputedKernelForDispatchKey(runtime().vendor_key());
     return has;
   }
 
   static Ret call(Args... args) {
     if (!entry().native.load(std::memory_order_acquire) || !vendor_has_kernel()) {
-      return c10::impl::BoxedKernelWrapper<Ret(Args...)>::call(c10::BoxedKernel::makeFromFunction<&route_boxed>(),
-          handle(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), std::forward<Args>(args)...);
+      return c10::impl::BoxedKernelWrapper<Ret(Args...)>::call(
+          c10::BoxedKernel::makeFromFunction<VendorOp<Op>::boxed>(), handle(),
+          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), std::forward<Args>(args)...);
     }
     if constexpr (Narrowed<Op>::value) {
       if (!Narrowed<Op>::takes(args...)) return Narrowed<Op>::otherwise(std::forward<Args>(args)...);

@@ -245,8 +245,6 @@ void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
   dispatch_routed(op, stack);
 }
 
-namespace {
-
 // Torch reaches out-of-tree devices for convolution through "overrideable"
 // hooks whose generic body only raises. The vendor's entry point is the
 // ordinary op: same arguments, except that the backward takes bias_sizes
@@ -262,6 +260,8 @@ void route_overrideable(const c10::OperatorHandle& op, c10::DispatchKeySet, torc
     dispatch_routed(op, stack, &backward, /*insert_none_at=*/3);
   }
 }
+
+namespace {
 
 bool is_overrideable_hook(const c10::OperatorName& name) {
   return name.name == "aten::convolution_overrideable" || name.name == "aten::convolution_backward_overrideable";

@@ -76,6 +76,9 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // The router's boxed entry point (also what the fast path falls back to).
 void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack);
+// The boxed entry of the convolution hooks (convolution_overrideable and its backward): routed by the hook's
+// name, run as the ordinary op they stand for.
+void route_overrideable(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack);
 // One "[flagos dispatch] op -> route" line on stderr.
 void log_route(const c10::OperatorHandle& op, const std::string& route);
 

@@ -19,6 +19,13 @@ report("properties", {op: {
     "route": torch_fl.route(op).route,
 } for op in fast})
 
+def conv_backward(t, vec):  # the hook called as autograd calls it; the host's convolution_backward takes bias_sizes
+    args = (t[None, :, :1] * 0.5 + 1, t[None], t.reshape(2, 2, 4, 3), [1, 1], [0, 1], [1, 1], False, [0, 0], 1)
+    if t.device.type == "flagos":
+        return aten.convolution_backward_overrideable(*args, [True, True, True])
+    return aten.convolution_backward(*args[:3], None, *args[3:], [True, True, True])
+
+
 g = torch.Generator().manual_seed(0)
 a, b = torch.randn(4, 6, generator=g), torch.randn(4, 6, generator=g)
 m, v = torch.randn(6, 5, generator=g), torch.randn(6, generator=g)
@@ -53,6 +60,12 @@ CALLS = {
     "_to_copy": lambda x, y, w, vec, t: (x.to(torch.bfloat16), x.t().double(), vec.expand(3, 6).half(),
                                          t.transpose(0, 1).to(torch.int64, memory_format=torch.contiguous_format)),
     "copy_": lambda x, y, *_: (x.clone().copy_(y), x.clone()[1:3].copy_(y[0]), x.clone().copy_(x.t().t() * 0)),
+    # the convolution hooks run the vendor's convolution: strided and padded with a bias, grouped, and backward
+    "convolution_overrideable": lambda x, y, w, vec, t: (
+        F.conv2d(t[None], t.reshape(2, 2, 4, 3), vec[:2], stride=2, padding=1),
+        F.conv1d(x[None], y.reshape(4, 2, 3), groups=2),
+    ),
+    "convolution_backward_overrideable": lambda x, y, w, vec, t: conv_backward(t, vec),
 }
 aten = torch.ops.aten
 
@@ -255,8 +268,8 @@ a.to("flagos") * b.to("flagos")
 mark("restored:after")
 """
 
-# a functional, an in-place and a list op whose fast entry hands over to the boxed cpu route
-CPU_ROUTED = ("relu", "mm", "add_.Tensor", "_foreach_add_.List")
+# a functional, an in-place, a list op and a convolution hook whose fast entry hands over to the boxed cpu route
+CPU_ROUTED = ("relu", "mm", "add_.Tensor", "_foreach_add_.List", "convolution_overrideable")
 ENV = {"FLAGOS_LOG": "dispatch", **{"FLAGOS_OP_" + op.replace(".", "__"): "cpu" for op in CPU_ROUTED}}
 
 
