@@ -29,9 +29,9 @@
 
 namespace torch_fl::fast {
 
-// Argument types passed to the vendor kernel unchanged. Generators need the boxed
-// router's bookkeeping: an op taking one fails to compile here rather than
-// misbehave at run time. A Device is re-tagged as the boxed router does it (below).
+// Argument types passed to the vendor kernel unchanged. Devices and generators
+// need the boxed router's bookkeeping: an op taking one fails to compile here
+// rather than misbehave at run time.
 template <class T>
 struct PassedThrough
     : std::bool_constant<std::is_same_v<T, const at::Scalar&> || std::is_same_v<T, bool> ||
@@ -42,7 +42,6 @@ struct PassedThrough
                          std::is_same_v<T, at::ArrayRef<double>> || std::is_same_v<T, std::array<bool, 3>> ||
                          std::is_same_v<T, std::array<bool, 4>> ||
                          std::is_same_v<T, std::optional<c10::ScalarType>> || std::is_same_v<T, c10::ScalarType> ||
-                         std::is_same_v<T, std::optional<c10::Layout>> ||
                          std::is_same_v<T, std::optional<c10::MemoryFormat>> ||
                          std::is_same_v<T, std::optional<bool>> || std::is_same_v<T, std::optional<int64_t>> ||
                          std::is_same_v<T, const std::optional<at::Scalar>&> ||
@@ -113,17 +112,6 @@ struct Vendor<const at::ITensorListRef&> { // cat's list: boxed or not, its tens
   static at::ITensorListRef unwrap(const type& held) { return at::ITensorListRef(held); }
 };
 
-// A Device argument (_to_copy's): a flagos device becomes the vendor's, any other says the results belong there.
-template <>
-struct Vendor<std::optional<c10::Device>> {
-  using type = std::optional<c10::Device>;
-  static type convert(Retagger& r, std::optional<c10::Device> d, bool, int) {
-    if (!d.has_value()) return d;
-    return r.device_to_vendor(*d);
-  }
-  static type unwrap(type held) { return held; }
-};
-
 // Tensor?[] (index_put's indices): the boxed router's rule (retag.cpp, value_to_vendor). A flagos index is
 // re-tagged; a host one passes as it is, as CUDA moves its indices to the indexed tensor's device
 // (TensorAdvancedIndexing.cpp, make_info). A list with no flagos index goes to the vendor as it came.
@@ -187,7 +175,7 @@ struct VendorOp {
   }
 };
 
-// An op whose fast entry serves only some of its native calls (the copies: fast_ops_copies.cpp) specialises this
+// An op whose fast entry serves only some of its native calls (copy_: fast_ops_copies.cpp) specialises this
 // with `takes(args...)`, whether a call is one of them, and `otherwise(args...)`, the op's own composite kernel for
 // the rest: what runs for them without the fast entry.
 template <class Op>
