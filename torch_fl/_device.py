@@ -138,8 +138,8 @@ def _is_in_bad_fork() -> bool:
 def _lazy_init() -> None:
     """torch calls this before a factory function or ``.to()`` makes a flagos tensor (device_lazy_init). The runtime
     starts at ``import torch_fl``, so there is nothing left to start; being here is what matters: torch marks a device
-    module initialised only once its ``_lazy_init`` ran, and some torch lines (2.9) ask a device module lacking one
-    again on every factory call, an import and an attribute lookup each time."""
+    module initialised only once its ``_lazy_init`` ran, and some torch lines (2.9 and 2.11 measured) ask a device
+    module lacking one again on every factory call, an import and an attribute lookup each time."""
     if not is_initialized():
         raise RuntimeError("the flagos runtime has not started: `import torch_fl` starts it (and says what stops it)")
 

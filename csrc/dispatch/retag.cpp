@@ -220,20 +220,19 @@ c10::IValue Retagger::value_to_vendor(c10::IValue value, bool written, int argum
     }
     return out;
   }
-  if (value.isDevice()) return device_to_vendor(value.toDevice());
+  if (value.isDevice()) {
+    const c10::Device d = value.toDevice();
+    if (d.type() != c10::DeviceType::PrivateUse1) {
+      // The results belong where this says (x.to("cpu")). Under emulation a host result looks like a
+      // vendor result, so it must not be relabelled as flagos.
+      results_elsewhere_ = true;
+      return value;
+    }
+    note_device(d.index());
+    return runtime().vendor_device(device_);
+  }
   if (value.isGenerator()) return vendor_generator_of(value.toGenerator());
   return value;
-}
-
-c10::Device Retagger::device_to_vendor(c10::Device d) {
-  if (d.type() != c10::DeviceType::PrivateUse1) {
-    // The results belong where this says (x.to("cpu")). Under emulation a host result looks like a vendor
-    // result, so it must not be relabelled as flagos.
-    results_elsewhere_ = true;
-    return d;
-  }
-  note_device(d.index());
-  return runtime().vendor_device(device_);
 }
 
 void Retagger::arguments_to_vendor(torch::jit::Stack* stack) {

@@ -51,9 +51,6 @@ class Retagger {
   at::Tensor owned_to_vendor(at::Tensor t, bool written) {
     return to_vendor(c10::MaybeOwned<at::Tensor>::owned(std::move(t)), written);
   }
-  // A Device argument: a flagos device (checked against the call's) becomes the vendor's; any other is left as it
-  // is and says the results belong there, so they are never relabelled as flagos.
-  c10::Device device_to_vendor(c10::Device d);
   void prepare_list(at::TensorList list) { prepare_list(list.size()); }
   void prepare_list(size_t size);
   // Apply the device rules to what borrow_to_vendor saw (arguments_to_vendor
