@@ -229,7 +229,9 @@ c10::IValue Retagger::value_to_vendor(c10::IValue value, bool written, int argum
       return value;
     }
     note_device(d.index());
-    return runtime().vendor_device(device_);
+    // A copy onto another flagos device (x.to("flagos:1")) puts its results there, not on its arguments' device.
+    results_device_ = d.index() < 0 ? runtime().current_device() : d.index();
+    return runtime().vendor_device(results_device_);
   }
   if (value.isGenerator()) return vendor_generator_of(value.toGenerator());
   return value;
@@ -259,12 +261,17 @@ void Retagger::arguments_to_vendor(torch::jit::Stack* stack) {
   }
 }
 
+c10::DeviceIndex Retagger::results_index() const {
+  if (results_device_ >= 0) return results_device_;
+  return device_ < 0 ? runtime().current_device() : device_;
+}
+
 c10::Storage Retagger::adopt_storage(const c10::Storage& vendor) {
   c10::StorageImpl* impl = vendor.unsafeGetStorageImpl();
   for (const auto& [seen, flagos] : adopted_) {
     if (seen == impl) return flagos; // outputs sharing one buffer keep sharing it
   }
-  const c10::DeviceIndex index = device_ < 0 ? runtime().current_device() : device_;
+  const c10::DeviceIndex index = results_index();
   c10::raw::intrusive_ptr::incref(impl);
   c10::DataPtr keep(impl->mutable_data(), impl, &release_vendor_storage, runtime().vendor_device(index));
   c10::Storage flagos(c10::make_intrusive<c10::StorageImpl>(
@@ -305,7 +312,7 @@ at::Tensor Retagger::from_vendor(const at::Tensor& t) {
 // A result nobody else can see (the only reference to its TensorImpl and to its
 // storage) becomes a flagos tensor in place: no second TensorImpl or storage.
 at::Tensor Retagger::relabel_fresh(const at::Tensor& t) {
-  const c10::DeviceIndex index = device_ < 0 ? runtime().current_device() : device_;
+  const c10::DeviceIndex index = results_index();
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
   const size_t nbytes = storage->nbytes();

@@ -106,6 +106,7 @@ class Retagger {
   c10::Storage adopt_storage(const c10::Storage& vendor);
   void adopt_resized(c10::StorageImpl* alias_storage);
   at::Tensor relabel_fresh(const at::Tensor& t);
+  c10::DeviceIndex results_index() const; // the flagos device new results belong to
 
   const c10::OperatorHandle& op_;
   const bool reuse_;    // alias_reuse() when the call began
@@ -124,6 +125,7 @@ class Retagger {
   int host_argument_ = -1; // its position in the schema (-1: not known)
   int host_element_ = -1;  // its position in a list argument (-1: not in a list)
   bool results_elsewhere_ = false;           // a Device argument names a device other than flagos
+  c10::DeviceIndex results_device_ = -1;     // the flagos device a Device argument names (-1: none)
   c10::SmallVector<const c10::TensorImpl*, 2> host_arguments_;
   host_access::Scope access_;                // flagos blocks open while the call runs (last: closed first)
 };

@@ -52,6 +52,9 @@ if torch.flagos.device_count() > 1:
     other.copy_(x)
     mark("across_devices:after")
     report("across_devices", host(other))
+    before = torch.flagos.memory_allocated(1)
+    moved = x.to("flagos:1", torch.float64)  # _to_copy routed: its result belongs to the device the call names
+    report("to_other_device", [str(moved.device), moved.cpu().tolist(), torch.flagos.memory_allocated(1) - before])
 """
 
 
@@ -68,6 +71,7 @@ def test_native_transfers_keep_host_results_on_the_host(run_child, write_conf):
     assert child.data["to_dtype"] == ["flagos:0", "torch.float64"]
     assert child.data["copy_to_host"] == ["cpu", [0, 1, 2, 3, 4, 5], True]
     assert child.data["copy_from_host"]["device"] == "flagos:0" and child.data["copy_from_host"]["values"] == [7.0] * 6
+    assert child.data["to_other_device"] == ["flagos:1", [0, 1, 2, 3, 4, 5], 6 * 8]
     assert child.data["across_devices"] == {
         "device": "flagos:1",
         "dtype": "torch.float32",
