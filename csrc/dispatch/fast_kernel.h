@@ -144,6 +144,10 @@ struct Result {
   static R convert(Retagger& r, R&& t) { return r.from_vendor(t); }
 };
 template <>
+struct Result<at::Scalar> { // a tensor's value read on the host (_local_scalar_dense: .item(), .tolist())
+  static at::Scalar convert(Retagger&, at::Scalar&& value) { return std::move(value); }
+};
+template <>
 struct Result<at::Tensor&> {
   static at::Tensor& convert(Retagger& r, at::Tensor& t) { return r.caller_tensor(t); }
 };

@@ -4,6 +4,8 @@
 // own, so the parts compile side by side.
 #include "dispatch/fast_kernel.h"
 
+#include <ATen/ops/_amp_foreach_non_finite_check_and_unscale_ops.h>
+#include <ATen/ops/_amp_update_scale_ops.h>
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
 #include <ATen/ops/add_ops.h>
@@ -13,15 +15,21 @@
 #include <ATen/ops/baddbmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/div_ops.h>
+#include <ATen/ops/embedding_dense_backward_ops.h>
 #include <ATen/ops/fill_ops.h>
+#include <ATen/ops/gather_ops.h>
 #include <ATen/ops/gelu_backward_ops.h>
 #include <ATen/ops/lerp_ops.h>
+#include <ATen/ops/max_pool2d_with_indices_backward_ops.h>
+#include <ATen/ops/max_pool2d_with_indices_ops.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/mse_loss_backward_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/native_batch_norm_backward_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/native_layer_norm_backward_ops.h>
+#include <ATen/ops/nll_loss_backward_ops.h>
+#include <ATen/ops/nll_loss_forward_ops.h>
 #include <ATen/ops/relu_ops.h>
 #include <ATen/ops/select_backward_ops.h>
 #include <ATen/ops/sigmoid_backward_ops.h>
@@ -49,6 +57,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       ops::native_layer_norm_backward>(m);
   fast::register_fast<ops::native_batch_norm, ops::native_batch_norm_backward, ops::select_backward,
       ops::mse_loss_backward, ops::sqrt>(m);
+  // a step's once-per-step kernels: the loss, the embedding's and the pooling's gradients, GradScaler's checks
+  fast::register_fast<ops::nll_loss_forward, ops::nll_loss_backward, ops::gather, ops::embedding_dense_backward,
+      ops::max_pool2d_with_indices, ops::max_pool2d_with_indices_backward>(m);
+  fast::register_fast<ops::_amp_foreach_non_finite_check_and_unscale_, ops::_amp_update_scale_, ops::fill__Tensor>(m);
 }
 
 } // namespace torch_fl

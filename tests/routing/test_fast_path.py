@@ -192,6 +192,68 @@ CALLS.update({
     "_scaled_dot_product_efficient_attention": no_cpu_kernel(efficient),
     "_scaled_dot_product_efficient_attention_backward": no_cpu_kernel(efficient_backward),
 })
+
+
+def unscale(x, y, *_):  # GradScaler's check: a non-finite gradient sets found_inf, every gradient is unscaled
+    grads, found = [x.clone(), y.clone() / 0], torch.zeros((), device=x.device)
+    aten._amp_foreach_non_finite_check_and_unscale_(grads, found, torch.full((), 0.5, device=x.device))
+    return grads[0], found
+
+
+def update_scale(x, *_):  # a step without inf grows the scale once the interval is reached
+    scale, tracker = torch.full((), 4.0, device=x.device), torch.ones((), dtype=torch.int32, device=x.device)
+    aten._amp_update_scale_(scale, tracker, torch.zeros((), device=x.device), 2.0, 0.5, 2)
+    return scale, tracker
+
+
+def pool(x, y, w, vec, t):
+    out, idx = aten.max_pool2d_with_indices(t[None], [2, 2], [1, 2])
+    return out, idx, aten.max_pool2d_with_indices_backward(out * 0 + 1, t[None], [2, 2], [1, 2], [0, 0], [1, 1],
+                                                           False, idx)
+
+
+def moe(x, y, *_):  # a mixture of experts' routing: top-2 of 3 experts, the tokens of each, and their outputs summed
+    values, chosen = x[:, :3].topk(2, dim=-1)
+    hits = (chosen == 1).nonzero()
+    rows = torch.tensor([0, 2], device=x.device)
+    summed = x.clone().index_add_(0, rows, y[rows] * values[:2, :1], alpha=0.5)
+    return values, chosen, hits, x[rows], x[rows, rows], summed
+
+
+# Masks, positions and the routing of a mixture of experts (fast_ops_masks.cpp), and a step's once-per-step kernels.
+CALLS.update({
+    "arange.start_out": lambda x, *_: torch.arange(2, 11, 3, out=x.new_empty(0)),
+    "cumsum": lambda x, *_: x.cumsum(1), "triu": lambda x, *_: x.triu(1), "tril": lambda x, *_: x.tril(-1),
+    "roll": lambda x, *_: (x.roll(2, 1), x.roll((1, -1), (0, 1))),
+    "masked_fill_.Scalar": lambda x, y, *_: x.clone().masked_fill_(y > 0, float("-inf")),
+    "eq.Scalar": lambda x, *_: x.round() == 0, "eq.Tensor": lambda x, y, *_: x.round() == y.round(),
+    "ne.Scalar": lambda x, *_: x.round() != 0, "lt.Scalar": lambda x, *_: x < 0.5, "lt.Tensor": lambda x, y, *_: x < y,
+    "le.Scalar": lambda x, *_: x <= 0.5, "le.Tensor": lambda x, y, *_: x <= y, "gt.Scalar": lambda x, *_: x > 0.5,
+    "gt.Tensor": lambda x, y, *_: x > y, "ge.Scalar": lambda x, *_: x >= 0.5, "ge.Tensor": lambda x, y, *_: x >= y,
+    "bitwise_and.Tensor": lambda x, y, *_: (x > 0) & (y > 0), "bitwise_or.Tensor": lambda x, y, *_: (x > 0) | (y > 0),
+    "bitwise_not": lambda x, *_: ~(x > 0), "all.dim": lambda x, *_: (x > -1).all(1),
+    "any.dim": lambda x, *_: (x > 1).any(0),
+    "isneginf": lambda x, y, *_: x.masked_fill(y > 0, float("-inf")).isneginf(),
+    "minimum": lambda x, y, *_: torch.minimum(x, y), "maximum": lambda x, y, *_: torch.maximum(x, y),
+    "clamp": lambda x, *_: (x.clamp(-0.5, 0.5), x.clamp(min=0)), "abs.out": lambda x, *_: x.abs(),
+    "log": lambda x, *_: (x.abs() + 1).log(),
+    "topk": lambda x, *_: x.topk(3, dim=1), "nonzero": lambda x, *_: (x > 0).nonzero(),
+    "_local_scalar_dense": lambda x, *_: x.new_tensor([x[1, 2].item(), *x[0, :3].tolist()]),
+    "index.Tensor": moe, "index_add_": moe,
+    "scatter_.value": lambda x, *_: x.clone().scatter_(1, torch.tensor([[0], [2], [4], [1]], device=x.device), 9.0),
+    "scatter_.src": lambda x, y, *_: x.clone().scatter_(0, torch.tensor([[1, 3, 0, 2, 1, 3]], device=x.device), y),
+    "scatter.src": lambda x, y, *_: x.scatter(1, torch.tensor([[5], [0], [3], [2]], device=x.device), y),
+    "nll_loss_forward": lambda x, *_: F.nll_loss(x.log_softmax(1), torch.tensor([0, 5, 2, 1], device=x.device)),
+    "nll_loss_backward": lambda x, y, *_: aten.nll_loss_backward(y[0, 0], x.log_softmax(1), torch.tensor(
+        [0, 5, 2, 1], device=x.device), None, 1, -100, torch.tensor(4.0, device=x.device)),
+    "gather": lambda x, *_: x.gather(1, torch.tensor([[0, 5], [2, 2], [1, 0], [3, 4]], device=x.device)),
+    "embedding_dense_backward": lambda x, y, *_: aten.embedding_dense_backward(
+        y, torch.tensor([1, 0, 1, 3], device=x.device), 5, -1, False),
+    "max_pool2d_with_indices": pool, "max_pool2d_with_indices_backward": pool,
+    "_amp_foreach_non_finite_check_and_unscale_": unscale, "_amp_update_scale_": update_scale,
+    "fill_.Tensor": lambda x, *_: (x.clone().fill_(torch.tensor(2.5, device=x.device)), x.clone().fill_(
+        torch.tensor(-1.0))),
+})
 try:  # the fast entry of an op the vendor's torch lacks hands it to the boxed router, which names what is missing
     efficient(*[t.to("flagos") for t in (a, b, m, v, bat)])
     report("efficient_on_emulation", "ran")
