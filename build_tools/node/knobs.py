@@ -61,6 +61,7 @@ class Knobs:
     ZOO_ARMS: str = knob("flagos,plain,plain-again", "zoo: the arms (plain-again is the A/A control)")
     ZOO_ROUNDS: str = knob("", "zoo: lockstep rounds (default: harness.zoo's)")
     ZOO_BUDGET: str = knob("360", "zoo: seconds after which no (model, mode) pair is set up")
+    ZOO_CPU: str = knob("none", "zoo: the CPU every arm's timed turns run on (N, auto or none: harness.zoo --cpu)")
     PROFDIFF_MODELS: str = knob("qwen2-tied152k,mistral-sliding", "zoo, profdiff: the models profiled (none)")
     PROFDIFF_STEPS: str = knob("3", "zoo, profdiff: profiled steps per arm")
     ROUTER_COST_OPS: str = knob("all decode", "routercost: harness.router_cost's op sets (--ops), one run each")

@@ -161,6 +161,7 @@ def zoo(node: Node, ex: Executor) -> int:
         profiled = "" if k.PROFDIFF_MODELS == "none" else k.PROFDIFF_MODELS  # an empty knob reads as unset
         args += ["--profdiff", profiled, "--profile-steps", k.PROFDIFF_STEPS]
         args += ["--rounds", k.ZOO_ROUNDS] if k.ZOO_ROUNDS else []
+        args += ["--cpu", k.ZOO_CPU]
         module = "harness.zoo"
     else:
         args, module = ["--models", k.PROFDIFF_MODELS, "--steps", k.PROFDIFF_STEPS], "harness.profdiff"

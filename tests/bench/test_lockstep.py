@@ -88,6 +88,33 @@ def test_lockstep_untimed_steps_run_first_and_are_not_timed(tmp_path: Path) -> N
     assert max(t for r in rounds for t in r["a"]) < 80.0  # the slow first step of each turn was not timed
 
 
+def test_lockstep_turn_cpu_pins_the_turns_only(tmp_path: Path) -> None:
+    # with turn_cpu every thread of the arm, one started before the turn included, runs on that CPU while it steps;
+    # between turns (a request, a compilation) the arm has its CPUs back
+    script = _arm_script(
+        tmp_path,
+        (
+            "import os, threading, time\n"
+            "done = threading.Event()\n"
+            "other = threading.Thread(target=done.wait, daemon=True); other.start()\n"
+            "def seen():\n"
+            "    return sorted(os.sched_getaffinity(0)), sorted(os.sched_getaffinity(other.native_id))\n"
+            "during = []\n"
+            "def step():\n"
+            "    during.append(seen())\n"
+            "lockstep.serve(step, lambda: None, {}, requests={'seen': lambda n: [seen(), during]}, "
+            "turn_cpu=int(sys.argv[1]))\n"
+        ),
+    )
+    allowed = sorted(os.sched_getaffinity(0))
+    cpu = allowed[-1]
+    with lockstep.Group({"a": ([sys.executable, str(script), str(cpu)], dict(os.environ))}, timeout=60) as group:
+        assert len(group.turn("a", 2, untimed=1)) == 2
+        between, during = group.ask("a", "seen", 0)
+    assert during == [[[cpu], [cpu]]] * 3
+    assert between == [allowed, allowed]
+
+
 def test_lockstep_names_an_arm_that_dies(tmp_path: Path) -> None:
     arms = {"broken": ([sys.executable, "-c", "import sys; sys.exit('cannot set the step up')"], dict(os.environ))}
     with pytest.raises(lockstep.LockstepError, match=r"broken: the process ended \(exit 1\)[\s\S]*cannot set"):

@@ -77,6 +77,14 @@ def test_kernels_that_differ_past_the_cut_stay_apart():
     assert kernel_key("mul_kernel") == "mul_kernel"
 
 
+def test_runtime_calls_are_not_scopes():
+    # a runtime call the profiler links a kernel to (beside the op that launched it) must not count that kernel again
+    from harness.profile_ops import RUNTIME_CALL
+
+    assert all(RUNTIME_CALL.match(n) for n in ("cudaStreamIsCapturing", "cudaMalloc", "cuLaunchKernel", "hipMemcpy"))
+    assert not any(RUNTIME_CALL.match(n) for n in ("aten::mul", "cudnn_convolution", "custom_scope", "cuda_graph"))
+
+
 def test_the_markdown_lists_kernel_time_gaps_beside_the_controls_largest():
     from harness import zoo_report
 

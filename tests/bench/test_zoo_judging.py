@@ -21,6 +21,8 @@ def test_a_narrow_aa_is_judged_with_its_quartiles():
     entry = _entry([0.99, 1.0, 1.01, 1.0, 1.005])
     assert entry["judged"] and "not_judged" not in entry
     assert entry["aa_quartiles"][0] <= entry["aa"] == 1.0 <= entry["aa_quartiles"][1]
+    # every timed step is kept beside the medians, by arm and round
+    assert entry["turns_ms"]["cuda-again"] == [[0.99], [1.0], [1.01], [1.0], [1.005]]
     line = zoo_judge.pair_line("llama train-eager", entry, NAMES, 1.0)
     assert "flagos/cuda 1.100 (A/A 1.000" in line
 

@@ -43,13 +43,15 @@ class LockstepError(RuntimeError):
 # ---- child side --------------------------------------------------------------------------------------------
 
 
-def pin_all_threads(cpu: int | None) -> None:
-    """Pin every thread of this process (torch starts some while it sets up) to ``cpu``; later threads inherit."""
+def pin_all_threads(cpu: int | set[int] | None) -> None:
+    """Pin every thread of this process (torch starts some while it sets up) to ``cpu`` (one CPU or a set of them);
+    later threads inherit."""
     if cpu is None:
         return
+    cpus = {cpu} if isinstance(cpu, int) else cpu
     for tid in os.listdir("/proc/self/task"):
         try:
-            os.sched_setaffinity(int(tid), {cpu})
+            os.sched_setaffinity(int(tid), cpus)
         except (ProcessLookupError, PermissionError):  # a thread that has ended meanwhile
             pass
 
@@ -61,10 +63,12 @@ def serve(
     inp: IO[str] | None = None,
     out: IO[str] | None = None,
     requests: Mapping[str, Callable[[int], Any]] | None = None,
+    turn_cpu: int | None = None,
 ) -> None:
     """Answer the parent's ``run <n> [<u>]`` requests with the ms of ``n`` steps, each synchronized, after ``u``
     untimed ones, and its other ``requests`` (name -> function of n, whose json-able result is the reply), until
-    ``quit``."""
+    ``quit``. ``turn_cpu``: every thread runs on that CPU during a turn, and on the CPUs it had before in between
+    (where the other requests, a compilation say, may use them all)."""
     inp = inp or sys.stdin
     out = out or sys.stdout
     requests = requests or {}
@@ -83,6 +87,8 @@ def serve(
             out.flush()
             continue
         times = []
+        free = os.sched_getaffinity(0)
+        pin_all_threads(turn_cpu)
         sync()
         # The first steps after another arm had the device pay for the switch (caches, clocks, the driver's
         # queue): the parent may ask for some that are run and not timed.
@@ -94,6 +100,8 @@ def serve(
             step()
             sync()
             times.append((time.perf_counter() - started) * 1e3)
+        if turn_cpu is not None:
+            pin_all_threads(free)
         out.write(TIMES + json.dumps(times) + "\n")
         out.flush()
 

@@ -13,12 +13,18 @@ kernels the host never launches.
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
 KERNEL_NAME_CHARS = 160  # templated kernel names run to thousands of characters; both arms are cut alike
+# The vendor runtime's and driver's own calls (cudaStreamIsCapturing, cudaMalloc, cuLaunchKernel, hipMemcpyAsync):
+# never an op's scope. The profiler can link a kernel to one of them as well as to the op that launched it (seen on
+# the H100 for the cudaStreamIsCapturing the caching allocator makes when it grows a segment), which counted that
+# kernel twice, once for a step that happened to grow the pool.
+RUNTIME_CALL = re.compile(r"^(cuda|hip|cu|hsa)[A-Z]")
 
 
 def kernel_key(name: str) -> str:
@@ -48,6 +54,8 @@ def collect(step: Callable[[], Any], sync: Callable[[], None], steps: int, devic
         # ATen ops, and any other scope a kernel was launched in directly (a record_function around a launch):
         # the profiler links each kernel to the innermost scope open at its launch
         if event.device_type != DeviceType.CPU or not (event.name.startswith("aten::") or event.kernels):
+            continue
+        if RUNTIME_CALL.match(event.name):
             continue
         row = ops[event.name]
         row[0] += 1

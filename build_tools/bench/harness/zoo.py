@@ -95,6 +95,7 @@ class Zoo:
                 "turn": args.turn,
                 "turn_ms": args.turn_ms,
                 "untimed": args.untimed,
+                "turn_cpu": args.cpu,
                 "aa_band": list(zoo_judge.AA_BAND),
                 "budget_s": args.budget,
                 "profdiff": args.profdiff,
@@ -117,6 +118,7 @@ class Zoo:
         for name in self.arms:
             kind = "flagos" if name == "flagos" else "plain"
             args = ["--arm", kind, "--device", self.plain, "--plan", plan] + ["--tiny"] * self.tiny
+            args += ["--turn-cpu", str(self.args.cpu)] if self.args.cpu is not None else []
             argv, env = arms.command("zoo_arm", kind == "flagos", args)
             env.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/torch-fl-zoo-inductor")
             # every arm compiles at once: Inductor's worker pool per arm would oversubscribe the node's cores
@@ -337,6 +339,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"timed steps per turn fill this many ms, up to {MAX_TURN} steps (default {TURN_MS:g}; --tiny: off)",
     )
     p.add_argument("--untimed", type=int, default=UNTIMED, help="steps run, not timed, first in every turn")
+    p.add_argument(
+        "--cpu",
+        default="none",
+        metavar="N|auto|none",
+        help="every arm's threads run on CPU N during its timed turns (auto: the highest CPU this process may use), "
+        "on all of its CPUs in between; none (the default): the scheduler places them",
+    )
     p.add_argument("--budget", type=float, metavar="S", help="set no pair up after S seconds (default: no limit)")
     p.add_argument(
         "--profdiff",
@@ -359,7 +368,19 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     args.rounds = args.rounds or (TINY_ROUNDS if tiny else ROUNDS)
     args.turn = args.turn or (TINY_TURN if tiny else TURN)
     args.turn_ms = args.turn_ms if args.turn_ms is not None else (TINY_TURN_MS if tiny else TURN_MS)
+    args.cpu = _cpu(args.cpu)
     return args
+
+
+def _cpu(text: str) -> int | None:
+    allowed = os.sched_getaffinity(0)
+    if text == "none":
+        return None
+    if text == "auto":
+        return max(allowed)
+    if not text.isdigit() or int(text) not in allowed:
+        raise SystemExit(f"--cpu {text}: expected auto, none or one of this process's CPUs {sorted(allowed)}")
+    return int(text)
 
 
 def case(argv: list[str]) -> dict[str, Any]:

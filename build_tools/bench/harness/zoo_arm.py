@@ -227,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cuda", help="the plain arm's device (cuda, or cpu beside the emulation)")
     p.add_argument("--plan", required=True, help="JSON list of [model, mode] pairs")
     p.add_argument("--tiny", action="store_true")
+    p.add_argument("--turn-cpu", type=int, help="the CPU every thread runs on during a timed turn (zoo.py's --cpu)")
     args = p.parse_args(argv)
     plan = json.loads(args.plan)
     arms.import_torchvision()
@@ -237,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         return arm.step()
 
     requests = {"prepare": lambda i: arm.prepare(plan[i]), "profile": arm.profile}
-    lockstep.serve(step, arm.sync, arm.info, requests=requests)
+    lockstep.serve(step, arm.sync, arm.info, requests=requests, turn_cpu=args.turn_cpu)
     return 0
 
 

@@ -48,6 +48,8 @@ def timed_entry(
     peaks = entry["peak_gib"]
     entry["memory_ratio"] = peaks[flagos] / peaks[plain] if peaks[flagos] and peaks[plain] else None
     entry["bar"] = BARS[mode]
+    # every timed step, per arm and round: what the medians and quartiles above are taken from
+    entry["turns_ms"] = {a: [[round(t, 3) for t in r[a]] for r in rounds] for a in names}
     entry["params_m"] = replies[flagos].get("params_m")
     for key in ("experts", "graphs"):
         if key in replies[flagos]:

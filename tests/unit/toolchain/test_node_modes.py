@@ -73,7 +73,8 @@ EXPECTED = {
     "graphs": ["correctness/test_capture_replay.py correctness/test_capture_replay_training.py > OUT/graphs.txt",
                "graphs_check.py train --pairs 20 --sets 3 >> OUT/graphs.txt"],
     "zoo": ["cd REPO/build_tools/bench && ", "-m harness.zoo --models all --modes all --arms flagos,plain,plain-again "
-            "--budget 360 --profdiff qwen2-tied152k,mistral-sliding --profile-steps 3 --out ", "/out > OUT/zoo.txt"],
+            "--budget 360 --profdiff qwen2-tied152k,mistral-sliding --profile-steps 3 --cpu none --out ",
+            "/out > OUT/zoo.txt"],
     "profdiff": ["-m harness.profdiff --models qwen2-tied152k,mistral-sliding --steps 3 --out ", "/out > OUT/zoo.txt"],
     "routercost": ["cd REPO/build_tools/bench && ", "-m harness.router_cost --ops all --steps 0 --rounds 15 "
                    "> OUT/router_cost.txt", "-m harness.router_cost --ops decode --steps 0 --rounds 15 "
