@@ -87,7 +87,7 @@ def serve(
             out.flush()
             continue
         times = []
-        free = os.sched_getaffinity(0)
+        free = os.sched_getaffinity(0) if turn_cpu is not None else None
         pin_all_threads(turn_cpu)
         sync()
         # The first steps after another arm had the device pay for the switch (caches, clocks, the driver's
@@ -100,8 +100,7 @@ def serve(
             step()
             sync()
             times.append((time.perf_counter() - started) * 1e3)
-        if turn_cpu is not None:
-            pin_all_threads(free)
+        pin_all_threads(free)
         out.write(TIMES + json.dumps(times) + "\n")
         out.flush()
 

@@ -308,6 +308,19 @@ def _pairs(text: str) -> list[list[str]]:
     return pairs
 
 
+def _cpu(text: str) -> int | None:
+    """--cpu's value: a CPU of this process, the highest of them (auto), or none. The node check's --cpu reads the
+    same words (torch_fl/bench/run.py); the zoo's parent loads no torch, so it cannot import that one."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if text == "none":
+        return None
+    if text == "auto":
+        return allowed[-1]
+    if not text.isdigit() or int(text) not in allowed:
+        raise argparse.ArgumentTypeError(f"{text}: expected auto, none or one of this process's CPUs {allowed}")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = command_line.parser("zoo", __doc__)
     archs = tuple(zoo_models.ARCHS)
@@ -341,6 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--untimed", type=int, default=UNTIMED, help="steps run, not timed, first in every turn")
     p.add_argument(
         "--cpu",
+        type=_cpu,
         default="none",
         metavar="N|auto|none",
         help="every arm's threads run on CPU N during its timed turns (auto: the highest CPU this process may use), "
@@ -368,19 +382,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     args.rounds = args.rounds or (TINY_ROUNDS if tiny else ROUNDS)
     args.turn = args.turn or (TINY_TURN if tiny else TURN)
     args.turn_ms = args.turn_ms if args.turn_ms is not None else (TINY_TURN_MS if tiny else TURN_MS)
-    args.cpu = _cpu(args.cpu)
     return args
-
-
-def _cpu(text: str) -> int | None:
-    allowed = os.sched_getaffinity(0)
-    if text == "none":
-        return None
-    if text == "auto":
-        return max(allowed)
-    if not text.isdigit() or int(text) not in allowed:
-        raise SystemExit(f"--cpu {text}: expected auto, none or one of this process's CPUs {sorted(allowed)}")
-    return int(text)
 
 
 def case(argv: list[str]) -> dict[str, Any]:
